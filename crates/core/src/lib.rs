@@ -1,0 +1,24 @@
+//! weir-core: the sans-IO engine of weir.
+//!
+//! Everything here is driven by the caller: time comes in as `now`, randomness from a
+//! caller-owned seeded [`rng::Rng`], packets live in a caller-owned [`pool::Pool`]. No
+//! socket, syscall, wall clock or thread RNG is touched, so the same pipeline runs live
+//! (wall clock) and in simulation (virtual clock) with identical behaviour.
+
+pub mod pool;
+pub mod qdisc;
+pub mod rate;
+pub mod rng;
+pub mod time;
+
+pub use pool::{Color, Direction, Meta, PktId, PktQueue, Pool};
+pub use qdisc::{Count, Counted, Ctx, DropCause, QStats, Qdisc};
+pub use rate::Rate;
+pub use rng::Rng;
+pub use time::{Duration, Instant};
+
+pub mod classify;
+pub mod fifo;
+pub mod red;
+pub mod token_bucket;
+pub mod units;

@@ -1,0 +1,287 @@
+//! The packet arena: preallocated slots addressed by `PktId` (a `u32`), each holding the
+//! frame bytes and the per-packet metadata that travels with it through the pipeline.
+//!
+//! No allocation happens per packet: `alloc` pops a free slot, `free` pushes it back.
+//! Queues are intrusive singly-linked FIFOs threaded through `Meta::next`, so moving a
+//! packet between queues costs a few stores. A pool may have `slot_size == 0` (the
+//! simulator) in which case only metadata is stored.
+//!
+//! Invariant: a `PktId` is owned by exactly one holder (a queue, the driver, or the free
+//! list) at a time. Freeing a packet twice is a logic error caught by a debug assertion.
+
+use crate::time::Instant;
+
+/// Index of a packet slot in a [`Pool`].
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
+pub struct PktId(pub u32);
+
+const NIL: u32 = u32::MAX;
+
+/// Which way a packet crosses the device.
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug, Default)]
+pub enum Direction {
+    /// LAN → WAN (the direction seed 000 shapes).
+    #[default]
+    Outbound,
+    /// WAN → LAN.
+    Inbound,
+}
+
+/// DiffServ drop precedence carried as metadata from a meter/marker to an AQM.
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug, Default)]
+pub enum Color {
+    #[default]
+    Green,
+    Yellow,
+    Red,
+}
+
+/// Per-packet metadata.
+#[derive(Clone, Debug)]
+pub struct Meta {
+    /// Frame length in bytes as seen on the wire side of AF_PACKET (L2 header, no FCS).
+    pub len: u32,
+    /// When the packet entered the pipeline.
+    pub arrival: Instant,
+    /// Leaf class index assigned by the classifier.
+    pub class: u32,
+    /// Index of the classifier rule that matched (`u16::MAX` = default class).
+    pub rule: u16,
+    pub dir: Direction,
+    pub color: Color,
+    /// Hash of the flow's 5-tuple (direction-independent), used by per-flow queuing.
+    pub flow: u64,
+    /// Connection-table entry shared by both directions (`u32::MAX` = none).
+    pub conn: u32,
+    /// Intrusive queue link; owned by whichever queue holds the packet.
+    next: u32,
+    #[cfg(debug_assertions)]
+    live: bool,
+}
+
+impl Meta {
+    fn blank() -> Self {
+        Meta {
+            len: 0,
+            arrival: Instant::ZERO,
+            class: 0,
+            rule: u16::MAX,
+            dir: Direction::Outbound,
+            color: Color::Green,
+            flow: 0,
+            conn: u32::MAX,
+            next: NIL,
+            #[cfg(debug_assertions)]
+            live: false,
+        }
+    }
+}
+
+/// Preallocated packet storage.
+pub struct Pool {
+    meta: Vec<Meta>,
+    data: Vec<u8>,
+    slot: usize,
+    free: Vec<u32>,
+}
+
+impl Pool {
+    /// A pool of `capacity` packets with `slot_size` bytes of frame storage each.
+    pub fn new(capacity: u32, slot_size: usize) -> Self {
+        let cap = capacity as usize;
+        Pool {
+            meta: (0..cap).map(|_| Meta::blank()).collect(),
+            data: vec![0u8; cap * slot_size],
+            slot: slot_size,
+            free: (0..capacity).rev().collect(),
+        }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.meta.len()
+    }
+    pub fn available(&self) -> usize {
+        self.free.len()
+    }
+    pub fn in_use(&self) -> usize {
+        self.meta.len() - self.free.len()
+    }
+    pub fn slot_size(&self) -> usize {
+        self.slot
+    }
+
+    /// Take a free slot with metadata reset to defaults, or `None` when the pool is
+    /// exhausted (the driver counts that as a drop).
+    #[inline]
+    pub fn alloc(&mut self) -> Option<PktId> {
+        let i = self.free.pop()?;
+        let m = &mut self.meta[i as usize];
+        *m = Meta::blank();
+        #[cfg(debug_assertions)]
+        {
+            m.live = true;
+        }
+        Some(PktId(i))
+    }
+
+    #[inline]
+    pub fn free(&mut self, id: PktId) {
+        #[cfg(debug_assertions)]
+        {
+            let m = &mut self.meta[id.0 as usize];
+            assert!(m.live, "double free of packet {}", id.0);
+            m.live = false;
+        }
+        self.free.push(id.0);
+    }
+
+    #[inline]
+    pub fn meta(&self, id: PktId) -> &Meta {
+        &self.meta[id.0 as usize]
+    }
+    #[inline]
+    pub fn meta_mut(&mut self, id: PktId) -> &mut Meta {
+        &mut self.meta[id.0 as usize]
+    }
+    #[inline]
+    pub fn len(&self, id: PktId) -> u32 {
+        self.meta[id.0 as usize].len
+    }
+
+    /// The frame bytes (`meta.len` of them, at most `slot_size`).
+    #[inline]
+    pub fn data(&self, id: PktId) -> &[u8] {
+        let start = id.0 as usize * self.slot;
+        let n = (self.meta[id.0 as usize].len as usize).min(self.slot);
+        &self.data[start..start + n]
+    }
+    /// The whole writable slot; set `meta.len` to the frame length after writing.
+    #[inline]
+    pub fn slot_mut(&mut self, id: PktId) -> &mut [u8] {
+        let start = id.0 as usize * self.slot;
+        &mut self.data[start..start + self.slot]
+    }
+    /// The frame bytes, writable (for in-place header edits).
+    #[inline]
+    pub fn data_mut(&mut self, id: PktId) -> &mut [u8] {
+        let start = id.0 as usize * self.slot;
+        let n = (self.meta[id.0 as usize].len as usize).min(self.slot);
+        &mut self.data[start..start + n]
+    }
+}
+
+/// An intrusive FIFO of packets threaded through the pool's `Meta::next` links, with
+/// packet and byte counts. 16 bytes; no allocation.
+#[derive(Clone, Debug)]
+pub struct PktQueue {
+    head: u32,
+    tail: u32,
+    len: u32,
+    bytes: u64,
+}
+
+impl Default for PktQueue {
+    fn default() -> Self {
+        PktQueue {
+            head: NIL,
+            tail: NIL,
+            len: 0,
+            bytes: 0,
+        }
+    }
+}
+
+impl PktQueue {
+    pub const fn new() -> Self {
+        PktQueue {
+            head: NIL,
+            tail: NIL,
+            len: 0,
+            bytes: 0,
+        }
+    }
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    #[inline]
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+    #[inline]
+    pub fn head(&self) -> Option<PktId> {
+        (self.head != NIL).then_some(PktId(self.head))
+    }
+
+    #[inline]
+    pub fn push_back(&mut self, pool: &mut Pool, id: PktId) {
+        let m = pool.meta_mut(id);
+        m.next = NIL;
+        self.bytes += m.len as u64;
+        if self.tail == NIL {
+            self.head = id.0;
+        } else {
+            pool.meta_mut(PktId(self.tail)).next = id.0;
+        }
+        self.tail = id.0;
+        self.len += 1;
+    }
+
+    #[inline]
+    pub fn pop_front(&mut self, pool: &mut Pool) -> Option<PktId> {
+        if self.head == NIL {
+            return None;
+        }
+        let id = PktId(self.head);
+        let m = pool.meta_mut(id);
+        self.head = m.next;
+        m.next = NIL;
+        self.bytes -= m.len as u64;
+        self.len -= 1;
+        if self.head == NIL {
+            self.tail = NIL;
+        }
+        Some(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alloc_free_and_queue_order() {
+        let mut pool = Pool::new(4, 64);
+        let mut q = PktQueue::new();
+        let ids: Vec<_> = (0..4).map(|_| pool.alloc().unwrap()).collect();
+        assert!(pool.alloc().is_none(), "exhausted pool returns None");
+        for (i, &id) in ids.iter().enumerate() {
+            pool.meta_mut(id).len = 100 + i as u32;
+            q.push_back(&mut pool, id);
+        }
+        assert_eq!(q.len(), 4);
+        assert_eq!(q.bytes(), 100 + 101 + 102 + 103);
+        for &id in &ids {
+            assert_eq!(q.pop_front(&mut pool), Some(id));
+            pool.free(id);
+        }
+        assert!(q.pop_front(&mut pool).is_none());
+        assert_eq!(q.bytes(), 0);
+        assert_eq!(pool.available(), 4);
+    }
+
+    #[test]
+    fn data_views_follow_len() {
+        let mut pool = Pool::new(2, 16);
+        let id = pool.alloc().unwrap();
+        pool.slot_mut(id)[..3].copy_from_slice(&[1, 2, 3]);
+        pool.meta_mut(id).len = 3;
+        assert_eq!(pool.data(id), &[1, 2, 3]);
+        pool.data_mut(id)[0] = 9;
+        assert_eq!(pool.data(id), &[9, 2, 3]);
+    }
+}

@@ -1,0 +1,1 @@
+//! weir-wire: zero-copy packet views (being written).
