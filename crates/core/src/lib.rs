@@ -19,6 +19,10 @@ pub use time::{Duration, Instant};
 
 pub mod classify;
 pub mod fifo;
+pub mod heap;
+pub mod linkshare;
+// pub mod pfq; (enabled once red.rs lands)
 pub mod red;
+pub mod sim;
 pub mod token_bucket;
 pub mod units;

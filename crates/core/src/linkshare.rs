@@ -1,0 +1,1118 @@
+//! Hierarchical link-sharing scheduler: CBQ's link-sharing model (Floyd & Jacobson 1995,
+//! "Link-sharing and resource management models for packet networks") implemented with the
+//! algorithm of Linux HTB (`net/sched/sch_htb.c`, Devera), over integer nanoseconds.
+//!
+//! # Model
+//! A tree of classes. The root is the link (seed 000 step 1: rate = ceil = link rate). Every
+//! class has an assured `rate`, a `ceil` it may reach by borrowing, a priority `prio`
+//! (0 = highest) and a DRR `quantum` in bytes. Leaves own a queue (any [`Qdisc`]). A class
+//! that has sent less than its rate may send on its own (mode *CanSend*); one over its rate
+//! but under its ceil may send only with bandwidth lent by the nearest ancestor that is
+//! under its own rate (*MayBorrow*); one over its ceil may not send (*CantSend*). Idle
+//! bandwidth therefore flows to busy siblings and cousins (inter-class borrowing), higher
+//! priority borrowers first, in proportion to quantum among equal priorities; a flat tree
+//! (root + leaves) is the special case of depth one.
+//!
+//! # Algorithm (as HTB)
+//! * Each class keeps two token buckets measured in **nanoseconds of transmission time**:
+//!   `tokens` at `rate` (depth `burst`) and `ctokens` at `ceil` (depth `cburst`). Sending
+//!   `len` bytes costs `rate.tx_ns(len)` — one multiply and shift, no division.
+//! * Levels: leaves are level 0; an inner class at depth d is level `MAX_LEVEL - d`, so a
+//!   closer lender always has a lower level. `row[level][prio]` holds the *CanSend* classes
+//!   of that level with backlogged descendants of that priority; an inner class's
+//!   `feed[prio]` holds its *MayBorrow* children with such descendants. Dequeue scans
+//!   levels from 0 (own rate first, then nearest lender), priorities from 0, and descends
+//!   from the row through feeds to a leaf. Each list is a circular doubly-linked DRR list
+//!   (O(1) insert, remove, rotate); a class is in at most one list per priority.
+//! * After a packet is sent, every class from the leaf to the root is charged: classes at
+//!   or above the lending level pay `tokens` and all pay `ctokens`; mode changes move the
+//!   class between row, parent feed and nowhere. Classes not in *CanSend* wait in an
+//!   indexed heap keyed by the instant their mode changes; `next_wakeup` is its minimum.
+//! * Leaves whose queue is non-work-conserving (returns nothing while holding packets) are
+//!   *throttled*: removed from the lists until their queue's `next_wakeup`.
+//!
+//! Deviations from HTB, on purpose: DRR deficits are per list and charged along the whole
+//! path (hierarchical DRR), so quanta smaller than a packet still share bytes exactly; a
+//! deficit entering a list is clamped to one quantum (no stored-up bursts); borrowers'
+//! rate tokens are capped at `burst` when the elapsed time is credited.
+//!
+//! # Statistics
+//! Per class: bytes/packets sent, `lends` (packets sent on own rate at this class's
+//! level), `borrows` (packets sent with lent bandwidth), `overlimits` (entries into
+//! *CantSend*). Leaf queues carry their own [`QStats`] through [`Counted`].
+//!
+//! # Invariants (checked by `check_invariants` in tests)
+//! A leaf is in a list iff it is active (backlogged, not throttled) and not *CantSend*; a
+//! class appears in `row[l][p]` iff it is *CanSend* with bit p in `prio_activity`; in its
+//! parent's `feed[p]` iff it is *MayBorrow* with bit p set; an inner class's `prio_activity`
+//! bit p is set iff its `feed[p]` is non-empty.
+
+use crate::heap::IndexedHeap;
+use crate::pool::PktId;
+use crate::qdisc::{Count, Counted, Ctx, DropCause, QStats, Qdisc};
+use crate::rate::Rate;
+use crate::time::{Duration, Instant};
+
+/// Number of priorities (0 = highest).
+pub const PRIOS: usize = 8;
+/// Highest level; inner classes live at levels 1..=MAX_LEVEL, leaves at 0.
+pub const MAX_LEVEL: usize = 7;
+const LEVELS: usize = MAX_LEVEL + 1;
+/// Cap on the time credited at once and on token debt (HTB's mbuffer): 60 s.
+const MBUFFER_NS: i64 = 60_000_000_000;
+const NIL: u32 = u32::MAX;
+
+/// Index of a class in the scheduler (0 is the root).
+pub type ClassId = u32;
+
+/// How to build one class.
+pub struct ClassSpec {
+    pub name: String,
+    /// `None` for the root (which must be the first spec).
+    pub parent: Option<ClassId>,
+    pub rate: Rate,
+    pub ceil: Rate,
+    /// Rate bucket depth in bytes.
+    pub burst: u32,
+    /// Ceil bucket depth in bytes.
+    pub cburst: u32,
+    pub prio: u8,
+    /// DRR quantum in bytes (> 0).
+    pub quantum: u32,
+    /// The leaf's queue; required for leaves, must be `None` for inner classes.
+    pub queue: Option<Box<dyn Qdisc>>,
+}
+
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub enum Mode {
+    CantSend,
+    MayBorrow,
+    CanSend,
+}
+
+#[derive(Copy, Clone, Default)]
+struct Link {
+    prev: u32,
+    next: u32,
+}
+
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+enum LeafState {
+    Idle,
+    Active,
+    Throttled,
+}
+
+/// Per-class counters.
+#[derive(Clone, Default, Debug, serde::Serialize)]
+pub struct ClassStats {
+    pub sent: Count,
+    pub lends: u64,
+    pub borrows: u64,
+    pub overlimits: u64,
+}
+
+struct Class {
+    name: String,
+    parent: u32,
+    level: u8,
+    prio: u8,
+    quantum: i32,
+    rate: Rate,
+    ceil: Rate,
+    buffer: i64,
+    cbuffer: i64,
+    tokens: i64,
+    ctokens: i64,
+    t_c: Instant,
+    mode: Mode,
+    prio_activity: u8,
+    node: [Link; PRIOS],
+    /// DRR deficit per (prio, level of the list the class is in).
+    deficit: [[i32; LEVELS]; PRIOS],
+    /// Inner classes: current head of the child list per prio.
+    feed: [u32; PRIOS],
+    leaf: LeafState,
+    stats: ClassStats,
+}
+
+#[derive(Copy, Clone)]
+enum Head {
+    Row(usize, usize),
+    Feed(u32),
+}
+
+/// The hierarchical link-sharing scheduler (a [`Qdisc`]).
+pub struct LinkShare {
+    classes: Vec<Class>,
+    queues: Vec<Option<Counted<dyn Qdisc>>>,
+    row: [[u32; PRIOS]; LEVELS],
+    row_mask: [u8; LEVELS],
+    level_mask: u8,
+    /// Classes not in CanSend, keyed by the instant their mode may change.
+    wait: IndexedHeap,
+    /// Throttled leaves, keyed by their queue's next wakeup.
+    throttled: IndexedHeap,
+    now: Instant,
+    len: usize,
+    bytes: u64,
+    default_leaf: u32,
+}
+
+impl LinkShare {
+    /// Build the tree. `specs[0]` is the root; parents must precede their children.
+    /// `default_leaf` receives packets whose `meta.class` is not a leaf.
+    pub fn new(specs: Vec<ClassSpec>, default_leaf: ClassId, now: Instant) -> Result<Self, String> {
+        if specs.is_empty() {
+            return Err("no classes".into());
+        }
+        let n = specs.len();
+        let mut depth = vec![0usize; n];
+        let mut has_children = vec![false; n];
+        for (i, s) in specs.iter().enumerate() {
+            match (i, s.parent) {
+                (0, None) => {}
+                (0, Some(_)) => return Err("the first class must be the root".into()),
+                (_, None) => return Err(format!("class '{}' has no parent", s.name)),
+                (_, Some(p)) if p as usize >= i => {
+                    return Err(format!(
+                        "class '{}': parent must be defined before it",
+                        s.name
+                    ))
+                }
+                (_, Some(p)) => {
+                    depth[i] = depth[p as usize] + 1;
+                    has_children[p as usize] = true;
+                }
+            }
+            if s.prio as usize >= PRIOS {
+                return Err(format!(
+                    "class '{}': prio {} > {}",
+                    s.name,
+                    s.prio,
+                    PRIOS - 1
+                ));
+            }
+            if s.quantum == 0 || s.quantum > i32::MAX as u32 / 4 {
+                return Err(format!(
+                    "class '{}': quantum {} out of range",
+                    s.name, s.quantum
+                ));
+            }
+        }
+        let mut classes = Vec::with_capacity(n);
+        let mut queues = Vec::with_capacity(n);
+        for (i, s) in specs.into_iter().enumerate() {
+            let leaf = !has_children[i];
+            let level = if leaf {
+                0
+            } else {
+                if depth[i] >= MAX_LEVEL {
+                    return Err(format!(
+                        "class '{}': tree deeper than {} levels of inner classes",
+                        s.name, MAX_LEVEL
+                    ));
+                }
+                (MAX_LEVEL - depth[i]) as u8
+            };
+            match (&s.queue, leaf) {
+                (None, true) => return Err(format!("leaf class '{}' has no queue", s.name)),
+                (Some(_), false) => {
+                    return Err(format!("inner class '{}' cannot own a queue", s.name))
+                }
+                _ => {}
+            }
+            let buffer = s.rate.tx_ns(s.burst) as i64;
+            let cbuffer = s.ceil.tx_ns(s.cburst) as i64;
+            classes.push(Class {
+                name: s.name,
+                parent: s.parent.unwrap_or(NIL),
+                level,
+                prio: s.prio,
+                quantum: s.quantum as i32,
+                rate: s.rate,
+                ceil: s.ceil,
+                buffer,
+                cbuffer,
+                tokens: buffer,
+                ctokens: cbuffer,
+                t_c: now,
+                mode: Mode::CanSend,
+                prio_activity: 0,
+                node: [Link {
+                    prev: NIL,
+                    next: NIL,
+                }; PRIOS],
+                deficit: [[s.quantum as i32; LEVELS]; PRIOS],
+                feed: [NIL; PRIOS],
+                leaf: LeafState::Idle,
+                stats: ClassStats::default(),
+            });
+            queues.push(s.queue.map(Counted::new));
+        }
+        if queues
+            .get(default_leaf as usize)
+            .is_none_or(|q| q.is_none())
+        {
+            return Err("the default class must be a leaf".into());
+        }
+        Ok(LinkShare {
+            wait: IndexedHeap::with_ids(n),
+            throttled: IndexedHeap::with_ids(n),
+            classes,
+            queues,
+            row: [[NIL; PRIOS]; LEVELS],
+            row_mask: [0; LEVELS],
+            level_mask: 0,
+            now,
+            len: 0,
+            bytes: 0,
+            default_leaf,
+        })
+    }
+
+    pub fn num_classes(&self) -> usize {
+        self.classes.len()
+    }
+    pub fn name(&self, c: ClassId) -> &str {
+        &self.classes[c as usize].name
+    }
+    pub fn parent(&self, c: ClassId) -> Option<ClassId> {
+        let p = self.classes[c as usize].parent;
+        (p != NIL).then_some(p)
+    }
+    pub fn is_leaf(&self, c: ClassId) -> bool {
+        self.queues[c as usize].is_some()
+    }
+    pub fn rate(&self, c: ClassId) -> Rate {
+        self.classes[c as usize].rate
+    }
+    pub fn ceil(&self, c: ClassId) -> Rate {
+        self.classes[c as usize].ceil
+    }
+    pub fn mode(&self, c: ClassId) -> Mode {
+        self.classes[c as usize].mode
+    }
+    pub fn class_stats(&self, c: ClassId) -> &ClassStats {
+        &self.classes[c as usize].stats
+    }
+    /// Queue statistics of a leaf.
+    pub fn queue_stats(&self, c: ClassId) -> Option<&QStats> {
+        self.queues[c as usize].as_ref().map(|q| &q.stats)
+    }
+    /// (packets, bytes) queued in a leaf.
+    pub fn backlog(&self, c: ClassId) -> (usize, u64) {
+        self.queues[c as usize]
+            .as_ref()
+            .map_or((0, 0), |q| (q.len(), q.bytes()))
+    }
+    /// Verify every leaf queue's counter identities.
+    pub fn check_counters(&self) -> Result<(), String> {
+        for (i, q) in self.queues.iter().enumerate() {
+            if let Some(q) = q {
+                q.check()
+                    .map_err(|e| format!("class '{}': {e}", self.classes[i].name))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Change a class's rate and ceil at run time; queued packets are kept.
+    pub fn set_rates(&mut self, c: ClassId, rate: Rate, ceil: Rate, burst: u32, cburst: u32) {
+        let cl = &mut self.classes[c as usize];
+        cl.rate = rate;
+        cl.ceil = ceil;
+        cl.buffer = rate.tx_ns(burst) as i64;
+        cl.cbuffer = ceil.tx_ns(cburst) as i64;
+        cl.tokens = cl.tokens.min(cl.buffer);
+        cl.ctokens = cl.ctokens.min(cl.cbuffer);
+        let now = self.now;
+        self.update_event(c, now);
+    }
+
+    // ----- DRR lists ---------------------------------------------------------------
+
+    #[inline]
+    fn head(&self, h: Head, prio: usize) -> u32 {
+        match h {
+            Head::Row(l, p) => self.row[l][p],
+            Head::Feed(c) => self.classes[c as usize].feed[prio],
+        }
+    }
+    #[inline]
+    fn set_head(&mut self, h: Head, prio: usize, v: u32) {
+        match h {
+            Head::Row(l, p) => self.row[l][p] = v,
+            Head::Feed(c) => self.classes[c as usize].feed[prio] = v,
+        }
+    }
+
+    /// Level of the list a class of this head belongs to (for per-list deficits).
+    #[inline]
+    fn list_level(&self, h: Head) -> usize {
+        match h {
+            Head::Row(l, _) => l,
+            Head::Feed(p) => self.classes[p as usize].level as usize,
+        }
+    }
+
+    fn list_add(&mut self, h: Head, c: u32, prio: usize) {
+        let lvl = self.list_level(h);
+        let q = self.classes[c as usize].quantum;
+        let d = &mut self.classes[c as usize].deficit[prio][lvl];
+        *d = (*d).min(q);
+        let head = self.head(h, prio);
+        if head == NIL {
+            self.classes[c as usize].node[prio] = Link { prev: c, next: c };
+            self.set_head(h, prio, c);
+        } else {
+            // insert at the tail (just before the head)
+            let tail = self.classes[head as usize].node[prio].prev;
+            self.classes[c as usize].node[prio] = Link {
+                prev: tail,
+                next: head,
+            };
+            self.classes[tail as usize].node[prio].next = c;
+            self.classes[head as usize].node[prio].prev = c;
+        }
+    }
+
+    fn list_remove(&mut self, h: Head, c: u32, prio: usize) {
+        let Link { prev, next } = self.classes[c as usize].node[prio];
+        debug_assert!(prev != NIL, "removing class {c} not in a list");
+        if next == c {
+            self.set_head(h, prio, NIL);
+        } else {
+            self.classes[prev as usize].node[prio].next = next;
+            self.classes[next as usize].node[prio].prev = prev;
+            if self.head(h, prio) == c {
+                self.set_head(h, prio, next);
+            }
+        }
+        self.classes[c as usize].node[prio] = Link {
+            prev: NIL,
+            next: NIL,
+        };
+    }
+
+    fn add_to_row(&mut self, c: u32, mask: u8) {
+        let level = self.classes[c as usize].level as usize;
+        let mut m = mask;
+        while m != 0 {
+            let prio = m.trailing_zeros() as usize;
+            m &= m - 1;
+            self.list_add(Head::Row(level, prio), c, prio);
+            self.row_mask[level] |= 1 << prio;
+        }
+        if self.row_mask[level] != 0 {
+            self.level_mask |= 1 << level;
+        }
+    }
+
+    fn remove_from_row(&mut self, c: u32, mask: u8) {
+        let level = self.classes[c as usize].level as usize;
+        let mut m = mask;
+        while m != 0 {
+            let prio = m.trailing_zeros() as usize;
+            m &= m - 1;
+            self.list_remove(Head::Row(level, prio), c, prio);
+            if self.row[level][prio] == NIL {
+                self.row_mask[level] &= !(1 << prio);
+            }
+        }
+        if self.row_mask[level] == 0 {
+            self.level_mask &= !(1 << level);
+        }
+    }
+
+    /// Propagate `c`'s activity up through borrowing ancestors (htb_activate_prios).
+    fn activate_prios(&mut self, mut c: u32) {
+        let mut p = self.classes[c as usize].parent;
+        let mut mask = self.classes[c as usize].prio_activity;
+        while self.classes[c as usize].mode == Mode::MayBorrow && p != NIL && mask != 0 {
+            let mut m = mask;
+            while m != 0 {
+                let prio = m.trailing_zeros() as usize;
+                m &= m - 1;
+                if self.classes[p as usize].feed[prio] != NIL {
+                    // parent already active for this prio: nothing to propagate further
+                    mask &= !(1 << prio);
+                }
+                self.list_add(Head::Feed(p), c, prio);
+            }
+            self.classes[p as usize].prio_activity |= mask;
+            c = p;
+            p = self.classes[c as usize].parent;
+        }
+        if self.classes[c as usize].mode == Mode::CanSend && mask != 0 {
+            self.add_to_row(c, mask);
+        }
+    }
+
+    /// Inverse of `activate_prios` (htb_deactivate_prios).
+    fn deactivate_prios(&mut self, mut c: u32) {
+        let mut p = self.classes[c as usize].parent;
+        let mut mask = self.classes[c as usize].prio_activity;
+        while self.classes[c as usize].mode == Mode::MayBorrow && p != NIL && mask != 0 {
+            let mut m = mask;
+            mask = 0;
+            while m != 0 {
+                let prio = m.trailing_zeros() as usize;
+                m &= m - 1;
+                self.list_remove(Head::Feed(p), c, prio);
+                if self.classes[p as usize].feed[prio] == NIL {
+                    mask |= 1 << prio;
+                }
+            }
+            self.classes[p as usize].prio_activity &= !mask;
+            c = p;
+            p = self.classes[c as usize].parent;
+        }
+        if self.classes[c as usize].mode == Mode::CanSend && mask != 0 {
+            self.remove_from_row(c, mask);
+        }
+    }
+
+    fn activate_leaf(&mut self, c: u32) {
+        let cl = &mut self.classes[c as usize];
+        cl.leaf = LeafState::Active;
+        cl.prio_activity = 1 << cl.prio;
+        self.activate_prios(c);
+    }
+
+    fn deactivate_leaf(&mut self, c: u32, to: LeafState) {
+        self.deactivate_prios(c);
+        let cl = &mut self.classes[c as usize];
+        cl.prio_activity = 0;
+        cl.leaf = to;
+    }
+
+    // ----- tokens and modes ----------------------------------------------------------
+
+    /// The mode `c` would have `diff` ns after its checkpoint, and the ns until it changes.
+    #[inline]
+    fn class_mode(cl: &Class, diff: i64) -> (Mode, i64) {
+        let ct = cl.ctokens + diff;
+        if ct < 0 {
+            return (Mode::CantSend, -ct);
+        }
+        let t = cl.tokens + diff;
+        if t >= 0 {
+            return (Mode::CanSend, 0);
+        }
+        (Mode::MayBorrow, -t)
+    }
+
+    /// Recompute `c`'s mode, moving it between lists; returns ns until its next change.
+    fn change_mode(&mut self, c: u32, diff: i64) -> i64 {
+        let (new, wait) = Self::class_mode(&self.classes[c as usize], diff);
+        let cl = &mut self.classes[c as usize];
+        if new == cl.mode {
+            return wait;
+        }
+        if new == Mode::CantSend {
+            cl.stats.overlimits += 1;
+        }
+        if cl.prio_activity != 0 {
+            if cl.mode != Mode::CantSend {
+                self.deactivate_prios(c);
+            }
+            self.classes[c as usize].mode = new;
+            if new != Mode::CantSend {
+                self.activate_prios(c);
+            }
+        } else {
+            cl.mode = new;
+        }
+        wait
+    }
+
+    fn update_event(&mut self, c: u32, now: Instant) {
+        let cl = &self.classes[c as usize];
+        let diff = (now - cl.t_c).as_nanos().min(MBUFFER_NS as u64) as i64;
+        let wait = self.change_mode(c, diff);
+        if self.classes[c as usize].mode == Mode::CanSend {
+            self.wait.remove(c);
+        } else {
+            self.wait.set(c, now.as_nanos().saturating_add(wait as u64));
+        }
+    }
+
+    /// Process mode-change and throttle events due at `now`.
+    fn do_events(&mut self, now: Instant) {
+        while let Some((t, c)) = self.wait.peek() {
+            if t > now.as_nanos() {
+                break;
+            }
+            self.wait.remove(c);
+            self.update_event(c, now);
+        }
+        while let Some((t, c)) = self.throttled.peek() {
+            if t > now.as_nanos() {
+                break;
+            }
+            self.throttled.remove(c);
+            if self.classes[c as usize].leaf == LeafState::Throttled {
+                if self.queues[c as usize]
+                    .as_ref()
+                    .is_some_and(|q| !q.is_empty())
+                {
+                    self.activate_leaf(c);
+                } else {
+                    self.classes[c as usize].leaf = LeafState::Idle;
+                }
+            }
+        }
+    }
+
+    /// Charge a sent packet from leaf `c` up to the root; `level` is the lending level.
+    fn charge(&mut self, mut c: u32, level: u8, len: u32, now: Instant) {
+        while c != NIL {
+            let cl = &mut self.classes[c as usize];
+            let diff = (now - cl.t_c).as_nanos().min(MBUFFER_NS as u64) as i64;
+            if cl.level >= level {
+                if cl.level == level {
+                    cl.stats.lends += 1;
+                }
+                let t = (cl.tokens + diff).min(cl.buffer) - cl.rate.tx_ns(len) as i64;
+                cl.tokens = t.max(1 - MBUFFER_NS);
+            } else {
+                cl.stats.borrows += 1;
+                cl.tokens = (cl.tokens + diff).min(cl.buffer);
+            }
+            let ct = (cl.ctokens + diff).min(cl.cbuffer) - cl.ceil.tx_ns(len) as i64;
+            cl.ctokens = ct.max(1 - MBUFFER_NS);
+            cl.t_c = now;
+            cl.stats.sent.add(len);
+            let parent = cl.parent;
+            self.update_event(c, now);
+            c = parent;
+        }
+    }
+
+    // ----- dequeue -----------------------------------------------------------------
+
+    /// Descend from `row[level][prio]` to a leaf with hierarchical DRR. Returns the leaf and
+    /// the path of (class, list level) pairs to charge.
+    fn lookup_leaf(
+        &mut self,
+        level: usize,
+        prio: usize,
+        path: &mut [(u32, u8); LEVELS + 1],
+    ) -> (u32, usize) {
+        let mut h = Head::Row(level, prio);
+        let mut n = 0;
+        loop {
+            let lvl = self.list_level(h);
+            let mut c = self.head(h, prio);
+            debug_assert!(c != NIL, "empty list in lookup");
+            // DRR: skip members whose deficit is spent, granting them a quantum.
+            loop {
+                let cl = &mut self.classes[c as usize];
+                if cl.deficit[prio][lvl] > 0 {
+                    break;
+                }
+                cl.deficit[prio][lvl] += cl.quantum;
+                let next = cl.node[prio].next;
+                self.set_head(h, prio, next);
+                c = next;
+            }
+            path[n] = (c, lvl as u8);
+            n += 1;
+            if self.classes[c as usize].level == 0 {
+                return (c, n);
+            }
+            h = Head::Feed(c);
+        }
+    }
+
+    fn dequeue_tree(&mut self, level: usize, prio: usize, cx: &mut Ctx<'_>) -> Option<PktId> {
+        let mut path = [(NIL, 0u8); LEVELS + 1];
+        loop {
+            let (leaf, n) = self.lookup_leaf(level, prio, &mut path);
+            let q = self.queues[leaf as usize].as_mut().expect("leaf queue");
+            let before = (q.len(), q.bytes());
+            let got = q.dequeue(cx);
+            let after = (q.len(), q.bytes());
+            let empty = after.0 == 0;
+            self.len -= before.0 - after.0;
+            self.bytes -= before.1 - after.1;
+            match got {
+                Some(pkt) => {
+                    let len = cx.pool.len(pkt);
+                    for &(c, lvl) in &path[..n] {
+                        self.classes[c as usize].deficit[prio][lvl as usize] -= len as i32;
+                    }
+                    if empty {
+                        self.deactivate_leaf(leaf, LeafState::Idle);
+                    }
+                    self.charge(leaf, level as u8, len, cx.now);
+                    return Some(pkt);
+                }
+                None if empty => self.deactivate_leaf(leaf, LeafState::Idle),
+                None => {
+                    // non-work-conserving queue: park it until it can send
+                    let at = self.queues[leaf as usize]
+                        .as_ref()
+                        .and_then(|q| q.next_wakeup())
+                        .unwrap_or(cx.now + Duration::from_micros(1))
+                        .max(cx.now + Duration(1));
+                    self.deactivate_leaf(leaf, LeafState::Throttled);
+                    self.throttled.set(leaf, at.as_nanos());
+                }
+            }
+            if self.row_mask[level] & (1 << prio) == 0 {
+                return None;
+            }
+        }
+    }
+
+    /// Check the structural invariants (tests and debug builds).
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut in_row = vec![0u8; self.classes.len()];
+        for level in 0..LEVELS {
+            for prio in 0..PRIOS {
+                let head = self.row[level][prio];
+                if (head != NIL) != (self.row_mask[level] & (1 << prio) != 0) {
+                    return Err(format!("row_mask[{level}] bit {prio} disagrees with row"));
+                }
+                self.walk(head, prio, |c| in_row[c as usize] |= 1 << prio)?;
+            }
+            if (self.row_mask[level] != 0) != (self.level_mask & (1 << level) != 0) {
+                return Err(format!("level_mask bit {level} wrong"));
+            }
+        }
+        let mut in_feed = vec![0u8; self.classes.len()];
+        for (i, cl) in self.classes.iter().enumerate() {
+            for prio in 0..PRIOS {
+                let bit = 1u8 << prio;
+                let mut count = 0;
+                self.walk(cl.feed[prio], prio, |c| {
+                    in_feed[c as usize] |= bit;
+                    count += 1;
+                })?;
+                if cl.level > 0 && ((count > 0) != (cl.prio_activity & bit != 0)) {
+                    return Err(format!(
+                        "class {i}: feed/prio_activity mismatch at prio {prio}"
+                    ));
+                }
+            }
+        }
+        for (i, cl) in self.classes.iter().enumerate() {
+            let act = cl.prio_activity;
+            let want_row = if cl.mode == Mode::CanSend { act } else { 0 };
+            let want_feed = if cl.mode == Mode::MayBorrow && cl.parent != NIL {
+                act
+            } else {
+                0
+            };
+            if in_row[i] != want_row || in_feed[i] != want_feed {
+                return Err(format!(
+                    "class {i} ({}) mode {:?} activity {act:#b}: in row {:#b}, in feed {:#b}",
+                    cl.name, cl.mode, in_row[i], in_feed[i]
+                ));
+            }
+            if let Some(q) = &self.queues[i] {
+                let active = cl.leaf == LeafState::Active;
+                if active != (act != 0) || (active && q.is_empty()) {
+                    return Err(format!(
+                        "leaf {i} activity {act:#b} state {:?} len {}",
+                        cl.leaf,
+                        q.len()
+                    ));
+                }
+                if cl.leaf == LeafState::Idle && !q.is_empty() {
+                    return Err(format!("leaf {i} idle with {} packets", q.len()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn walk(&self, head: u32, prio: usize, mut f: impl FnMut(u32)) -> Result<(), String> {
+        if head == NIL {
+            return Ok(());
+        }
+        let mut c = head;
+        for _ in 0..=self.classes.len() {
+            f(c);
+            let next = self.classes[c as usize].node[prio].next;
+            if self.classes[next as usize].node[prio].prev != c {
+                return Err(format!("broken list link {c} -> {next}"));
+            }
+            c = next;
+            if c == head {
+                return Ok(());
+            }
+        }
+        Err("list does not close".into())
+    }
+}
+
+impl Qdisc for LinkShare {
+    fn enqueue(&mut self, pkt: PktId, cx: &mut Ctx<'_>) -> Result<(), DropCause> {
+        self.now = cx.now;
+        let mut c = cx.pool.meta(pkt).class;
+        if self.queues.get(c as usize).is_none_or(|q| q.is_none()) {
+            c = self.default_leaf;
+            cx.pool.meta_mut(pkt).class = c;
+        }
+        let q = self.queues[c as usize].as_mut().expect("leaf");
+        let before = (q.len(), q.bytes());
+        let r = q.enqueue(pkt, cx);
+        let after = (q.len(), q.bytes());
+        // later drops inside the leaf can shrink it even when this packet was accepted
+        self.len = self.len + after.0 - before.0;
+        self.bytes = self.bytes + after.1 - before.1;
+        if after.0 > 0 && self.classes[c as usize].leaf == LeafState::Idle {
+            self.activate_leaf(c);
+        }
+        r
+    }
+
+    fn dequeue(&mut self, cx: &mut Ctx<'_>) -> Option<PktId> {
+        self.now = cx.now;
+        if self.len == 0 {
+            return None;
+        }
+        self.do_events(cx.now);
+        let mut lm = self.level_mask;
+        while lm != 0 {
+            let level = lm.trailing_zeros() as usize;
+            lm &= lm - 1;
+            let mut m = self.row_mask[level];
+            while m != 0 {
+                let prio = m.trailing_zeros() as usize;
+                m &= m - 1;
+                if let Some(p) = self.dequeue_tree(level, prio, cx) {
+                    return Some(p);
+                }
+            }
+        }
+        None
+    }
+
+    fn next_wakeup(&self) -> Option<Instant> {
+        if self.len == 0 {
+            return None;
+        }
+        let a = self.wait.peek().map(|(t, _)| t);
+        let b = self.throttled.peek().map(|(t, _)| t);
+        match (a, b) {
+            (Some(a), Some(b)) => Some(Instant(a.min(b))),
+            (a, b) => a.or(b).map(Instant),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    fn purge(&mut self, cx: &mut Ctx<'_>, cause: DropCause) {
+        for c in 0..self.classes.len() as u32 {
+            let Some(q) = self.queues[c as usize].as_mut() else {
+                continue;
+            };
+            q.purge(cx, cause);
+            match self.classes[c as usize].leaf {
+                LeafState::Active => self.deactivate_leaf(c, LeafState::Idle),
+                LeafState::Throttled => {
+                    self.throttled.remove(c);
+                    self.classes[c as usize].leaf = LeafState::Idle;
+                }
+                LeafState::Idle => {}
+            }
+        }
+        self.len = 0;
+        self.bytes = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fifo::Fifo;
+    use crate::sim::{self, SessionSpec, SimConfig, Source};
+
+    const MTU: u32 = 1500;
+
+    fn class(
+        name: &str,
+        parent: Option<u32>,
+        rate: u64,
+        ceil: u64,
+        prio: u8,
+        leaf: bool,
+    ) -> ClassSpec {
+        let burst = (rate / 8 / 1000) as u32 + MTU;
+        ClassSpec {
+            name: name.into(),
+            parent,
+            rate: Rate::from_bps(rate),
+            ceil: Rate::from_bps(ceil),
+            burst,
+            cburst: (ceil / 8 / 1000) as u32 + MTU,
+            prio,
+            quantum: MTU,
+            queue: leaf.then(|| Box::new(Fifo::packets(1000)) as Box<dyn Qdisc>),
+        }
+    }
+
+    fn window(class: u32, flow: u64) -> SessionSpec {
+        SessionSpec {
+            class,
+            flow,
+            size: MTU,
+            source: Source::Window(8),
+            idle: vec![],
+        }
+    }
+
+    fn rel(got: f64, want: f64) -> f64 {
+        (got - want).abs() / want
+    }
+
+    /// seed 000 Basic Test: T1 split 20/40/128/256/1100 kbit/s, all backlogged.
+    #[test]
+    fn flat_tree_gives_every_class_its_rate() {
+        let t1 = 1_544_000;
+        let rates = [20_000u64, 40_000, 128_000, 256_000, 1_100_000];
+        let mut specs = vec![class("link", None, t1, t1, 0, false)];
+        for (i, &r) in rates.iter().enumerate() {
+            specs.push(class(&format!("c{i}"), Some(0), r, t1, 0, true));
+        }
+        let mut ls = LinkShare::new(specs, 1, Instant::ZERO).unwrap();
+        let sessions: Vec<_> = (1..=5).map(|c| window(c, c as u64)).collect();
+        let cfg = SimConfig {
+            duration: Duration::from_secs(120),
+            warmup: Duration::from_secs(10),
+            ..Default::default()
+        };
+        let res = sim::run(&mut ls, &sessions, &cfg).unwrap();
+        for (i, &r) in rates.iter().enumerate() {
+            let got = res.session_bps(i);
+            assert!(rel(got, r as f64) < 0.01, "class {i}: {got} vs {r}");
+        }
+        ls.check_invariants().unwrap();
+        ls.check_counters().unwrap();
+    }
+
+    /// Inter-class borrowing: two 777 kbit/s classes of a T1 (seed 000 Table 6). Class B is
+    /// idle from 5 s to 10 s: A takes the link, utilisation stays >= 99 %, and B is served
+    /// again within 2 packet times of its return.
+    #[test]
+    fn idle_bandwidth_is_borrowed_and_returned() {
+        let t1 = 1_544_000;
+        let specs = vec![
+            class("link", None, t1, t1, 0, false),
+            class("a", Some(0), 772_000, t1, 0, true),
+            class("b", Some(0), 772_000, t1, 0, true),
+        ];
+        let mut ls = LinkShare::new(specs, 1, Instant::ZERO).unwrap();
+        let mut b = window(2, 2);
+        b.idle = vec![(Instant(5_000_000_000), Instant(10_000_000_000))];
+        let sessions = vec![window(1, 1), b];
+        let cfg = SimConfig {
+            duration: Duration::from_secs(15),
+            interval: Duration::from_secs(1),
+            ..Default::default()
+        };
+        let res = sim::run(&mut ls, &sessions, &cfg).unwrap();
+        let a = &res.sessions[0].series;
+        let bb = &res.sessions[1].series;
+        // seconds 6..10: b is silent (its backlog drained within the first second)
+        for s in 6..10 {
+            let total = (a[s] + bb[s]) as f64 * 8.0;
+            assert!(
+                total >= 0.99 * t1 as f64,
+                "second {s}: link carried {total}"
+            );
+            assert!(
+                a[s] as f64 * 8.0 >= 0.99 * t1 as f64,
+                "second {s}: a got {}",
+                a[s] * 8
+            );
+        }
+        // seconds 11..15: shared again
+        for s in 11..15 {
+            for x in [a[s], bb[s]] {
+                let bps = x as f64 * 8.0;
+                assert!(rel(bps, 772_000.0) < 0.02, "second {s}: {bps}");
+            }
+        }
+        let pkt_time = Rate::from_bps(t1).tx_ns(MTU);
+        let d = res.sessions[1].resume_delay[0].expect("b resumed");
+        assert!(d.as_nanos() <= 2 * pkt_time, "b waited {d:?}");
+        ls.check_invariants().unwrap();
+        ls.check_counters().unwrap();
+    }
+
+    /// A class never exceeds its ceil, even alone on the link.
+    #[test]
+    fn ceil_is_enforced() {
+        let link = 10_000_000;
+        let specs = vec![
+            class("link", None, link, link, 0, false),
+            class("a", Some(0), 1_000_000, 3_000_000, 0, true),
+            class("b", Some(0), 1_000_000, link, 0, true),
+        ];
+        let mut ls = LinkShare::new(specs, 1, Instant::ZERO).unwrap();
+        let cfg = SimConfig {
+            duration: Duration::from_secs(20),
+            warmup: Duration::from_secs(1),
+            ..Default::default()
+        };
+        let res = sim::run(&mut ls, &[window(1, 1)], &cfg).unwrap();
+        assert!(
+            rel(res.session_bps(0), 3e6) < 0.01,
+            "{}",
+            res.session_bps(0)
+        );
+    }
+
+    /// Borrowing follows the hierarchy: spare bandwidth of a subtree goes to siblings in
+    /// that subtree first (nearest lender), and among equal-priority borrowers in
+    /// proportion to their quanta.
+    #[test]
+    fn hierarchy_lends_to_nearest_relatives_first() {
+        let link = 10_000_000;
+        // link -> A (6M) -> a1 (1M), a2 (2M), a3 (3M, idle)
+        //      -> B (4M) -> b1 (4M)
+        let mut specs = vec![
+            class("link", None, link, link, 0, false),
+            class("A", Some(0), 6_000_000, link, 0, false),
+            class("B", Some(0), 4_000_000, link, 0, false),
+            class("a1", Some(1), 1_000_000, link, 0, true),
+            class("a2", Some(1), 2_000_000, link, 0, true),
+            class("a3", Some(1), 3_000_000, link, 0, true),
+            class("b1", Some(2), 4_000_000, link, 0, true),
+        ];
+        specs[3].quantum = MTU;
+        specs[4].quantum = 2 * MTU;
+        let mut ls = LinkShare::new(specs, 3, Instant::ZERO).unwrap();
+        let cfg = SimConfig {
+            duration: Duration::from_secs(30),
+            warmup: Duration::from_secs(1),
+            ..Default::default()
+        };
+        let sessions = [window(3, 1), window(4, 2), window(6, 3)];
+        let res = sim::run(&mut ls, &sessions, &cfg).unwrap();
+        // A's idle 3M goes to a1:a2 in quantum ratio 1:2 -> a1 = 1+1 = 2M, a2 = 2+2 = 4M;
+        // b1 stays at 4M (it borrows only what A leaves, which is nothing).
+        let (a1, a2, b1) = (res.session_bps(0), res.session_bps(1), res.session_bps(2));
+        assert!(rel(a1, 2e6) < 0.02, "a1 {a1}");
+        assert!(rel(a2, 4e6) < 0.02, "a2 {a2}");
+        assert!(rel(b1, 4e6) < 0.02, "b1 {b1}");
+        ls.check_invariants().unwrap();
+    }
+
+    /// A higher-priority borrower takes all the spare bandwidth before a lower one.
+    #[test]
+    fn priority_orders_borrowers() {
+        let link = 10_000_000;
+        let specs = vec![
+            class("link", None, link, link, 0, false),
+            class("hi", Some(0), 2_000_000, link, 0, true),
+            class("lo", Some(0), 2_000_000, link, 1, true),
+            class("idle", Some(0), 6_000_000, link, 1, true),
+        ];
+        let mut ls = LinkShare::new(specs, 1, Instant::ZERO).unwrap();
+        let cfg = SimConfig {
+            duration: Duration::from_secs(20),
+            warmup: Duration::from_secs(1),
+            ..Default::default()
+        };
+        let res = sim::run(&mut ls, &[window(1, 1), window(2, 2)], &cfg).unwrap();
+        assert!(
+            rel(res.session_bps(0), 8e6) < 0.01,
+            "hi {}",
+            res.session_bps(0)
+        );
+        assert!(
+            rel(res.session_bps(1), 2e6) < 0.01,
+            "lo {}",
+            res.session_bps(1)
+        );
+    }
+
+    mod prop {
+        use super::*;
+        use crate::pool::Pool;
+        use crate::rng::Rng;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+            /// Random trees, random traffic and random time steps: the list structure stays
+            /// consistent after every operation, nothing is lost, and no class exceeds
+            /// its ceil over the run.
+            #[test]
+            fn invariants_hold_under_random_operations(
+                shape in proptest::collection::vec((0usize..6, 1u64..50, 0u8..3), 2..12),
+                ops in proptest::collection::vec((0u8..4, 0usize..64, 0u64..2_000_000), 1..400),
+            ) {
+                let link = 10_000_000u64;
+                let mut specs = vec![class("root", None, link, link, 0, false)];
+                for (i, &(p, r, prio)) in shape.iter().enumerate() {
+                    let parent = (p % (i + 1)) as u32;
+                    specs.push(class(&format!("c{i}"), Some(parent), r * 100_000, link / (1 + (i as u64 % 3)), prio, true));
+                }
+                // fix up leaf/inner queues
+                let n = specs.len();
+                let mut has_child = vec![false; n];
+                for s in &specs { if let Some(p) = s.parent { has_child[p as usize] = true; } }
+                for (i, s) in specs.iter_mut().enumerate() {
+                    s.queue = (!has_child[i]).then(|| Box::new(Fifo::packets(50)) as Box<dyn Qdisc>);
+                }
+                let leaves: Vec<u32> = (0..n as u32).filter(|&i| !has_child[i as usize]).collect();
+                let mut ls = LinkShare::new(specs, leaves[0], Instant::ZERO).unwrap();
+                let mut pool = Pool::new(4096, 0);
+                let mut rng = Rng::new(7);
+                let mut dropped = Vec::new();
+                let mut now = Instant::ZERO;
+                let mut held = 0usize;
+                for (op, x, dt) in ops {
+                    let mut cx = Ctx::new(now, &mut pool, &mut rng, &mut dropped);
+                    match op {
+                        0 | 1 => {
+                            let p = cx.pool.alloc().unwrap();
+                            cx.pool.meta_mut(p).len = 64 + (x as u32 * 23) % 1437;
+                            cx.pool.meta_mut(p).class = leaves[x % leaves.len()];
+                            match ls.enqueue(p, &mut cx) {
+                                Ok(()) => held += 1,
+                                Err(_) => cx.pool.free(p),
+                            }
+                        }
+                        2 => {
+                            if let Some(p) = ls.dequeue(&mut cx) { held -= 1; cx.pool.free(p); }
+                        }
+                        _ => {
+                            now += Duration(dt);
+                            if let Some(t) = ls.next_wakeup() { prop_assert!(t.0 > 0); }
+                        }
+                    }
+                    prop_assert!(dropped.is_empty());
+                    prop_assert_eq!(ls.len(), held);
+                    if let Err(e) = ls.check_invariants() { prop_assert!(false, "{}", e); }
+                }
+                ls.check_counters().unwrap();
+                // drain completely by following next_wakeup: nothing may be stranded
+                let mut guard = 0;
+                while ls.len() > 0 {
+                    let mut cx = Ctx::new(now, &mut pool, &mut rng, &mut dropped);
+                    while let Some(p) = ls.dequeue(&mut cx) { cx.pool.free(p); }
+                    if ls.len() == 0 { break; }
+                    let t = ls.next_wakeup();
+                    prop_assert!(t.is_some(), "backlog without a wakeup");
+                    now = t.unwrap().max(now + Duration(1));
+                    guard += 1;
+                    prop_assert!(guard < 100_000, "drain does not finish");
+                }
+                if let Err(e) = ls.check_invariants() { prop_assert!(false, "{}", e); }
+            }
+        }
+    }
+}

@@ -1,0 +1,370 @@
+//! Per-flow queuing (PFQ) inside a class: deficit round robin (Shreedhar & Varghese 1995)
+//! over per-session queues, as seed 000 Fig. 4 describes ("a separate queue for each
+//! session ... each per-flow queue is isolated and is guaranteed to obtain a fixed share
+//! of the class").
+//!
+//! # Parameters
+//! * `buckets` — number of flow queues (rounded up to a multiple of 8, default 1024).
+//!   Flows map to queues by their 5-tuple hash (`Meta::flow`), **8-way set-associative**
+//!   as in sch_cake: a flow takes a free way of its set, so distinct sessions share a queue
+//!   only when more than 8 busy flows hash to one set (counted as `collisions`).
+//! * `quantum` — DRR quantum in bytes (default 1514): every backlogged session receives
+//!   an equal byte share of the class (max-min fair); a session that goes idle leaves the
+//!   round and its share is divided among the rest at once (intra-class borrowing).
+//! * `flow_limit` — packets per flow queue (default 64); beyond it the arriving packet is
+//!   dropped (`FlowLimit`).
+//! * `limit` — packets over all flows (default 1024); when full the head packet of the
+//!   longest flow is dropped (`QueueFull`, as SFQ does) — or the arriving packet when its
+//!   own flow is the longest. The longest flow is tracked approximately (updated on
+//!   enqueue) to keep this O(1).
+//! * `red` — optional RED parameters applied to **each** flow queue with per-flow state
+//!   ("cbq+pfq+red", seed 000: FloodGate).
+//! * `session_ceil` — optional cap per session (a token bucket per flow, rate + burst):
+//!   capped sessions are parked until they conform, making the queue non-work-conserving
+//!   (`next_wakeup` reports when). A per-session *guarantee* is what the equal DRR share
+//!   provides while `sessions × guarantee ≤ class rate`; the compiler checks and reports it.
+//!
+//! # Statistics
+//! `flows_active()`, `collisions`, `max_flows_seen`.
+//!
+//! # Memory
+//! `size_of::<Flow>()` bytes per bucket (reported by the benchmark), allocated up front.
+//!
+//! # Invariants
+//! A flow is in the DRR list iff it holds packets and is not parked; parked flows hold
+//! packets; `len`/`bytes` equal the sums over flows.
+
+use crate::heap::IndexedHeap;
+use crate::pool::{PktId, PktQueue};
+use crate::qdisc::{Ctx, DropCause, Qdisc};
+use crate::rate::Rate;
+use crate::red::{RedParams, RedState};
+use crate::time::Instant;
+
+const NIL: u32 = u32::MAX;
+const WAYS: usize = 8;
+
+/// Configuration of a [`Pfq`].
+#[derive(Clone, Debug)]
+pub struct PfqConfig {
+    pub buckets: u32,
+    pub quantum: u32,
+    pub flow_limit: u32,
+    pub limit: u32,
+    pub red: Option<RedParams>,
+    /// Per-session cap: (rate, burst bytes).
+    pub session_ceil: Option<(Rate, u32)>,
+}
+
+impl Default for PfqConfig {
+    fn default() -> Self {
+        PfqConfig {
+            buckets: 1024,
+            quantum: 1514,
+            flow_limit: 64,
+            limit: 1024,
+            red: None,
+            session_ceil: None,
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Flow {
+    tag: u64,
+    q: PktQueue,
+    deficit: i32,
+    prev: u32,
+    next: u32,
+    parked: bool,
+    red: RedState,
+    /// Session-cap tokens in ns and their checkpoint.
+    tokens: i64,
+    t_c: Instant,
+}
+
+/// Per-flow DRR queue (a [`Qdisc`]).
+pub struct Pfq {
+    cfg: PfqConfig,
+    flows: Vec<Flow>,
+    nsets: u64,
+    /// Head of the circular DRR list of active flows.
+    head: u32,
+    active: u32,
+    parked: IndexedHeap,
+    longest: u32,
+    len: usize,
+    bytes: u64,
+    burst_ns: i64,
+    pub collisions: u64,
+    pub max_flows_seen: u32,
+}
+
+impl Pfq {
+    pub fn new(mut cfg: PfqConfig) -> Result<Self, String> {
+        if cfg.buckets == 0 || cfg.buckets > 1 << 24 {
+            return Err(format!("buckets {} out of range 1..=16777216", cfg.buckets));
+        }
+        if cfg.quantum == 0 || cfg.flow_limit == 0 || cfg.limit == 0 {
+            return Err("quantum, flow_limit and limit must be positive".into());
+        }
+        if let Some(r) = &cfg.red {
+            r.validate()?;
+        }
+        cfg.buckets = cfg.buckets.div_ceil(WAYS as u32) * WAYS as u32;
+        let burst_ns = cfg
+            .session_ceil
+            .map_or(0, |(rate, burst)| rate.tx_ns(burst) as i64);
+        let n = cfg.buckets as usize;
+        let flow = Flow {
+            tag: 0,
+            q: PktQueue::new(),
+            deficit: 0,
+            prev: NIL,
+            next: NIL,
+            parked: false,
+            red: RedState::default(),
+            tokens: burst_ns,
+            t_c: Instant::ZERO,
+        };
+        Ok(Pfq {
+            nsets: (n / WAYS) as u64,
+            flows: vec![flow; n],
+            head: NIL,
+            active: 0,
+            parked: IndexedHeap::with_ids(n),
+            longest: NIL,
+            len: 0,
+            bytes: 0,
+            burst_ns,
+            collisions: 0,
+            max_flows_seen: 0,
+            cfg,
+        })
+    }
+
+    /// Bytes of state per flow bucket.
+    pub const fn bytes_per_flow() -> usize {
+        core::mem::size_of::<Flow>()
+    }
+    /// Flows currently holding packets (active or parked).
+    pub fn flows_active(&self) -> u32 {
+        self.active + self.parked.len() as u32
+    }
+    pub fn config(&self) -> &PfqConfig {
+        &self.cfg
+    }
+
+    /// Find (or claim) the bucket of flow hash `h`.
+    #[inline]
+    fn bucket(&mut self, h: u64) -> u32 {
+        let tag = h | 1; // 0 marks a never-used way
+        // multiply-shift to pick the set: uses the high bits of the hash
+        let set = ((h as u128 * self.nsets as u128) >> 64) as usize * WAYS;
+        let mut free = NIL;
+        for w in 0..WAYS {
+            let i = set + w;
+            let f = &self.flows[i];
+            if f.tag == tag {
+                return i as u32;
+            }
+            if free == NIL && f.q.is_empty() && !f.parked {
+                free = i as u32;
+            }
+        }
+        if free != NIL {
+            let f = &mut self.flows[free as usize];
+            f.tag = tag;
+            f.red = RedState::default();
+            f.tokens = self.burst_ns;
+            return free;
+        }
+        self.collisions += 1;
+        (set + (h as usize >> 3) % WAYS) as u32
+    }
+
+    fn list_add(&mut self, i: u32) {
+        if self.head == NIL {
+            self.flows[i as usize].prev = i;
+            self.flows[i as usize].next = i;
+            self.head = i;
+        } else {
+            let head = self.head;
+            let tail = self.flows[head as usize].prev;
+            self.flows[i as usize].prev = tail;
+            self.flows[i as usize].next = head;
+            self.flows[tail as usize].next = i;
+            self.flows[head as usize].prev = i;
+        }
+        self.active += 1;
+        let seen = self.flows_active();
+        self.max_flows_seen = self.max_flows_seen.max(seen);
+    }
+
+    fn list_remove(&mut self, i: u32) {
+        let (prev, next) = (self.flows[i as usize].prev, self.flows[i as usize].next);
+        if next == i {
+            self.head = NIL;
+        } else {
+            self.flows[prev as usize].next = next;
+            self.flows[next as usize].prev = prev;
+            if self.head == i {
+                self.head = next;
+            }
+        }
+        self.active -= 1;
+    }
+
+    /// Move parked flows whose cap allows them to send again back into the round.
+    fn unpark(&mut self, now: Instant) {
+        while let Some((t, i)) = self.parked.peek() {
+            if t > now.as_nanos() {
+                break;
+            }
+            self.parked.remove(i);
+            self.flows[i as usize].parked = false;
+            self.list_add(i);
+        }
+    }
+
+    fn drop_head(&mut self, i: u32, cx: &mut Ctx<'_>, cause: DropCause) {
+        let f = &mut self.flows[i as usize];
+        if let Some(p) = f.q.pop_front(cx.pool) {
+            let len = cx.pool.len(p);
+            self.len -= 1;
+            self.bytes -= len as u64;
+            cx.drop_later(p, cause);
+            if f.q.is_empty() {
+                self.flow_emptied(i, cx.now);
+            }
+        }
+    }
+
+    fn flow_emptied(&mut self, i: u32, now: Instant) {
+        let f = &mut self.flows[i as usize];
+        if let Some(red) = &self.cfg.red {
+            red.on_queue_empty(&mut f.red, now);
+        }
+        if f.parked {
+            f.parked = false;
+            self.parked.remove(i);
+        } else {
+            self.list_remove(i);
+        }
+        if self.longest == i {
+            self.longest = NIL;
+        }
+    }
+}
+
+impl Qdisc for Pfq {
+    fn enqueue(&mut self, pkt: PktId, cx: &mut Ctx<'_>) -> Result<(), DropCause> {
+        let (h, len) = {
+            let m = cx.pool.meta(pkt);
+            (m.flow, m.len)
+        };
+        let i = self.bucket(h);
+        let f = &mut self.flows[i as usize];
+        if f.q.len() >= self.cfg.flow_limit as usize {
+            return Err(DropCause::FlowLimit);
+        }
+        if let Some(red) = &self.cfg.red {
+            if let Some(cause) =
+                red.on_arrival(&mut f.red, f.q.len(), f.q.bytes(), len, cx.now, cx.rng)
+            {
+                return Err(cause);
+            }
+        }
+        if self.len >= self.cfg.limit as usize {
+            let victim = self.longest;
+            let vlen = if victim == NIL { 0 } else { self.flows[victim as usize].q.len() };
+            if victim == NIL || victim == i || vlen <= self.flows[i as usize].q.len() {
+                return Err(DropCause::QueueFull);
+            }
+            self.drop_head(victim, cx, DropCause::QueueFull);
+        }
+        let f = &mut self.flows[i as usize];
+        let was_empty = f.q.is_empty();
+        f.q.push_back(cx.pool, pkt);
+        let flen = f.q.len();
+        self.len += 1;
+        self.bytes += len as u64;
+        if was_empty && !f.parked {
+            f.deficit = self.cfg.quantum as i32;
+            self.list_add(i);
+        }
+        if self.longest == NIL || flen > self.flows[self.longest as usize].q.len() {
+            self.longest = i;
+        }
+        Ok(())
+    }
+
+    fn dequeue(&mut self, cx: &mut Ctx<'_>) -> Option<PktId> {
+        if !self.parked.is_empty() {
+            self.unpark(cx.now);
+        }
+        loop {
+            let i = self.head;
+            if i == NIL {
+                return None;
+            }
+            let quantum = self.cfg.quantum as i32;
+            let f = &mut self.flows[i as usize];
+            if f.deficit <= 0 {
+                f.deficit += quantum;
+                self.head = f.next;
+                continue;
+            }
+            let id = f.q.head()?;
+            let len = cx.pool.len(id);
+            if let Some((rate, _)) = self.cfg.session_ceil {
+                let elapsed = (cx.now - f.t_c).as_nanos().min(i64::MAX as u64) as i64;
+                let toks = (f.tokens.saturating_add(elapsed)).min(self.burst_ns);
+                let cost = rate.tx_ns(len) as i64;
+                if toks < cost {
+                    // park the session until it has earned `cost`
+                    f.tokens = toks;
+                    f.t_c = cx.now;
+                    f.parked = true;
+                    let at = cx.now.as_nanos() + (cost - toks) as u64;
+                    self.list_remove(i);
+                    self.parked.set(i, at);
+                    continue;
+                }
+                f.tokens = toks - cost;
+                f.t_c = cx.now;
+            }
+            let f = &mut self.flows[i as usize];
+            f.q.pop_front(cx.pool);
+            f.deficit -= len as i32;
+            self.len -= 1;
+            self.bytes -= len as u64;
+            if f.q.is_empty() {
+                self.flow_emptied(i, cx.now);
+            }
+            return Some(id);
+        }
+    }
+
+    fn next_wakeup(&self) -> Option<Instant> {
+        if self.active > 0 {
+            return None;
+        }
+        self.parked.peek().map(|(t, _)| Instant(t))
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    fn purge(&mut self, cx: &mut Ctx<'_>, cause: DropCause) {
+        for i in 0..self.flows.len() as u32 {
+            while !self.flows[i as usize].q.is_empty() {
+                self.drop_head(i, cx, cause);
+            }
+        }
+    }
+}
