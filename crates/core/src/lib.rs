@@ -21,8 +21,11 @@ pub mod classify;
 pub mod fifo;
 pub mod heap;
 pub mod linkshare;
-// pub mod pfq; (enabled once red.rs lands)
+pub mod pfq;
+pub mod policy;
 pub mod red;
 pub mod sim;
+pub mod stats;
+pub mod whatif;
 pub mod token_bucket;
 pub mod units;

@@ -116,11 +116,22 @@ mod tests {
 
     #[test]
     fn relative_error_is_tiny_across_range() {
-        for bps in [1_000u64, 5_000, 125_000, 1_544_000, 10_000_000, 1_000_000_000, 400_000_000_000] {
+        for bps in [
+            1_000u64,
+            5_000,
+            125_000,
+            1_544_000,
+            10_000_000,
+            1_000_000_000,
+            400_000_000_000,
+        ] {
             let r = Rate::from_bps(bps);
             let exact = 1500.0 * 8e9 / bps as f64;
             let got = r.tx_ns(1500) as f64;
-            assert!((got - exact).abs() <= 1.0 + exact * 1e-8, "{bps}: {got} vs {exact}");
+            assert!(
+                (got - exact).abs() <= 1.0 + exact * 1e-8,
+                "{bps}: {got} vs {exact}"
+            );
         }
     }
 }

@@ -13,7 +13,13 @@ pub struct Rng {
 #[inline]
 fn splitmix64(x: &mut u64) -> u64 {
     *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *x;
+    mix64(*x)
+}
+
+/// SplitMix64's output function: a bijective 64-bit mixer with full avalanche. Handy
+/// for deriving well-spread ids (synthetic flow hashes) from counters.
+#[inline]
+pub fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)

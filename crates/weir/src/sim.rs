@@ -1,0 +1,116 @@
+//! `weir sim [POLICY]`: the policy on the virtual clock with synthetic sessions.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use weir_core::policy::Technique;
+use weir_core::units::{fmt_rate, parse_duration};
+use weir_core::whatif::{self, Idle, WhatIf};
+use weir_core::Duration;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Policy file (TOML); the embedded Basic Test policy when omitted.
+    policy: Option<PathBuf>,
+    /// Simulated time, e.g. 10s.
+    #[arg(long, default_value = "10s", value_parser = dur)]
+    duration: Duration,
+    /// Measurement starts after this much simulated time.
+    #[arg(long, default_value = "0s", value_parser = dur)]
+    warmup: Duration,
+    /// Always-backlogged sessions per leaf class.
+    #[arg(long, default_value_t = 4)]
+    flows: u32,
+    /// Frame size in bytes (default: the policy's mtu).
+    #[arg(long)]
+    size: Option<u32>,
+    /// Packets each session keeps queued: one value, or a comma list cycled over the
+    /// sessions of a class (unequal windows show what per-flow queuing fixes).
+    #[arg(long, default_value = "8", value_delimiter = ',')]
+    window: Vec<u32>,
+    /// Silence a class or a session for a while: CLASS@FROM-TO or CLASS#K@FROM-TO
+    /// (repeatable), e.g. --idle b@5s-10s.
+    #[arg(long, value_parser = Idle::parse)]
+    idle: Vec<Idle>,
+    /// Override the technique preset (cbq, cbq+red, cbq+pfq, cbq+pfq+red).
+    #[arg(long)]
+    technique: Option<String>,
+    /// Print per-interval delivered rates of every class (e.g. 1s).
+    #[arg(long, value_parser = dur)]
+    series: Option<Duration>,
+    /// Seed for flow hashes and RED.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn dur(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map(Duration).map_err(|e| e.to_string())
+}
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    let p = match crate::load_policy(a.policy.as_deref()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let p = match a.technique.as_deref() {
+        None => p,
+        Some(t) => p.with_technique(Technique::parse(t).ok_or_else(|| {
+            anyhow::anyhow!("--technique '{t}': expected one of {}", Technique::ALL.map(|t| t.name()).join(", "))
+        })?),
+    };
+    let w = WhatIf {
+        duration: a.duration,
+        warmup: a.warmup,
+        flows: a.flows,
+        size: a.size.unwrap_or(p.mtu),
+        windows: a.window,
+        idle: a.idle,
+        seed: a.seed,
+        interval: a.series.unwrap_or(Duration::ZERO),
+    };
+    let r = whatif::run(&p, &w).map_err(|e| anyhow::anyhow!(e))?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let src = a.policy.as_ref().map_or(crate::DEFAULT_POLICY.0.to_string(), |p| p.display().to_string());
+    println!(
+        "{src}: technique {}, link {}, {} sessions per leaf class of {}-byte frames, {:.1}s measured",
+        r.technique,
+        fmt_rate(r.link_bps),
+        r.flows_per_class,
+        r.frame_bytes,
+        r.measured_s
+    );
+    println!(
+        "{:<20} {:>10} {:>10} {:>12} {:>8} {:>7}  sessions (kbit/s)",
+        "class", "rate", "ceil", "delivered", "of rate", "jain"
+    );
+    for c in &r.classes {
+        let sessions: Vec<String> = c.sessions_bps.iter().map(|b| format!("{:.1}", b / 1e3)).collect();
+        println!(
+            "{:<20} {:>10} {:>10} {:>12} {:>7.1}% {:>7}  {}",
+            c.name,
+            fmt_rate(c.rate_bps),
+            fmt_rate(c.ceil_bps),
+            format!("{:.1}k", c.delivered_bps / 1e3),
+            100.0 * c.delivered_bps / c.rate_bps as f64,
+            c.jain.map_or("-".into(), |j| format!("{j:.4}")),
+            sessions.join(" ")
+        );
+    }
+    println!("link utilisation {:.2}%", 100.0 * r.utilisation);
+    if a.series.is_some() {
+        println!("\ndelivered kbit/s per interval:");
+        for c in &r.classes {
+            let xs: Vec<String> = c.series_bps.iter().map(|b| format!("{:.0}", b / 1e3)).collect();
+            println!("{:<20} {}", c.name, xs.join(" "));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
