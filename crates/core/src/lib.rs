@@ -22,6 +22,7 @@ pub mod fifo;
 pub mod heap;
 pub mod linkshare;
 pub mod pfq;
+pub mod pipeline;
 pub mod policy;
 pub mod red;
 pub mod sim;

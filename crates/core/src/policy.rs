@@ -18,6 +18,7 @@ use crate::classify::{parse_dscp, parse_vlan, Classifier, IpNet, Match, PortSet,
 use crate::fifo::Fifo;
 use crate::linkshare::{ClassId, ClassSpec, LinkShare, MAX_LEVEL, PRIOS};
 use crate::pfq::{Pfq, PfqConfig};
+pub use crate::pipeline::Pipeline;
 use crate::qdisc::Qdisc;
 use crate::rate::Rate;
 use crate::red::{RedMode, RedParams, RedQueue};
@@ -550,7 +551,7 @@ impl Policy {
             })
             .collect();
         let classifier = Classifier::new(rules, self.default_class as u32).map_err(|e| e.to_string())?;
-        Ok(Pipeline { classifier, sched })
+        Ok(Pipeline::new(classifier, sched, 0x5eed_f10e))
     }
 
     /// A human-readable tree of the compiled policy (what `weir check` prints).
@@ -867,9 +868,12 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
             (Some(r), Some(ce)) => (r, ce),
             _ => (1, 1),
         };
-        if rate == 0 {
+        let (rate, ceil) = if rate == 0 {
             src.err(c.rate.span(), "`rate`: resolves to 0 bit/s");
-        }
+            (1, ceil.max(1))
+        } else {
+            (rate, ceil)
+        };
         if ceil < rate {
             let span = c.ceil.as_ref().map_or(c.rate.span(), |v| v.span());
             src.err(
@@ -962,12 +966,19 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
             let s = s.get_ref();
             if let Some(g) = &s.guarantee {
                 session.guarantee = parse_with(src, "guarantee", g, units::parse_share).map(|x| x.of(rate));
-                if session.guarantee.is_some_and(|g| g > rate) {
+                if session.guarantee == Some(0) {
+                    src.err(g.span(), "`guarantee`: resolves to 0 bit/s");
+                    session.guarantee = None;
+                } else if session.guarantee.is_some_and(|g| g > rate) {
                     src.err(g.span(), format!("`guarantee`: more than the class rate {}", fmt_rate(rate)));
                 }
             }
             if let Some(v) = &s.ceil {
                 session.ceil = parse_with(src, "ceil", v, units::parse_share).map(|x| x.of(ceil));
+                if session.ceil == Some(0) {
+                    src.err(v.span(), "session `ceil`: resolves to 0 bit/s");
+                    session.ceil = None;
+                }
                 if let (Some(cap), Some(g)) = (session.ceil, session.guarantee) {
                     if cap < g {
                         src.err(v.span(), format!("session `ceil` {} is below the session guarantee {}", fmt_rate(cap), fmt_rate(g)));
@@ -1230,10 +1241,4 @@ fn parse_red(src: &mut Src<'_>, v: &Spanned<Value>) -> Option<RedSpec> {
             None
         }
     }
-}
-
-/// The runnable engine of one direction: classifier + link-sharing scheduler.
-pub struct Pipeline {
-    pub classifier: Classifier,
-    pub sched: LinkShare,
 }

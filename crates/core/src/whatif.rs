@@ -98,6 +98,9 @@ pub struct ClassReport {
     /// Jain's fairness index among the sessions (leaves with ≥ 1 session).
     pub jain: Option<f64>,
     pub dropped_packets: u64,
+    /// Longest delay from the end of an `idle` interval of this class (or one of its
+    /// sessions) to that session's next delivery, in seconds (leaves with idle periods).
+    pub resume_delay_s: Option<f64>,
     /// Delivered bits/s per interval (when requested).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub series_bps: Vec<f64>,
@@ -185,6 +188,7 @@ pub fn run(policy: &Policy, w: &WhatIf) -> Result<WhatIfReport, String> {
             sessions_bps: vec![],
             jain: None,
             dropped_packets: 0,
+            resume_delay_s: None,
             series_bps: if w.interval.as_nanos() > 0 { vec![0.0; nint] } else { vec![] },
         })
         .collect();
@@ -193,6 +197,12 @@ pub fn run(policy: &Policy, w: &WhatIf) -> Result<WhatIfReport, String> {
         let bps = res.session_bps(i);
         let leaf = owner[i];
         classes[leaf].sessions_bps.push(bps);
+        for d in &s.resume_delay {
+            // a session that never delivered again counts as the whole remaining run
+            let secs = d.map_or(w.duration.as_secs_f64(), |d| d.as_secs_f64());
+            let r = &mut classes[leaf].resume_delay_s;
+            *r = Some(r.map_or(secs, |x: f64| x.max(secs)));
+        }
         // credit the leaf and every ancestor
         let mut c = Some(leaf);
         while let Some(k) = c {

@@ -1,0 +1,161 @@
+//! Invalid policies are rejected with `file:line:col` and a specific message.
+
+use weir_core::policy::Policy;
+
+/// Parse `text` and return the rendered errors (panics if it is accepted).
+fn errors(text: &str) -> Vec<String> {
+    match Policy::parse("p.toml", text) {
+        Ok(_) => panic!("policy accepted:\n{text}"),
+        Err(e) => e.0.iter().map(|e| e.to_string()).collect(),
+    }
+}
+
+fn has(errs: &[String], want: &str) {
+    assert!(errs.iter().any(|e| e.contains(want)), "expected an error containing {want:?}, got {errs:#?}");
+}
+
+const HEAD: &str = "[link]\nrate = \"1Mbit\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"500kbit\"\n";
+
+#[test]
+fn unknown_key_is_located() {
+    let errs = errors(&format!("{HEAD}rat = \"5kbit\"\n"));
+    has(&errs, "p.toml:7:1:");
+    has(&errs, "unknown field `rat`");
+    has(&errs, "`rate`"); // lists the valid keys
+    let errs = errors("[link]\nrate = \"1Mbit\"\n[linkk]\n");
+    has(&errs, "p.toml:3:");
+    has(&errs, "unknown field `linkk`");
+}
+
+#[test]
+fn bad_units_are_located_and_explained() {
+    let errs = errors(&format!("{HEAD}[[class]]\nname = \"b\"\nrate = \"125kbps\"\n"));
+    has(&errs, "p.toml:9:8:");
+    has(&errs, "`rate`");
+    has(&errs, "kbit");
+    let errs = errors("[link]\nrate = 1000000\n");
+    has(&errs, "p.toml:2:8:");
+    has(&errs, "needs a unit");
+    let errs = errors(&format!("{HEAD}limit = \"lots\"\n"));
+    has(&errs, "p.toml:7:9:");
+    has(&errs, "`limit`");
+}
+
+#[test]
+fn oversubscribed_children_are_rejected() {
+    let errs = errors(&format!("{HEAD}[[class]]\nname = \"b\"\nrate = \"600kbit\"\n"));
+    has(&errs, "p.toml:2:8:");
+    has(&errs, "children of 'link' are assured 1.1Mbit in total (a 500kbit + b 600kbit), more than its rate 1Mbit");
+    // nested
+    let errs = errors(&format!(
+        "{HEAD}[[class]]\nname = \"x\"\nparent = \"a\"\nrate = \"400kbit\"\n[[class]]\nname = \"y\"\nparent = \"a\"\nrate = \"200kbit\"\n"
+    ));
+    has(&errs, "p.toml:6:8:");
+    has(&errs, "children of 'a' are assured 600kbit");
+}
+
+#[test]
+fn ceil_below_rate_is_rejected() {
+    let errs = errors(&format!("{HEAD}ceil = \"400kbit\"\n"));
+    has(&errs, "p.toml:7:8:");
+    has(&errs, "`ceil` 400kbit is below the class's rate 500kbit");
+}
+
+#[test]
+fn duplicate_class_names_are_rejected() {
+    let errs = errors(&format!("{HEAD}[[class]]\nname = \"a\"\nrate = \"100kbit\"\n"));
+    has(&errs, "p.toml:8:8:");
+    has(&errs, "duplicate class name 'a' (first defined at line 4)");
+}
+
+#[test]
+fn rule_naming_a_missing_class_is_rejected() {
+    let errs = errors(&format!("{HEAD}[[rule]]\nclass = \"nope\"\nproto = \"tcp\"\n"));
+    has(&errs, "p.toml:8:9:");
+    has(&errs, "`class`: 'nope' is not a defined class");
+    let errs = errors("[link]\nrate = \"1Mbit\"\ndefault = \"ghost\"\n[[class]]\nname = \"a\"\nrate = \"1kbit\"\n");
+    has(&errs, "p.toml:3:11:");
+    has(&errs, "'ghost' is not a defined class");
+}
+
+#[test]
+fn parent_cycles_are_rejected() {
+    let text = "[link]\nrate = \"1Mbit\"\ndefault = \"c\"\n\
+        [[class]]\nname = \"a\"\nparent = \"b\"\nrate = \"1kbit\"\n\
+        [[class]]\nname = \"b\"\nparent = \"a\"\nrate = \"1kbit\"\n\
+        [[class]]\nname = \"c\"\nrate = \"1kbit\"\n";
+    let errs = errors(text);
+    has(&errs, "p.toml:6:10:");
+    has(&errs, "parent cycle: a -> b -> a");
+    assert_eq!(errs.iter().filter(|e| e.contains("cycle")).count(), 1, "{errs:?}");
+    let errs = errors("[link]\nrate = \"1Mbit\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nparent = \"a\"\nrate = \"1kbit\"\n");
+    has(&errs, "parent cycle: a -> a");
+}
+
+#[test]
+fn other_mistakes_have_specific_messages() {
+    // rule to an inner class
+    let errs = errors(&format!(
+        "{HEAD}[[class]]\nname = \"x\"\nparent = \"a\"\nrate = \"100kbit\"\n[[rule]]\nclass = \"a\"\n"
+    ));
+    has(&errs, "rules must name a leaf class");
+    // missing default
+    let errs = errors("[link]\nrate = \"1Mbit\"\n[[class]]\nname = \"a\"\nrate = \"1kbit\"\n");
+    has(&errs, "needs `default = \"CLASS\"`");
+    // prio out of range, bad technique, bad prefix, port rule on icmp, bad RED
+    let errs = errors(&format!("{HEAD}prio = 9\n"));
+    has(&errs, "`prio`: 9 is outside 0..=7");
+    let errs = errors("[link]\nrate = \"1Mbit\"\ntechnique = \"wfq\"\n");
+    has(&errs, "unknown technique 'wfq'; expected one of: cbq, cbq+red, cbq+pfq, cbq+pfq+red");
+    let errs = errors(&format!("{HEAD}[[rule]]\nclass = \"a\"\nsrc = \"10.0.0.1/8\"\n"));
+    has(&errs, "10.0.0.0/8");
+    let errs = errors(&format!("{HEAD}[[rule]]\nclass = \"a\"\nproto = \"icmp\"\ndport = 80\n"));
+    has(&errs, "can never match");
+    let errs = errors(&format!("{HEAD}red = {{ min = \"20p\", max = \"10p\" }}\n"));
+    has(&errs, "need 0 < min < max");
+    let errs = errors(&format!("{HEAD}red = {{ min = \"20p\", maxp = 0.1 }}\n"));
+    has(&errs, "unknown field `maxp`");
+    // every problem is reported, in file order
+    let errs = errors(&format!("{HEAD}ceil = \"1kbit\"\nprio = -1\n[[rule]]\nclass = \"zz\"\n"));
+    assert_eq!(errs.len(), 3, "{errs:#?}");
+}
+
+#[test]
+fn warnings_do_not_reject() {
+    let p = Policy::parse(
+        "p.toml",
+        "[link]\nrate = \"1Mbit\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"1kbit\"\n[[class]]\nname = \"b\"\nrate = \"1kbit\"\n[class.session]\nguarantee = \"50%\"\n",
+    )
+    .unwrap();
+    let w: Vec<String> = p.warnings.iter().map(|w| w.to_string()).collect();
+    assert!(w.iter().any(|w| w.contains("class 'b' has no rule")), "{w:?}");
+    assert!(w.iter().any(|w| w.contains("not enforced under technique cbq")), "{w:?}");
+}
+
+/// Random text never panics the parser.
+#[test]
+fn garbage_never_panics() {
+    use proptest::prelude::*;
+    let mut runner = proptest::test_runner::TestRunner::default();
+    runner
+        .run(&"[\\[\\]a-z =\"0-9.%\n#{},]{0,200}", |s| {
+            let _ = Policy::parse("g.toml", &s);
+            Ok(())
+        })
+        .unwrap();
+    let mut runner = proptest::test_runner::TestRunner::default();
+    let keys = prop::sample::select(vec![
+        "rate = \"1kbit\"", "ceil = \"2kbit\"", "parent = \"a\"", "parent = \"b\"", "name = \"a\"", "name = \"b\"",
+        "[[class]]", "[[rule]]", "class = \"a\"", "prio = 3", "red = true", "[class.session]", "guarantee = \"10%\"",
+        "limit = \"5p\"", "queue = \"pfq\"", "rate = \"0%\"", "ceil = \"100%\"", "default = \"a\"",
+    ]);
+    runner
+        .run(&prop::collection::vec(keys, 0..30), |lines| {
+            let text = format!("[link]\nrate = \"1Mbit\"\n{}\n", lines.join("\n"));
+            if let Ok(p) = Policy::parse("g.toml", &text) {
+                p.build(weir_core::Instant::ZERO).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+}
