@@ -368,3 +368,259 @@ impl Qdisc for Pfq {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::Pool;
+    use crate::qdisc::Counted;
+    use crate::rng::{mix64, Rng};
+    use crate::time::Duration;
+
+    struct Bench {
+        pool: Pool,
+        rng: Rng,
+        dropped: Vec<(PktId, DropCause)>,
+        now: Instant,
+    }
+
+    impl Bench {
+        fn new() -> Self {
+            Bench {
+                pool: Pool::new(8192, 0),
+                rng: Rng::new(3),
+                dropped: Vec::new(),
+                now: Instant::ZERO,
+            }
+        }
+        fn push(&mut self, q: &mut dyn Qdisc, flow: u64, len: u32) -> Result<(), DropCause> {
+            let p = self.pool.alloc().unwrap();
+            self.pool.meta_mut(p).len = len;
+            self.pool.meta_mut(p).flow = flow;
+            let mut cx = Ctx::new(self.now, &mut self.pool, &mut self.rng, &mut self.dropped);
+            let r = q.enqueue(p, &mut cx);
+            if r.is_err() {
+                self.pool.free(p);
+            }
+            r
+        }
+        fn pop(&mut self, q: &mut dyn Qdisc) -> Option<(u64, u32)> {
+            let mut cx = Ctx::new(self.now, &mut self.pool, &mut self.rng, &mut self.dropped);
+            let p = q.dequeue(&mut cx)?;
+            let m = self.pool.meta(p);
+            let r = (m.flow, m.len);
+            self.pool.free(p);
+            Some(r)
+        }
+        fn free_dropped(&mut self) -> Vec<DropCause> {
+            let v: Vec<_> = self.dropped.drain(..).collect();
+            v.iter().for_each(|&(p, _)| self.pool.free(p));
+            v.into_iter().map(|(_, c)| c).collect()
+        }
+    }
+
+    fn cfg() -> PfqConfig {
+        PfqConfig {
+            flow_limit: 1000,
+            limit: 4000,
+            ..Default::default()
+        }
+    }
+
+    /// DRR gives equal bytes, not equal packets: a flow of 1500-byte frames and one of
+    /// 300-byte frames, both backlogged, each get half the bytes.
+    #[test]
+    fn drr_shares_bytes_equally_across_packet_sizes() {
+        let mut b = Bench::new();
+        let mut q = Counted::new(Box::new(
+            Pfq::new(PfqConfig {
+                flow_limit: 4000,
+                limit: 8000,
+                ..cfg()
+            })
+            .unwrap(),
+        ));
+        let (big, small) = (mix64(1), mix64(2));
+        for _ in 0..400 {
+            b.push(&mut q, big, 1500).unwrap();
+        }
+        for _ in 0..2000 {
+            b.push(&mut q, small, 300).unwrap();
+        }
+        let mut bytes = [0u64; 2];
+        for _ in 0..1200 {
+            let (f, len) = b.pop(&mut q).unwrap();
+            bytes[(f == small) as usize] += len as u64;
+        }
+        let ratio = bytes[0] as f64 / bytes[1] as f64;
+        assert!((ratio - 1.0).abs() < 0.01, "{bytes:?}");
+        q.check().unwrap();
+    }
+
+    #[test]
+    fn flow_limit_refuses_only_the_full_flow() {
+        let mut b = Bench::new();
+        let mut q = Pfq::new(PfqConfig {
+            flow_limit: 3,
+            ..cfg()
+        })
+        .unwrap();
+        for _ in 0..3 {
+            b.push(&mut q, 7, 100).unwrap();
+        }
+        assert_eq!(b.push(&mut q, 7, 100), Err(DropCause::FlowLimit));
+        assert!(b.push(&mut q, 8, 100).is_ok());
+        assert_eq!(q.flows_active(), 2);
+    }
+
+    /// When the class limit is reached the longest flow loses its head packet, so a
+    /// light flow can still get in.
+    #[test]
+    fn overflow_drops_from_the_longest_flow() {
+        let mut b = Bench::new();
+        let mut q = Counted::new(Box::new(
+            Pfq::new(PfqConfig {
+                limit: 10,
+                ..cfg()
+            })
+            .unwrap(),
+        ));
+        for _ in 0..10 {
+            b.push(&mut q, 1, 100).unwrap();
+        }
+        // the hog itself is refused
+        assert_eq!(b.push(&mut q, 1, 100), Err(DropCause::QueueFull));
+        // a light flow gets in; the hog's head is dropped to make room
+        b.push(&mut q, 2, 100).unwrap();
+        assert_eq!(b.free_dropped(), vec![DropCause::QueueFull]);
+        assert_eq!(q.len(), 10);
+        q.check().unwrap();
+        assert_eq!(q.stats.dropped_later.packets, 1);
+        assert_eq!(q.stats.dropped_on_enqueue.packets, 1);
+    }
+
+    /// Sessions that go idle leave the round at once; the rest share what they left.
+    #[test]
+    fn idle_sessions_leave_the_round() {
+        let mut b = Bench::new();
+        let mut q = Pfq::new(cfg()).unwrap();
+        b.push(&mut q, 1, 1000).unwrap();
+        for _ in 0..10 {
+            b.push(&mut q, 2, 1000).unwrap();
+        }
+        let order: Vec<u64> = (0..11).map(|_| b.pop(&mut q).unwrap().0).collect();
+        assert_eq!(order[..2].iter().filter(|&&f| f == 1).count(), 1);
+        assert!(order[2..].iter().all(|&f| f == 2));
+        assert_eq!(q.flows_active(), 0);
+        assert!(b.pop(&mut q).is_none());
+    }
+
+    /// Distinct sessions get distinct queues (8-way buckets) until a set is full.
+    #[test]
+    fn set_associative_buckets_avoid_collisions() {
+        let mut b = Bench::new();
+        let mut q = Pfq::new(PfqConfig {
+            buckets: 1024,
+            ..cfg()
+        })
+        .unwrap();
+        // 200 flows in 128 sets of 8: a set overflows with probability ~1e-4
+        for i in 0..200u64 {
+            b.push(&mut q, mix64(i), 100).unwrap();
+        }
+        assert_eq!(q.flows_active(), 200);
+        assert_eq!(q.collisions, 0);
+        // 8 flows forced into one set fill its ways; a ninth collides
+        let mut q = Pfq::new(PfqConfig {
+            buckets: 8,
+            ..cfg()
+        })
+        .unwrap();
+        for i in 0..9u64 {
+            b.push(&mut q, mix64(i), 100).unwrap();
+        }
+        assert_eq!(q.flows_active(), 8);
+        assert_eq!(q.collisions, 1);
+    }
+
+    /// A session cap holds each session to its rate, and the queue reports when a parked
+    /// session may send.
+    #[test]
+    fn session_cap_limits_each_session() {
+        let mut b = Bench::new();
+        let rate = Rate::from_bps(1_000_000); // 1000-byte frame = 8 ms
+        let mut q = Pfq::new(PfqConfig {
+            session_ceil: Some((rate, 1000)),
+            ..cfg()
+        })
+        .unwrap();
+        for _ in 0..200 {
+            b.push(&mut q, 1, 1000).unwrap();
+            b.push(&mut q, 2, 1000).unwrap();
+        }
+        let mut sent = [0u32; 2];
+        let end = Instant(Duration::from_secs(1).as_nanos());
+        while b.now < end {
+            while let Some((f, _)) = b.pop(&mut q) {
+                sent[(f == 2) as usize] += 1;
+            }
+            b.now = q.next_wakeup().expect("parked sessions report a wakeup").max(b.now + Duration(1));
+        }
+        // 1 s at 1 Mbit/s = 125 frames of 1000 bytes, plus the initial bucket
+        for s in sent {
+            assert!((125..=127).contains(&s), "{sent:?}");
+        }
+    }
+
+    /// Per-flow RED drops from the flow that builds a queue, not from a light one.
+    #[test]
+    fn per_flow_red_isolates_sessions() {
+        let mut b = Bench::new();
+        let red = RedParams {
+            min_th: 5.0,
+            max_th: 15.0,
+            max_p: 0.1,
+            wq: 0.2,
+            gentle: false,
+            mode: crate::red::RedMode::Packets,
+            idle_pkt_ns: 1000,
+        };
+        let mut q = Pfq::new(PfqConfig {
+            red: Some(red),
+            ..cfg()
+        })
+        .unwrap();
+        let mut drops = [0; 2];
+        for i in 0..2000 {
+            // one departure every other step, served fairly: flow 1 (one arrival per
+            // step) builds a queue, flow 2 (one arrival every fourth step) never does
+            if b.push(&mut q, 1, 500).is_err() {
+                drops[0] += 1;
+            }
+            if i % 4 == 0 && b.push(&mut q, 2, 500).is_err() {
+                drops[1] += 1;
+            }
+            if i % 2 == 0 {
+                b.pop(&mut q);
+            }
+        }
+        assert!(drops[0] > 100, "{drops:?}");
+        assert_eq!(drops[1], 0, "{drops:?}");
+    }
+
+    #[test]
+    fn purge_empties_everything() {
+        let mut b = Bench::new();
+        let mut q = Counted::new(Box::new(Pfq::new(cfg()).unwrap()));
+        for i in 0..50u64 {
+            b.push(&mut q, i % 7, 100).unwrap();
+        }
+        let mut cx = Ctx::new(b.now, &mut b.pool, &mut b.rng, &mut b.dropped);
+        q.purge(&mut cx, DropCause::Shutdown);
+        assert_eq!(q.len(), 0);
+        assert_eq!(b.free_dropped().len(), 50);
+        q.check().unwrap();
+        assert_eq!(q.stats.drops_by(DropCause::Shutdown).packets, 50);
+        assert!(b.pop(&mut q).is_none());
+    }
+}
