@@ -9,6 +9,7 @@ pub mod pool;
 pub mod qdisc;
 pub mod rate;
 pub mod rng;
+pub mod rrset;
 pub mod time;
 
 pub use pool::{Color, Direction, Meta, PktId, PktQueue, Pool};

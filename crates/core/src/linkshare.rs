@@ -22,8 +22,10 @@
 //!   of that level with backlogged descendants of that priority; an inner class's
 //!   `feed[prio]` holds its *MayBorrow* children with such descendants. Dequeue scans
 //!   levels from 0 (own rate first, then nearest lender), priorities from 0, and descends
-//!   from the row through feeds to a leaf. Each list is a circular doubly-linked DRR list
-//!   (O(1) insert, remove, rotate); a class is in at most one list per priority.
+//!   from the row through feeds to a leaf. Each row and feed is an id-ordered round-robin
+//!   set ([`RrSet`]: a `u64` bitmap searched with `trailing_zeros` and a cursor), so a class
+//!   that leaves a set for a moment (to send on its own rate) keeps its turn, as in HTB's
+//!   id-ordered trees; a class is in at most one set per priority.
 //! * After a packet is sent, every class from the leaf to the root is charged: classes at
 //!   or above the lending level pay `tokens` and all pay `ctokens`; mode changes move the
 //!   class between row, parent feed and nowhere. Classes not in *CanSend* wait in an
@@ -31,10 +33,11 @@
 //! * Leaves whose queue is non-work-conserving (returns nothing while holding packets) are
 //!   *throttled*: removed from the lists until their queue's `next_wakeup`.
 //!
-//! Deviations from HTB, on purpose: DRR deficits are per list and charged along the whole
-//! path (hierarchical DRR), so quanta smaller than a packet still share bytes exactly; a
-//! deficit entering a list is clamped to one quantum (no stored-up bursts); borrowers'
-//! rate tokens are capped at `burst` when the elapsed time is credited.
+//! Deviations from HTB, on purpose: DRR deficits are per set and charged along the whole
+//! path (hierarchical DRR), so spare bandwidth is shared in proportion to quanta at every
+//! level and quanta smaller than a packet still share bytes exactly; a deficit entering a
+//! set is clamped to one quantum (no stored-up bursts); borrowers' rate tokens are capped
+//! at `burst` when the elapsed time is credited.
 //!
 //! # Statistics
 //! Per class: bytes/packets sent, `lends` (packets sent on own rate at this class's
@@ -42,7 +45,7 @@
 //! *CantSend*). Leaf queues carry their own [`QStats`] through [`Counted`].
 //!
 //! # Invariants (checked by `check_invariants` in tests)
-//! A leaf is in a list iff it is active (backlogged, not throttled) and not *CantSend*; a
+//! A leaf is in a set iff it is active (backlogged, not throttled) and not *CantSend*; a
 //! class appears in `row[l][p]` iff it is *CanSend* with bit p in `prio_activity`; in its
 //! parent's `feed[p]` iff it is *MayBorrow* with bit p set; an inner class's `prio_activity`
 //! bit p is set iff its `feed[p]` is non-empty.
@@ -51,6 +54,7 @@ use crate::heap::IndexedHeap;
 use crate::pool::PktId;
 use crate::qdisc::{Count, Counted, Ctx, DropCause, QStats, Qdisc};
 use crate::rate::Rate;
+use crate::rrset::RrSet;
 use crate::time::{Duration, Instant};
 
 /// Number of priorities (0 = highest).
@@ -90,12 +94,6 @@ pub enum Mode {
     CanSend,
 }
 
-#[derive(Copy, Clone, Default)]
-struct Link {
-    prev: u32,
-    next: u32,
-}
-
 #[derive(Copy, Clone, PartialEq, Eq, Debug)]
 enum LeafState {
     Idle,
@@ -127,11 +125,16 @@ struct Class {
     t_c: Instant,
     mode: Mode,
     prio_activity: u8,
-    node: [Link; PRIOS],
+    /// Position among the parent's children (its slot in the parent's feeds).
+    slot_parent: u32,
+    /// Position among the classes of its level (its slot in that level's rows).
+    slot_level: u32,
     /// DRR deficit per (prio, level of the list the class is in).
     deficit: [[i32; LEVELS]; PRIOS],
-    /// Inner classes: current head of the child list per prio.
-    feed: [u32; PRIOS],
+    /// Inner classes: borrowing children per prio (empty for leaves).
+    feed: Vec<RrSet>,
+    /// Inner classes: children by slot.
+    children: Vec<u32>,
     leaf: LeafState,
     stats: ClassStats,
 }
@@ -146,7 +149,10 @@ enum Head {
 pub struct LinkShare {
     classes: Vec<Class>,
     queues: Vec<Option<Counted<dyn Qdisc>>>,
-    row: [[u32; PRIOS]; LEVELS],
+    /// `row[level][prio]`: CanSend classes of a level with active descendants of a prio.
+    row: Vec<Vec<RrSet>>,
+    /// Classes of each level by slot.
+    level_members: Vec<Vec<u32>>,
     row_mask: [u8; LEVELS],
     level_mask: u8,
     /// Classes not in CanSend, keyed by the instant their mode may change.
@@ -239,12 +245,11 @@ impl LinkShare {
                 t_c: now,
                 mode: Mode::CanSend,
                 prio_activity: 0,
-                node: [Link {
-                    prev: NIL,
-                    next: NIL,
-                }; PRIOS],
+                slot_parent: 0,
+                slot_level: 0,
                 deficit: [[s.quantum as i32; LEVELS]; PRIOS],
-                feed: [NIL; PRIOS],
+                feed: Vec::new(),
+                children: Vec::new(),
                 leaf: LeafState::Idle,
                 stats: ClassStats::default(),
             });
@@ -256,12 +261,32 @@ impl LinkShare {
         {
             return Err("the default class must be a leaf".into());
         }
+        let mut level_members = vec![Vec::new(); LEVELS];
+        for i in 0..n {
+            let level = classes[i].level as usize;
+            classes[i].slot_level = level_members[level].len() as u32;
+            level_members[level].push(i as u32);
+            let p = classes[i].parent;
+            if p != NIL {
+                let p = p as usize;
+                classes[i].slot_parent = classes[p].children.len() as u32;
+                classes[p].children.push(i as u32);
+            }
+        }
+        for c in classes.iter_mut().filter(|c| !c.children.is_empty()) {
+            c.feed = (0..PRIOS).map(|_| RrSet::new(c.children.len())).collect();
+        }
+        let row = level_members
+            .iter()
+            .map(|m| (0..PRIOS).map(|_| RrSet::new(m.len())).collect())
+            .collect();
         Ok(LinkShare {
             wait: IndexedHeap::with_ids(n),
             throttled: IndexedHeap::with_ids(n),
             classes,
             queues,
-            row: [[NIL; PRIOS]; LEVELS],
+            row,
+            level_members,
             row_mask: [0; LEVELS],
             level_mask: 0,
             now,
@@ -330,20 +355,36 @@ impl LinkShare {
         self.update_event(c, now);
     }
 
-    // ----- DRR lists ---------------------------------------------------------------
+    // ----- round-robin sets --------------------------------------------------------
 
     #[inline]
-    fn head(&self, h: Head, prio: usize) -> u32 {
+    fn set(&self, h: Head, prio: usize) -> &RrSet {
         match h {
-            Head::Row(l, p) => self.row[l][p],
-            Head::Feed(c) => self.classes[c as usize].feed[prio],
+            Head::Row(l, p) => &self.row[l][p],
+            Head::Feed(c) => &self.classes[c as usize].feed[prio],
         }
     }
     #[inline]
-    fn set_head(&mut self, h: Head, prio: usize, v: u32) {
+    fn set_mut(&mut self, h: Head, prio: usize) -> &mut RrSet {
         match h {
-            Head::Row(l, p) => self.row[l][p] = v,
-            Head::Feed(c) => self.classes[c as usize].feed[prio] = v,
+            Head::Row(l, p) => &mut self.row[l][p],
+            Head::Feed(c) => &mut self.classes[c as usize].feed[prio],
+        }
+    }
+    /// Class in `slot` of the set `h`.
+    #[inline]
+    fn member(&self, h: Head, slot: u32) -> u32 {
+        match h {
+            Head::Row(l, _) => self.level_members[l][slot as usize],
+            Head::Feed(c) => self.classes[c as usize].children[slot as usize],
+        }
+    }
+    /// Slot of class `c` in sets of kind `h`.
+    #[inline]
+    fn slot(&self, h: Head, c: u32) -> u32 {
+        match h {
+            Head::Row(..) => self.classes[c as usize].slot_level,
+            Head::Feed(_) => self.classes[c as usize].slot_parent,
         }
     }
 
@@ -361,38 +402,13 @@ impl LinkShare {
         let q = self.classes[c as usize].quantum;
         let d = &mut self.classes[c as usize].deficit[prio][lvl];
         *d = (*d).min(q);
-        let head = self.head(h, prio);
-        if head == NIL {
-            self.classes[c as usize].node[prio] = Link { prev: c, next: c };
-            self.set_head(h, prio, c);
-        } else {
-            // insert at the tail (just before the head)
-            let tail = self.classes[head as usize].node[prio].prev;
-            self.classes[c as usize].node[prio] = Link {
-                prev: tail,
-                next: head,
-            };
-            self.classes[tail as usize].node[prio].next = c;
-            self.classes[head as usize].node[prio].prev = c;
-        }
+        let slot = self.slot(h, c);
+        self.set_mut(h, prio).insert(slot);
     }
 
     fn list_remove(&mut self, h: Head, c: u32, prio: usize) {
-        let Link { prev, next } = self.classes[c as usize].node[prio];
-        debug_assert!(prev != NIL, "removing class {c} not in a list");
-        if next == c {
-            self.set_head(h, prio, NIL);
-        } else {
-            self.classes[prev as usize].node[prio].next = next;
-            self.classes[next as usize].node[prio].prev = prev;
-            if self.head(h, prio) == c {
-                self.set_head(h, prio, next);
-            }
-        }
-        self.classes[c as usize].node[prio] = Link {
-            prev: NIL,
-            next: NIL,
-        };
+        let slot = self.slot(h, c);
+        self.set_mut(h, prio).remove(slot);
     }
 
     fn add_to_row(&mut self, c: u32, mask: u8) {
@@ -416,7 +432,7 @@ impl LinkShare {
             let prio = m.trailing_zeros() as usize;
             m &= m - 1;
             self.list_remove(Head::Row(level, prio), c, prio);
-            if self.row[level][prio] == NIL {
+            if self.row[level][prio].is_empty() {
                 self.row_mask[level] &= !(1 << prio);
             }
         }
@@ -434,7 +450,7 @@ impl LinkShare {
             while m != 0 {
                 let prio = m.trailing_zeros() as usize;
                 m &= m - 1;
-                if self.classes[p as usize].feed[prio] != NIL {
+                if !self.classes[p as usize].feed[prio].is_empty() {
                     // parent already active for this prio: nothing to propagate further
                     mask &= !(1 << prio);
                 }
@@ -460,7 +476,7 @@ impl LinkShare {
                 let prio = m.trailing_zeros() as usize;
                 m &= m - 1;
                 self.list_remove(Head::Feed(p), c, prio);
-                if self.classes[p as usize].feed[prio] == NIL {
+                if self.classes[p as usize].feed[prio].is_empty() {
                     mask |= 1 << prio;
                 }
             }
@@ -604,19 +620,17 @@ impl LinkShare {
         let mut n = 0;
         loop {
             let lvl = self.list_level(h);
-            let mut c = self.head(h, prio);
-            debug_assert!(c != NIL, "empty list in lookup");
             // DRR: skip members whose deficit is spent, granting them a quantum.
-            loop {
+            let c = loop {
+                let slot = self.set(h, prio).current().expect("active set in lookup");
+                let c = self.member(h, slot);
                 let cl = &mut self.classes[c as usize];
                 if cl.deficit[prio][lvl] > 0 {
-                    break;
+                    break c;
                 }
                 cl.deficit[prio][lvl] += cl.quantum;
-                let next = cl.node[prio].next;
-                self.set_head(h, prio, next);
-                c = next;
-            }
+                self.set_mut(h, prio).advance(slot);
+            };
             path[n] = (c, lvl as u8);
             n += 1;
             if self.classes[c as usize].level == 0 {
@@ -672,11 +686,13 @@ impl LinkShare {
         let mut in_row = vec![0u8; self.classes.len()];
         for level in 0..LEVELS {
             for prio in 0..PRIOS {
-                let head = self.row[level][prio];
-                if (head != NIL) != (self.row_mask[level] & (1 << prio) != 0) {
+                let set = &self.row[level][prio];
+                if !set.is_empty() != (self.row_mask[level] & (1 << prio) != 0) {
                     return Err(format!("row_mask[{level}] bit {prio} disagrees with row"));
                 }
-                self.walk(head, prio, |c| in_row[c as usize] |= 1 << prio)?;
+                for slot in set.iter() {
+                    in_row[self.level_members[level][slot as usize] as usize] |= 1 << prio;
+                }
             }
             if (self.row_mask[level] != 0) != (self.level_mask & (1 << level) != 0) {
                 return Err(format!("level_mask bit {level} wrong"));
@@ -684,28 +700,20 @@ impl LinkShare {
         }
         let mut in_feed = vec![0u8; self.classes.len()];
         for (i, cl) in self.classes.iter().enumerate() {
-            for prio in 0..PRIOS {
+            for (prio, set) in cl.feed.iter().enumerate() {
                 let bit = 1u8 << prio;
-                let mut count = 0;
-                self.walk(cl.feed[prio], prio, |c| {
-                    in_feed[c as usize] |= bit;
-                    count += 1;
-                })?;
-                if cl.level > 0 && ((count > 0) != (cl.prio_activity & bit != 0)) {
-                    return Err(format!(
-                        "class {i}: feed/prio_activity mismatch at prio {prio}"
-                    ));
+                for slot in set.iter() {
+                    in_feed[cl.children[slot as usize] as usize] |= bit;
+                }
+                if (!set.is_empty()) != (cl.prio_activity & bit != 0) {
+                    return Err(format!("class {i}: feed/prio_activity mismatch at prio {prio}"));
                 }
             }
         }
         for (i, cl) in self.classes.iter().enumerate() {
             let act = cl.prio_activity;
             let want_row = if cl.mode == Mode::CanSend { act } else { 0 };
-            let want_feed = if cl.mode == Mode::MayBorrow && cl.parent != NIL {
-                act
-            } else {
-                0
-            };
+            let want_feed = if cl.mode == Mode::MayBorrow && cl.parent != NIL { act } else { 0 };
             if in_row[i] != want_row || in_feed[i] != want_feed {
                 return Err(format!(
                     "class {i} ({}) mode {:?} activity {act:#b}: in row {:#b}, in feed {:#b}",
@@ -715,11 +723,7 @@ impl LinkShare {
             if let Some(q) = &self.queues[i] {
                 let active = cl.leaf == LeafState::Active;
                 if active != (act != 0) || (active && q.is_empty()) {
-                    return Err(format!(
-                        "leaf {i} activity {act:#b} state {:?} len {}",
-                        cl.leaf,
-                        q.len()
-                    ));
+                    return Err(format!("leaf {i} activity {act:#b} state {:?} len {}", cl.leaf, q.len()));
                 }
                 if cl.leaf == LeafState::Idle && !q.is_empty() {
                     return Err(format!("leaf {i} idle with {} packets", q.len()));
@@ -727,25 +731,6 @@ impl LinkShare {
             }
         }
         Ok(())
-    }
-
-    fn walk(&self, head: u32, prio: usize, mut f: impl FnMut(u32)) -> Result<(), String> {
-        if head == NIL {
-            return Ok(());
-        }
-        let mut c = head;
-        for _ in 0..=self.classes.len() {
-            f(c);
-            let next = self.classes[c as usize].node[prio].next;
-            if self.classes[next as usize].node[prio].prev != c {
-                return Err(format!("broken list link {c} -> {next}"));
-            }
-            c = next;
-            if c == head {
-                return Ok(());
-            }
-        }
-        Err("list does not close".into())
     }
 }
 
@@ -1007,6 +992,32 @@ mod tests {
         assert!(rel(a2, 4e6) < 0.02, "a2 {a2}");
         assert!(rel(b1, 4e6) < 0.02, "b1 {b1}");
         ls.check_invariants().unwrap();
+    }
+
+    /// Spare bandwidth is shared among equal-priority borrowers in proportion to their
+    /// quanta, on top of their assured rates: 1 and 2 Mbit/s leaves of a 10 Mbit/s link
+    /// with quanta 1:2 split the spare 7 Mbit/s 1:2 (3.33 and 6.67 Mbit/s in all); with
+    /// equal quanta they split it evenly (4.5 and 5.5).
+    #[test]
+    fn spare_bandwidth_follows_quanta() {
+        let link = 10_000_000;
+        for (q2, want1, want2) in [(2 * MTU, 1e6 + 7e6 / 3.0, 2e6 + 14e6 / 3.0), (MTU, 4.5e6, 5.5e6)] {
+            let mut specs = vec![
+                class("link", None, link, link, 0, false),
+                class("a", Some(0), 1_000_000, link, 0, true),
+                class("b", Some(0), 2_000_000, link, 0, true),
+            ];
+            specs[2].quantum = q2;
+            let mut ls = LinkShare::new(specs, 1, Instant::ZERO).unwrap();
+            let cfg = SimConfig {
+                duration: Duration::from_secs(30),
+                warmup: Duration::from_secs(1),
+                ..Default::default()
+            };
+            let res = sim::run(&mut ls, &[window(1, 1), window(2, 2)], &cfg).unwrap();
+            let (a, b) = (res.session_bps(0), res.session_bps(1));
+            assert!(rel(a, want1) < 0.02 && rel(b, want2) < 0.02, "quantum {q2}: a {a:.0} b {b:.0}, want {want1:.0} {want2:.0}");
+        }
     }
 
     /// A higher-priority borrower takes all the spare bandwidth before a lower one.
