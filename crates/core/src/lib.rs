@@ -28,6 +28,6 @@ pub mod policy;
 pub mod red;
 pub mod sim;
 pub mod stats;
-pub mod whatif;
 pub mod token_bucket;
 pub mod units;
+pub mod whatif;

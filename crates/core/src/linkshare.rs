@@ -62,6 +62,8 @@ pub const PRIOS: usize = 8;
 /// Highest level; inner classes live at levels 1..=MAX_LEVEL, leaves at 0.
 pub const MAX_LEVEL: usize = 7;
 const LEVELS: usize = MAX_LEVEL + 1;
+/// Largest DRR quantum in bytes (deficits are `i32`).
+pub const MAX_QUANTUM: u32 = i32::MAX as u32 / 4;
 /// Cap on the time credited at once and on token debt (HTB's mbuffer): 60 s.
 const MBUFFER_NS: i64 = 60_000_000_000;
 const NIL: u32 = u32::MAX;
@@ -199,7 +201,7 @@ impl LinkShare {
                     PRIOS - 1
                 ));
             }
-            if s.quantum == 0 || s.quantum > i32::MAX as u32 / 4 {
+            if s.quantum == 0 || s.quantum > MAX_QUANTUM {
                 return Err(format!(
                     "class '{}': quantum {} out of range",
                     s.name, s.quantum
@@ -706,14 +708,20 @@ impl LinkShare {
                     in_feed[cl.children[slot as usize] as usize] |= bit;
                 }
                 if (!set.is_empty()) != (cl.prio_activity & bit != 0) {
-                    return Err(format!("class {i}: feed/prio_activity mismatch at prio {prio}"));
+                    return Err(format!(
+                        "class {i}: feed/prio_activity mismatch at prio {prio}"
+                    ));
                 }
             }
         }
         for (i, cl) in self.classes.iter().enumerate() {
             let act = cl.prio_activity;
             let want_row = if cl.mode == Mode::CanSend { act } else { 0 };
-            let want_feed = if cl.mode == Mode::MayBorrow && cl.parent != NIL { act } else { 0 };
+            let want_feed = if cl.mode == Mode::MayBorrow && cl.parent != NIL {
+                act
+            } else {
+                0
+            };
             if in_row[i] != want_row || in_feed[i] != want_feed {
                 return Err(format!(
                     "class {i} ({}) mode {:?} activity {act:#b}: in row {:#b}, in feed {:#b}",
@@ -723,7 +731,11 @@ impl LinkShare {
             if let Some(q) = &self.queues[i] {
                 let active = cl.leaf == LeafState::Active;
                 if active != (act != 0) || (active && q.is_empty()) {
-                    return Err(format!("leaf {i} activity {act:#b} state {:?} len {}", cl.leaf, q.len()));
+                    return Err(format!(
+                        "leaf {i} activity {act:#b} state {:?} len {}",
+                        cl.leaf,
+                        q.len()
+                    ));
                 }
                 if cl.leaf == LeafState::Idle && !q.is_empty() {
                     return Err(format!("leaf {i} idle with {} packets", q.len()));
@@ -1001,7 +1013,10 @@ mod tests {
     #[test]
     fn spare_bandwidth_follows_quanta() {
         let link = 10_000_000;
-        for (q2, want1, want2) in [(2 * MTU, 1e6 + 7e6 / 3.0, 2e6 + 14e6 / 3.0), (MTU, 4.5e6, 5.5e6)] {
+        for (q2, want1, want2) in [
+            (2 * MTU, 1e6 + 7e6 / 3.0, 2e6 + 14e6 / 3.0),
+            (MTU, 4.5e6, 5.5e6),
+        ] {
             let mut specs = vec![
                 class("link", None, link, link, 0, false),
                 class("a", Some(0), 1_000_000, link, 0, true),
@@ -1016,7 +1031,10 @@ mod tests {
             };
             let res = sim::run(&mut ls, &[window(1, 1), window(2, 2)], &cfg).unwrap();
             let (a, b) = (res.session_bps(0), res.session_bps(1));
-            assert!(rel(a, want1) < 0.02 && rel(b, want2) < 0.02, "quantum {q2}: a {a:.0} b {b:.0}, want {want1:.0} {want2:.0}");
+            assert!(
+                rel(a, want1) < 0.02 && rel(b, want2) < 0.02,
+                "quantum {q2}: a {a:.0} b {b:.0}, want {want1:.0} {want2:.0}"
+            );
         }
     }
 

@@ -56,16 +56,20 @@ pub struct PfqConfig {
     pub session_ceil: Option<(Rate, u32)>,
 }
 
+impl PfqConfig {
+    pub const DEFAULT: PfqConfig = PfqConfig {
+        buckets: 1024,
+        quantum: 1514,
+        flow_limit: 64,
+        limit: 1024,
+        red: None,
+        session_ceil: None,
+    };
+}
+
 impl Default for PfqConfig {
     fn default() -> Self {
-        PfqConfig {
-            buckets: 1024,
-            quantum: 1514,
-            flow_limit: 64,
-            limit: 1024,
-            red: None,
-            session_ceil: None,
-        }
+        Self::DEFAULT
     }
 }
 
@@ -111,7 +115,7 @@ impl Pfq {
         if let Some(r) = &cfg.red {
             r.validate()?;
         }
-        cfg.buckets = cfg.buckets.div_ceil(WAYS as u32) * WAYS as u32;
+        cfg.buckets = Self::round_buckets(cfg.buckets);
         let burst_ns = cfg
             .session_ceil
             .map_or(0, |(rate, burst)| rate.tx_ns(burst) as i64);
@@ -143,6 +147,11 @@ impl Pfq {
         })
     }
 
+    /// The bucket count actually used for a requested one (a multiple of the 8 ways).
+    pub fn round_buckets(n: u32) -> u32 {
+        n.div_ceil(WAYS as u32) * WAYS as u32
+    }
+
     /// Bytes of state per flow bucket.
     pub const fn bytes_per_flow() -> usize {
         core::mem::size_of::<Flow>()
@@ -159,7 +168,7 @@ impl Pfq {
     #[inline]
     fn bucket(&mut self, h: u64) -> u32 {
         let tag = h | 1; // 0 marks a never-used way
-        // multiply-shift to pick the set: uses the high bits of the hash
+                         // multiply-shift to pick the set: uses the high bits of the hash
         let set = ((h as u128 * self.nsets as u128) >> 64) as usize * WAYS;
         let mut free = NIL;
         for w in 0..WAYS {
@@ -277,7 +286,11 @@ impl Qdisc for Pfq {
         }
         if self.len >= self.cfg.limit as usize {
             let victim = self.longest;
-            let vlen = if victim == NIL { 0 } else { self.flows[victim as usize].q.len() };
+            let vlen = if victim == NIL {
+                0
+            } else {
+                self.flows[victim as usize].q.len()
+            };
             if victim == NIL || victim == i || vlen <= self.flows[i as usize].q.len() {
                 return Err(DropCause::QueueFull);
             }
@@ -479,11 +492,7 @@ mod tests {
     fn overflow_drops_from_the_longest_flow() {
         let mut b = Bench::new();
         let mut q = Counted::new(Box::new(
-            Pfq::new(PfqConfig {
-                limit: 10,
-                ..cfg()
-            })
-            .unwrap(),
+            Pfq::new(PfqConfig { limit: 10, ..cfg() }).unwrap(),
         ));
         for _ in 0..10 {
             b.push(&mut q, 1, 100).unwrap();
@@ -564,7 +573,10 @@ mod tests {
             while let Some((f, _)) = b.pop(&mut q) {
                 sent[(f == 2) as usize] += 1;
             }
-            b.now = q.next_wakeup().expect("parked sessions report a wakeup").max(b.now + Duration(1));
+            b.now = q
+                .next_wakeup()
+                .expect("parked sessions report a wakeup")
+                .max(b.now + Duration(1));
         }
         // 1 s at 1 Mbit/s = 125 frames of 1000 bytes, plus the initial bucket
         for s in sent {

@@ -113,7 +113,14 @@ mod tests {
             dst: dst.parse().unwrap(),
             ..Default::default()
         };
-        let n = build::tcp_v4_frame(pool.slot_mut(id), &EthSpec::default(), &ip, &tcp, &[0u8; 100]).unwrap();
+        let n = build::tcp_v4_frame(
+            pool.slot_mut(id),
+            &EthSpec::default(),
+            &ip,
+            &tcp,
+            &[0u8; 100],
+        )
+        .unwrap();
         pool.meta_mut(id).len = n as u32;
         id
     }
@@ -139,10 +146,18 @@ mod tests {
         let web_class = policy.class_index("web").unwrap() as u32;
         let other = policy.class_index("other").unwrap() as u32;
         assert_eq!(cx.pool.meta(web).class, web_class);
-        assert_eq!(cx.pool.meta(reply).class, web_class, "port matches either direction");
+        assert_eq!(
+            cx.pool.meta(reply).class,
+            web_class,
+            "port matches either direction"
+        );
         assert_eq!(cx.pool.meta(ssh).class, other);
         assert_eq!(cx.pool.meta(junk).class, other);
-        assert_eq!(cx.pool.meta(web).flow, cx.pool.meta(reply).flow, "a session hashes the same both ways");
+        assert_eq!(
+            cx.pool.meta(web).flow,
+            cx.pool.meta(reply).flow,
+            "a session hashes the same both ways"
+        );
         assert_ne!(cx.pool.meta(web).flow, cx.pool.meta(ssh).flow);
         assert_eq!(cx.pool.meta(web).arrival, Instant(7));
         assert_eq!(pipe.malformed.packets, 1);

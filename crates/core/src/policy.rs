@@ -16,7 +16,7 @@
 
 use crate::classify::{parse_dscp, parse_vlan, Classifier, IpNet, Match, PortSet, Proto, Rule};
 use crate::fifo::Fifo;
-use crate::linkshare::{ClassId, ClassSpec, LinkShare, MAX_LEVEL, PRIOS};
+use crate::linkshare::{ClassId, ClassSpec, LinkShare, MAX_LEVEL, MAX_QUANTUM, PRIOS};
 use crate::pfq::{Pfq, PfqConfig};
 pub use crate::pipeline::Pipeline;
 use crate::qdisc::Qdisc;
@@ -134,9 +134,10 @@ pub struct RedSpec {
 }
 
 impl RedSpec {
-    /// Floyd & Jacobson's suggested values: min_th 5 packets, max_th 15 packets (3×min),
-    /// max_p 1/50, w_q 0.002; gentle on.
-    pub fn floyd() -> Self {
+    /// Floyd & Jacobson's suggested values (min_th 5 packets, max_th 15 packets = 3×min,
+    /// max_p 1/50, w_q 0.002) with Floyd's later "gentle" ramp (2000) on, as most
+    /// deployments run RED today.
+    pub fn defaults() -> Self {
         RedSpec {
             min: Limit::Packets(5),
             max: Limit::Packets(15),
@@ -156,6 +157,8 @@ pub struct SessionSpec {
     pub ceil: Option<u64>,
     pub buckets: u32,
     pub flow_limit: u32,
+    /// The class has a `[class.session]` table.
+    pub configured: bool,
 }
 
 /// A validated class.
@@ -175,8 +178,53 @@ pub struct ClassDef {
     pub limit: Limit,
     pub red: Option<RedSpec>,
     pub session: SessionSpec,
+    /// The queue keys as written in the file, before a technique was applied.
+    pub written: Written,
     /// Line of the definition, for messages.
     pub line: usize,
+}
+
+/// A leaf's queue settings as written (`None` = not written).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Written {
+    pub queue: Option<QueueKind>,
+    pub limit: Option<Limit>,
+    /// `Some(None)` is `red = false`.
+    pub red: Option<Option<RedSpec>>,
+}
+
+impl ClassDef {
+    /// Resolve the leaf's queue from a technique and what the file says. Normally the
+    /// class's own `queue`/`red` keys win over the technique; `forced` (the testbed and
+    /// `--technique`) makes the technique decide the queue kind and whether RED is on,
+    /// the class's `red` table still giving the parameters. An unwritten `limit` takes
+    /// the default of the resulting queue kind.
+    fn apply(&mut self, t: Technique, forced: bool) {
+        let by_technique = if t.pfq() {
+            QueueKind::Pfq
+        } else {
+            QueueKind::Fifo
+        };
+        self.queue = match self.written.queue {
+            Some(q) if !forced => q,
+            _ => by_technique,
+        };
+        self.limit = self.written.limit.unwrap_or(match self.queue {
+            QueueKind::Pfq => Limit::Packets(DEFAULT_PFQ_LIMIT),
+            QueueKind::Fifo => Limit::Packets(DEFAULT_FIFO_LIMIT),
+        });
+        let params = || {
+            self.written
+                .red
+                .clone()
+                .flatten()
+                .unwrap_or_else(RedSpec::defaults)
+        };
+        self.red = match &self.written.red {
+            Some(r) if !forced => r.clone(),
+            _ => t.red().then(params),
+        };
+    }
 }
 
 /// A validated classifier rule.
@@ -336,7 +384,13 @@ fn parse_with<T>(
     f: impl Fn(&str) -> Result<T, units::UnitError>,
 ) -> Option<T> {
     let Some(text) = scalar_text(v.get_ref()) else {
-        src.err(v.span(), format!("`{key}`: expected a string or number, found {}", v.get_ref().type_str()));
+        src.err(
+            v.span(),
+            format!(
+                "`{key}`: expected a string or number, found {}",
+                v.get_ref().type_str()
+            ),
+        );
         return None;
     };
     match f(&text) {
@@ -370,7 +424,13 @@ fn parse_list<T>(
     }
     for item in list {
         let Some(text) = scalar_text(item) else {
-            src.err(v.span(), format!("`{key}`: expected strings or numbers, found {}", item.type_str()));
+            src.err(
+                v.span(),
+                format!(
+                    "`{key}`: expected strings or numbers, found {}",
+                    item.type_str()
+                ),
+            );
             return None;
         };
         match f(&text) {
@@ -386,7 +446,10 @@ fn parse_list<T>(
 
 fn parse_ports(src: &mut Src<'_>, key: &str, v: &Spanned<Value>) -> Option<PortSet> {
     let sets = parse_list(src, key, v, PortSet::parse)?;
-    let ranges: Vec<(u16, u16)> = sets.iter().flat_map(|s| s.ranges().iter().copied()).collect();
+    let ranges: Vec<(u16, u16)> = sets
+        .iter()
+        .flat_map(|s| s.ranges().iter().copied())
+        .collect();
     match PortSet::from_ranges(ranges) {
         Ok(s) => Some(s),
         Err(e) => {
@@ -409,10 +472,11 @@ fn toml_error(file: &str, text: &str, e: toml::de::Error) -> PolicyErrors {
 }
 
 const DEFAULT_FIFO_LIMIT: u32 = 100;
-const DEFAULT_PFQ_LIMIT: u32 = 1000;
-const DEFAULT_FLOW_LIMIT: u32 = 32;
-const DEFAULT_BUCKETS: u32 = 1024;
-const MAX_QUANTUM: u64 = 200_000;
+const DEFAULT_PFQ_LIMIT: u32 = PfqConfig::DEFAULT.limit;
+const DEFAULT_FLOW_LIMIT: u32 = PfqConfig::DEFAULT.flow_limit;
+const DEFAULT_BUCKETS: u32 = PfqConfig::DEFAULT.buckets;
+/// Largest default quantum (bytes) when quanta are derived from rates.
+const MAX_DEFAULT_QUANTUM: u64 = 200_000;
 
 impl Policy {
     /// Parse and validate policy text; `file` is used in messages.
@@ -431,6 +495,8 @@ impl Policy {
         }
         let mut p = policy.expect("no errors implies a policy");
         p.warnings = src.warnings;
+        let unenforced = session_warnings(&p);
+        p.warnings.extend(unenforced);
         Ok(p)
     }
 
@@ -452,13 +518,13 @@ impl Policy {
     pub fn with_technique(&self, t: Technique) -> Policy {
         let mut p = self.clone();
         for c in p.classes.iter_mut().filter(|c| c.leaf) {
-            c.queue = if t.pfq() { QueueKind::Pfq } else { QueueKind::Fifo };
-            c.red = if t.red() { Some(c.red.clone().unwrap_or_else(RedSpec::floyd)) } else { None };
-            if c.queue == QueueKind::Fifo && matches!(c.limit, Limit::Packets(n) if n == DEFAULT_PFQ_LIMIT) {
-                c.limit = Limit::Packets(DEFAULT_FIFO_LIMIT);
-            }
+            c.apply(t, true);
         }
         p.technique = t;
+        p.warnings
+            .retain(|w| !w.msg.contains("not enforced under technique"));
+        let unenforced = session_warnings(&p);
+        p.warnings.extend(unenforced);
         p
     }
 
@@ -466,10 +532,18 @@ impl Policy {
         self.classes.iter().position(|c| c.name == name)
     }
     pub fn leaves(&self) -> impl Iterator<Item = usize> + '_ {
-        self.classes.iter().enumerate().filter(|(_, c)| c.leaf).map(|(i, _)| i)
+        self.classes
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.leaf)
+            .map(|(i, _)| i)
     }
     pub fn children(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
-        self.classes.iter().enumerate().filter(move |(_, c)| c.parent == Some(i)).map(|(i, _)| i)
+        self.classes
+            .iter()
+            .enumerate()
+            .filter(move |(_, c)| c.parent == Some(i))
+            .map(|(i, _)| i)
     }
 
     fn leaf_queue(&self, c: &ClassDef) -> Result<Box<dyn Qdisc>, String> {
@@ -496,10 +570,12 @@ impl Policy {
                     flow_limit: c.session.flow_limit,
                     limit,
                     red: red.transpose()?,
-                    session_ceil: c
-                        .session
-                        .ceil
-                        .map(|bps| (Rate::with_overhead(bps, self.overhead), self.mtu + (bps / 8000) as u32)),
+                    session_ceil: c.session.ceil.map(|bps| {
+                        (
+                            Rate::with_overhead(bps, self.overhead),
+                            self.mtu + (bps / 8000) as u32,
+                        )
+                    }),
                 })?)
             }
         })
@@ -509,7 +585,12 @@ impl Policy {
         let (min, max, mode) = match (r.min, r.max) {
             (Limit::Packets(a), Limit::Packets(b)) => (a as u64, b as u64, RedMode::Packets),
             (Limit::Bytes(a), Limit::Bytes(b)) => (a, b, RedMode::Bytes { mean_pkt: self.mtu }),
-            _ => return Err(format!("class '{}': RED min and max must both be packets or both bytes", c.name)),
+            _ => {
+                return Err(format!(
+                    "class '{}': RED min and max must both be packets or both bytes",
+                    c.name
+                ))
+            }
         };
         let p = RedParams {
             min_th: min as f64,
@@ -520,7 +601,8 @@ impl Policy {
             mode,
             idle_pkt_ns: Rate::from_bps(c.rate).tx_ns(self.mtu),
         };
-        p.validate().map_err(|e| format!("class '{}': RED {e}", c.name))?;
+        p.validate()
+            .map_err(|e| format!("class '{}': RED {e}", c.name))?;
         Ok(p)
     }
 
@@ -537,7 +619,11 @@ impl Policy {
                 cburst: c.cburst,
                 prio: c.prio,
                 quantum: c.quantum,
-                queue: if c.leaf { Some(self.leaf_queue(c)?) } else { None },
+                queue: if c.leaf {
+                    Some(self.leaf_queue(c)?)
+                } else {
+                    None
+                },
             });
         }
         let sched = LinkShare::new(specs, self.default_class as ClassId, now)?;
@@ -550,7 +636,8 @@ impl Policy {
                 name: r.name.clone(),
             })
             .collect();
-        let classifier = Classifier::new(rules, self.default_class as u32).map_err(|e| e.to_string())?;
+        let classifier =
+            Classifier::new(rules, self.default_class as u32).map_err(|e| e.to_string())?;
         Ok(Pipeline::new(classifier, sched, 0x5eed_f10e))
     }
 
@@ -602,15 +689,27 @@ impl Policy {
             (format!("{prefix}├─ "), format!("{prefix}│  "))
         };
         let label = format!("{branch}{}", c.name);
-        let queue = if c.leaf { self.describe_queue(c) } else { String::new() };
+        let queue = if c.leaf {
+            self.describe_queue(c)
+        } else {
+            String::new()
+        };
         let pad = 28usize.saturating_sub(label.chars().count());
         s.push_str(&format!(
             "{label}{:pad$} {:>11} {:>11} {:>4} {:>8}  {queue}\n",
             "",
             fmt_rate(c.rate),
             fmt_rate(c.ceil),
-            if i == 0 { "-".to_string() } else { c.prio.to_string() },
-            if i == 0 { "-".to_string() } else { fmt_size(c.quantum as u64) },
+            if i == 0 {
+                "-".to_string()
+            } else {
+                c.prio.to_string()
+            },
+            if i == 0 {
+                "-".to_string()
+            } else {
+                fmt_size(c.quantum as u64)
+            },
         ));
         let kids: Vec<usize> = self.children(i).collect();
         for (k, &ch) in kids.iter().enumerate() {
@@ -627,7 +726,11 @@ impl Policy {
                     c.session.buckets, c.session.flow_limit, c.limit
                 );
                 if let Some(g) = c.session.guarantee {
-                    q += &format!(", guarantee {}/session (up to {} sessions)", fmt_rate(g), c.rate / g.max(1));
+                    q += &format!(
+                        ", guarantee {}/session (up to {} sessions)",
+                        fmt_rate(g),
+                        c.rate / g.max(1)
+                    );
                 }
                 if let Some(cap) = c.session.ceil {
                     q += &format!(", cap {}/session", fmt_rate(cap));
@@ -636,7 +739,11 @@ impl Policy {
             }
         };
         if let Some(r) = &c.red {
-            let per = if c.queue == QueueKind::Pfq { " per flow" } else { "" };
+            let per = if c.queue == QueueKind::Pfq {
+                " per flow"
+            } else {
+                ""
+            };
             q += &format!(
                 ", red{per} {}..{} max_p {} wq {}{}",
                 r.min,
@@ -655,7 +762,12 @@ fn describe_match(m: &Match) -> String {
     if let Some(p) = m.proto {
         parts.push(Proto::name(p).map_or(format!("proto {p}"), str::to_string));
     }
-    let nets = |v: &[IpNet]| v.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(",");
+    let nets = |v: &[IpNet]| {
+        v.iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     if !m.src.is_empty() {
         parts.push(format!("src {}", nets(&m.src)));
     }
@@ -672,10 +784,16 @@ fn describe_match(m: &Match) -> String {
         parts.push(format!("port {p}"));
     }
     if let Some(d) = &m.dscp {
-        parts.push(format!("dscp {}", d.iter().map(u8::to_string).collect::<Vec<_>>().join(",")));
+        parts.push(format!(
+            "dscp {}",
+            d.iter().map(u8::to_string).collect::<Vec<_>>().join(",")
+        ));
     }
     if let Some(v) = &m.vlan {
-        parts.push(format!("vlan {}", v.iter().map(u16::to_string).collect::<Vec<_>>().join(",")));
+        parts.push(format!(
+            "vlan {}",
+            v.iter().map(u16::to_string).collect::<Vec<_>>().join(",")
+        ));
     }
     if parts.is_empty() {
         "any".into()
@@ -699,7 +817,10 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
         None => 1514,
         Some(m) if (68..=65_535).contains(m.get_ref()) => *m.get_ref() as u32,
         Some(m) => {
-            src.err(m.span(), format!("`mtu`: {} is outside 68..=65535 bytes", m.get_ref()));
+            src.err(
+                m.span(),
+                format!("`mtu`: {} is outside 68..=65535 bytes", m.get_ref()),
+            );
             1514
         }
     };
@@ -707,7 +828,13 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
         None => 0,
         Some(o) if (-64..=256).contains(o.get_ref()) => *o.get_ref() as i32,
         Some(o) => {
-            src.err(o.span(), format!("`overhead`: {} is outside -64..=256 bytes per frame", o.get_ref()));
+            src.err(
+                o.span(),
+                format!(
+                    "`overhead`: {} is outside -64..=256 bytes per frame",
+                    o.get_ref()
+                ),
+            );
             0
         }
     };
@@ -731,7 +858,10 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
         Some("both") => Shapes::Both,
         Some(other) => {
             let span = link.direction.as_ref().unwrap().span();
-            src.err(span, format!("`direction`: '{other}' is not one of outbound, inbound, both"));
+            src.err(
+                span,
+                format!("`direction`: '{other}' is not one of outbound, inbound, both"),
+            );
             Shapes::Outbound
         }
     };
@@ -743,24 +873,45 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
         let name = c.get_ref().name.get_ref().clone();
         let nspan = c.get_ref().name.span();
         if name == ROOT || name == "root" {
-            src.err(nspan, format!("class name '{name}' is reserved for the link itself"));
+            src.err(
+                nspan,
+                format!("class name '{name}' is reserved for the link itself"),
+            );
             continue;
         }
-        if name.is_empty() || !name.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch)) {
-            src.err(nspan, format!("class name '{name}': use letters, digits, '-', '_' or '.'"));
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch))
+        {
+            src.err(
+                nspan,
+                format!("class name '{name}': use letters, digits, '-', '_' or '.'"),
+            );
             continue;
         }
         if let Some(&first) = index.get(&name) {
             let line = src.line(pending[first].raw.span());
-            src.err(nspan, format!("duplicate class name '{name}' (first defined at line {line})"));
+            src.err(
+                nspan,
+                format!("duplicate class name '{name}' (first defined at line {line})"),
+            );
             continue;
         }
         index.insert(name, pending.len());
-        pending.push(Pending { raw: c, parent: None });
+        pending.push(Pending {
+            raw: c,
+            parent: None,
+        });
     }
     let mut parent_ok = vec![true; pending.len()];
     for i in 0..pending.len() {
-        let pname = pending[i].raw.get_ref().parent.as_ref().map(|p| (p.get_ref().clone(), p.span()));
+        let pname = pending[i]
+            .raw
+            .get_ref()
+            .parent
+            .as_ref()
+            .map(|p| (p.get_ref().clone(), p.span()));
         match pname {
             None => pending[i].parent = None,
             Some((p, _)) if p == ROOT || p == "root" => pending[i].parent = None,
@@ -805,7 +956,10 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
     if in_cycle.iter().any(|&x| x) || parent_ok.iter().any(|&x| !x) {
         return None;
     }
-    let link_rate = link_rate?;
+    // with a bad link rate, go on checking the classes against a placeholder (the
+    // assured-rate sums against it are not reported)
+    let link_known = link_rate.is_some();
+    let link_rate = link_rate.unwrap_or(u64::MAX / 4);
 
     // --- topological order: root, then each class after its parent -------------------
     let mut order: Vec<usize> = Vec::new();
@@ -831,7 +985,7 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
         has_children[p.parent.map_or(0, |j| pos[j])] = true;
     }
 
-    let root = ClassDef {
+    let mut root = ClassDef {
         name: ROOT.into(),
         parent: None,
         rate: link_rate,
@@ -849,9 +1003,12 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
             ceil: None,
             buckets: DEFAULT_BUCKETS,
             flow_limit: DEFAULT_FLOW_LIMIT,
+            configured: false,
         },
+        written: Written::default(),
         line: src.line(link_span.clone()),
     };
+    root.apply(technique, false);
     let mut classes = vec![root];
     let mut spans = vec![link.rate.span()];
     for &i in &order {
@@ -878,7 +1035,11 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
             let span = c.ceil.as_ref().map_or(c.rate.span(), |v| v.span());
             src.err(
                 span,
-                format!("`ceil` {} is below the class's rate {}", fmt_rate(ceil), fmt_rate(rate)),
+                format!(
+                    "`ceil` {} is below the class's rate {}",
+                    fmt_rate(ceil),
+                    fmt_rate(rate)
+                ),
             );
         } else if ceil > pceil {
             let span = c.ceil.as_ref().map_or(c.rate.span(), |v| v.span());
@@ -896,15 +1057,25 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
             None => 0,
             Some(p) if (0..PRIOS as i64).contains(p.get_ref()) => *p.get_ref() as u8,
             Some(p) => {
-                src.err(p.span(), format!("`prio`: {} is outside 0..={} (0 is highest)", p.get_ref(), PRIOS - 1));
+                src.err(
+                    p.span(),
+                    format!(
+                        "`prio`: {} is outside 0..={} (0 is highest)",
+                        p.get_ref(),
+                        PRIOS - 1
+                    ),
+                );
                 0
             }
         };
         let size = |src: &mut Src<'_>, key: &str, v: &Option<Spanned<Value>>| -> Option<u32> {
             let v = v.as_ref()?;
             let b = parse_with(src, key, v, units::parse_size)?;
-            if b == 0 || b > u32::MAX as u64 / 4 {
-                src.err(v.span(), format!("`{key}`: {} is out of range", fmt_size(b)));
+            if b == 0 || b > MAX_QUANTUM as u64 {
+                src.err(
+                    v.span(),
+                    format!("`{key}`: {} is out of range", fmt_size(b)),
+                );
                 return None;
             }
             Some(b as u32)
@@ -913,19 +1084,13 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
         let burst = size(src, "burst", &c.burst).unwrap_or_else(|| burst_for(rate, mtu));
         let cburst = size(src, "cburst", &c.cburst).unwrap_or_else(|| burst_for(ceil, mtu));
         let leaf = !has_children[k];
-        let queue = match c.queue.as_ref().map(|q| (q.get_ref().as_str(), q.span())) {
-            None => {
-                if technique.pfq() {
-                    QueueKind::Pfq
-                } else {
-                    QueueKind::Fifo
-                }
-            }
-            Some(("fifo", _)) => QueueKind::Fifo,
-            Some(("pfq", _)) => QueueKind::Pfq,
+        let written_queue = match c.queue.as_ref().map(|q| (q.get_ref().as_str(), q.span())) {
+            None => None,
+            Some(("fifo", _)) => Some(QueueKind::Fifo),
+            Some(("pfq", _)) => Some(QueueKind::Pfq),
             Some((other, span)) => {
                 src.err(span, format!("`queue`: '{other}' is not one of fifo, pfq"));
-                QueueKind::Fifo
+                None
             }
         };
         if !leaf {
@@ -940,37 +1105,41 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
                 }
             }
         }
-        let limit = match &c.limit {
+        let written_limit = match &c.limit {
             Some(v) => match parse_with(src, "limit", v, units::parse_limit) {
                 Some(Limit::Packets(0)) | Some(Limit::Bytes(0)) => {
                     src.err(v.span(), "`limit`: must be positive");
-                    Limit::Packets(1)
+                    None
                 }
-                Some(l) => l,
-                None => Limit::Packets(1),
+                l => l,
             },
-            None if queue == QueueKind::Pfq => Limit::Packets(DEFAULT_PFQ_LIMIT),
-            None => Limit::Packets(DEFAULT_FIFO_LIMIT),
+            None => None,
         };
-        let red = match &c.red {
-            None => technique.red().then(RedSpec::floyd),
-            Some(v) => parse_red(src, v),
+        let written = Written {
+            queue: written_queue,
+            limit: written_limit,
+            red: c.red.as_ref().map(|v| parse_red(src, v)),
         };
         let mut session = SessionSpec {
             guarantee: None,
             ceil: None,
             buckets: DEFAULT_BUCKETS,
             flow_limit: DEFAULT_FLOW_LIMIT,
+            configured: false,
         };
         if let Some(s) = &c.session {
             let s = s.get_ref();
             if let Some(g) = &s.guarantee {
-                session.guarantee = parse_with(src, "guarantee", g, units::parse_share).map(|x| x.of(rate));
+                session.guarantee =
+                    parse_with(src, "guarantee", g, units::parse_share).map(|x| x.of(rate));
                 if session.guarantee == Some(0) {
                     src.err(g.span(), "`guarantee`: resolves to 0 bit/s");
                     session.guarantee = None;
                 } else if session.guarantee.is_some_and(|g| g > rate) {
-                    src.err(g.span(), format!("`guarantee`: more than the class rate {}", fmt_rate(rate)));
+                    src.err(
+                        g.span(),
+                        format!("`guarantee`: more than the class rate {}", fmt_rate(rate)),
+                    );
                 }
             }
             if let Some(v) = &s.ceil {
@@ -981,41 +1150,45 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
                 }
                 if let (Some(cap), Some(g)) = (session.ceil, session.guarantee) {
                     if cap < g {
-                        src.err(v.span(), format!("session `ceil` {} is below the session guarantee {}", fmt_rate(cap), fmt_rate(g)));
+                        src.err(
+                            v.span(),
+                            format!(
+                                "session `ceil` {} is below the session guarantee {}",
+                                fmt_rate(cap),
+                                fmt_rate(g)
+                            ),
+                        );
                     }
                 }
             }
             if let Some(b) = &s.buckets {
                 match u32::try_from(*b.get_ref()) {
-                    Ok(x) if (1..=1 << 24).contains(&x) => session.buckets = x,
-                    _ => src.err(b.span(), format!("`buckets`: {} is outside 1..=16777216", b.get_ref())),
+                    Ok(x) if (1..=1 << 24).contains(&x) => session.buckets = Pfq::round_buckets(x),
+                    _ => src.err(
+                        b.span(),
+                        format!("`buckets`: {} is outside 1..=16777216", b.get_ref()),
+                    ),
                 }
             }
             if let Some(v) = &s.limit {
                 match parse_with(src, "limit", v, units::parse_limit) {
                     Some(Limit::Packets(p)) if p > 0 => session.flow_limit = p,
-                    Some(Limit::Bytes(b)) if b > 0 => session.flow_limit = (b / mtu as u64).max(1) as u32,
+                    Some(Limit::Bytes(b)) if b > 0 => {
+                        session.flow_limit = (b / mtu as u64).max(1) as u32
+                    }
                     Some(_) => src.err(v.span(), "`limit`: must be positive"),
                     None => {}
                 }
             }
-            if leaf && queue == QueueKind::Fifo && c.queue.is_some() {
+            session.configured = true;
+            if leaf && written.queue == Some(QueueKind::Fifo) {
                 src.err(
                     c.session.as_ref().unwrap().span(),
                     "per-session settings need per-flow queuing: remove `queue = \"fifo\"` or the [class.session] table",
                 );
-            } else if leaf && queue == QueueKind::Fifo {
-                src.warn(
-                    c.session.as_ref().unwrap().span(),
-                    format!(
-                        "class '{}': per-session settings are not enforced under technique {} (no per-flow queuing)",
-                        c.name.get_ref(),
-                        technique.name()
-                    ),
-                );
             }
         }
-        classes.push(ClassDef {
+        let mut def = ClassDef {
             name: c.name.get_ref().clone(),
             parent: Some(parent),
             rate,
@@ -1025,12 +1198,15 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
             burst,
             cburst,
             leaf,
-            queue,
-            limit,
-            red,
+            queue: QueueKind::Fifo,
+            limit: Limit::Packets(DEFAULT_FIFO_LIMIT),
+            red: None,
             session,
+            written,
             line: src.line(pending[i].raw.span()),
-        });
+        };
+        def.apply(technique, false);
+        classes.push(def);
         spans.push(c.rate.span());
         let _ = &c.description;
     }
@@ -1044,17 +1220,28 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
             c = p;
         }
         if depth > MAX_LEVEL {
-            src.err(spans[k].clone(), format!("class '{}' is {depth} levels deep; at most {MAX_LEVEL} are supported", classes[k].name));
+            src.err(
+                spans[k].clone(),
+                format!(
+                    "class '{}' is {depth} levels deep; at most {MAX_LEVEL} are supported",
+                    classes[k].name
+                ),
+            );
         }
     }
     for p in 0..classes.len() {
-        let kids: Vec<usize> = (0..classes.len()).filter(|&k| classes[k].parent == Some(p)).collect();
+        let kids: Vec<usize> = (0..classes.len())
+            .filter(|&k| classes[k].parent == Some(p))
+            .collect();
         if kids.is_empty() {
             continue;
         }
         let sum: u64 = kids.iter().map(|&k| classes[k].rate).sum();
-        if sum > classes[p].rate {
-            let names: Vec<String> = kids.iter().map(|&k| format!("{} {}", classes[k].name, fmt_rate(classes[k].rate))).collect();
+        if sum > classes[p].rate && (link_known || p != 0) {
+            let names: Vec<String> = kids
+                .iter()
+                .map(|&k| format!("{} {}", classes[k].name, fmt_rate(classes[k].rate)))
+                .collect();
             src.err(
                 spans[p].clone(),
                 format!(
@@ -1067,11 +1254,16 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
             );
         }
         // default quantum: proportional to rate among siblings, the smallest gets one MTU
-        let min_rate = kids.iter().map(|&k| classes[k].rate).min().unwrap_or(1).max(1);
+        let min_rate = kids
+            .iter()
+            .map(|&k| classes[k].rate)
+            .min()
+            .unwrap_or(1)
+            .max(1);
         for &k in &kids {
             if classes[k].quantum == 0 {
                 let q = (mtu as u128 * classes[k].rate as u128 / min_rate as u128) as u64;
-                classes[k].quantum = q.clamp(mtu as u64, MAX_QUANTUM) as u32;
+                classes[k].quantum = q.clamp(mtu as u64, MAX_DEFAULT_QUANTUM) as u32;
             }
         }
     }
@@ -1090,11 +1282,20 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
         Some(d) => match leaf_index(d.get_ref()) {
             Some(i) if classes[i].leaf => i,
             Some(_) => {
-                src.err(d.span(), format!("`default`: '{}' has children; the default must be a leaf class", d.get_ref()));
+                src.err(
+                    d.span(),
+                    format!(
+                        "`default`: '{}' has children; the default must be a leaf class",
+                        d.get_ref()
+                    ),
+                );
                 0
             }
             None => {
-                src.err(d.span(), format!("`default`: '{}' is not a defined class", d.get_ref()));
+                src.err(
+                    d.span(),
+                    format!("`default`: '{}' is not a defined class", d.get_ref()),
+                );
                 0
             }
         },
@@ -1102,15 +1303,27 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
     let mut rules = Vec::new();
     for (ri, r) in raw.rules.iter().enumerate() {
         let r = r.get_ref();
-        let name = r.name.as_ref().map_or(format!("rule{}", ri + 1), |n| n.get_ref().clone());
+        let name = r
+            .name
+            .as_ref()
+            .map_or(format!("rule{}", ri + 1), |n| n.get_ref().clone());
         let class = match leaf_index(r.class.get_ref()) {
             Some(i) if classes[i].leaf => i,
             Some(_) => {
-                src.err(r.class.span(), format!("`class`: '{}' has children; rules must name a leaf class", r.class.get_ref()));
+                src.err(
+                    r.class.span(),
+                    format!(
+                        "`class`: '{}' has children; rules must name a leaf class",
+                        r.class.get_ref()
+                    ),
+                );
                 continue;
             }
             None => {
-                src.err(r.class.span(), format!("`class`: '{}' is not a defined class", r.class.get_ref()));
+                src.err(
+                    r.class.span(),
+                    format!("`class`: '{}' is not a defined class", r.class.get_ref()),
+                );
                 continue;
             }
         };
@@ -1140,17 +1353,20 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
             m.vlan = parse_list(src, "vlan", v, parse_vlan);
         }
         if (m.sport.is_some() || m.dport.is_some() || m.port.is_some())
-            && m.proto.is_some_and(|p| ![6u8, 17, 132, 33, 136].contains(&p))
+            && m.proto.is_some_and(|p| ![6u8, 17].contains(&p))
         {
             let span = r.proto.as_ref().unwrap().span();
-            src.err(span, "port conditions only match TCP, UDP, SCTP, DCCP or UDP-Lite; this rule can never match");
+            src.err(span, "port conditions only match TCP and UDP packets; with this `proto` the rule can never match");
         }
         rules.push(RuleDef { name, class, m });
     }
     for (i, c) in classes.iter().enumerate() {
         if c.leaf && i != default_class && !rules.iter().any(|r| r.class == i) {
             let span = spans[i].clone();
-            src.warn(span, format!("class '{}' has no rule sending traffic to it", c.name));
+            src.warn(
+                span,
+                format!("class '{}' has no rule sending traffic to it", c.name),
+            );
         }
     }
 
@@ -1168,6 +1384,24 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
     })
 }
 
+/// Warnings for leaves whose per-session settings the resolved queue cannot enforce.
+fn session_warnings(p: &Policy) -> Vec<PolicyError> {
+    p.classes
+        .iter()
+        .filter(|c| c.leaf && c.session.configured && c.queue == QueueKind::Fifo)
+        .map(|c| PolicyError {
+            file: p.file.clone(),
+            line: c.line,
+            col: 1,
+            msg: format!(
+                "class '{}': per-session settings are not enforced under technique {} (no per-flow queuing)",
+                c.name,
+                p.technique.name()
+            ),
+        })
+        .collect()
+}
+
 /// Default bucket depth: one MTU plus 1 ms at the rate (tc's `rate/HZ + mtu`).
 fn burst_for(rate: u64, mtu: u32) -> u32 {
     (mtu as u64 + rate / 8 / 1000).min(u32::MAX as u64 / 4) as u32
@@ -1176,7 +1410,7 @@ fn burst_for(rate: u64, mtu: u32) -> u32 {
 fn parse_red(src: &mut Src<'_>, v: &Spanned<Value>) -> Option<RedSpec> {
     match v.get_ref() {
         Value::Boolean(false) => None,
-        Value::Boolean(true) => Some(RedSpec::floyd()),
+        Value::Boolean(true) => Some(RedSpec::defaults()),
         Value::Table(t) => {
             let raw = match RawRed::deserialize(Value::Table(t.clone())) {
                 Ok(r) => r,
@@ -1185,7 +1419,7 @@ fn parse_red(src: &mut Src<'_>, v: &Spanned<Value>) -> Option<RedSpec> {
                     return None;
                 }
             };
-            let mut r = RedSpec::floyd();
+            let mut r = RedSpec::defaults();
             let lim = |src: &mut Src<'_>, key: &str, x: &Option<Value>| -> Option<Limit> {
                 let text = scalar_text(x.as_ref()?)?;
                 match units::parse_limit(&text) {
@@ -1217,19 +1451,31 @@ fn parse_red(src: &mut Src<'_>, v: &Spanned<Value>) -> Option<RedSpec> {
             if let Some(g) = raw.gentle {
                 r.gentle = g;
             }
-            let same_kind = matches!((r.min, r.max), (Limit::Packets(_), Limit::Packets(_)) | (Limit::Bytes(_), Limit::Bytes(_)));
+            let same_kind = matches!(
+                (r.min, r.max),
+                (Limit::Packets(_), Limit::Packets(_)) | (Limit::Bytes(_), Limit::Bytes(_))
+            );
             let (lo, hi) = match (r.min, r.max) {
                 (Limit::Packets(a), Limit::Packets(b)) => (a as u64, b as u64),
                 (Limit::Bytes(a), Limit::Bytes(b)) => (a, b),
                 _ => (0, 0),
             };
             if !same_kind {
-                src.err(v.span(), "`red`: min and max must both be in packets or both in bytes");
+                src.err(
+                    v.span(),
+                    "`red`: min and max must both be in packets or both in bytes",
+                );
             } else if lo == 0 || lo >= hi {
-                src.err(v.span(), format!("`red`: need 0 < min < max, got min {} max {}", r.min, r.max));
+                src.err(
+                    v.span(),
+                    format!("`red`: need 0 < min < max, got min {} max {}", r.min, r.max),
+                );
             }
             if !(r.max_p > 0.0 && r.max_p <= 1.0) {
-                src.err(v.span(), format!("`red.max_p`: {} is outside (0, 1]", r.max_p));
+                src.err(
+                    v.span(),
+                    format!("`red.max_p`: {} is outside (0, 1]", r.max_p),
+                );
             }
             if !(r.wq > 0.0 && r.wq <= 1.0) {
                 src.err(v.span(), format!("`red.wq`: {} is outside (0, 1]", r.wq));

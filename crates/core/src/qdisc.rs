@@ -29,11 +29,12 @@ use serde::Serialize;
 #[derive(Copy, Clone, PartialEq, Eq, Hash, Debug, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DropCause {
-    /// A queue's packet limit was reached.
+    /// A queue's packet limit was reached (for per-flow queuing: the class-wide limit,
+    /// the packet dropped being the head of the longest flow or the arriving one).
     QueueFull,
     /// A queue's byte limit was reached.
     ByteLimit,
-    /// A per-flow queue's limit was reached (or its flow was chosen to make room).
+    /// A per-flow queue's limit was reached.
     FlowLimit,
     /// RED dropped early with probability p_a (avg between min_th and max_th).
     RedEarly,

@@ -120,10 +120,10 @@ pub fn run(
     cfg: &SimConfig,
 ) -> Result<SimResult, String> {
     if cfg.interval.as_nanos() == 0 {
-        return Err("interval must be positive".into());
+        return Err("the series interval must be longer than 0s".into());
     }
     if cfg.warmup >= cfg.duration {
-        return Err("warmup must be shorter than the duration".into());
+        return Err("--warmup must be shorter than --duration".into());
     }
     let mut w = World {
         pool: Pool::new(cfg.pool, 0),

@@ -77,7 +77,11 @@ mod tests {
         assert_eq!(jain(&[5.0, 5.0, 5.0, 5.0]), Some(1.0));
         assert!(close(jain(&[1.0, 0.0, 0.0, 0.0]).unwrap(), 0.25, 1e-12));
         // (1+2+3+4)^2 / (4 * 30) = 100/120
-        assert!(close(jain(&[1.0, 2.0, 3.0, 4.0]).unwrap(), 100.0 / 120.0, 1e-12));
+        assert!(close(
+            jain(&[1.0, 2.0, 3.0, 4.0]).unwrap(),
+            100.0 / 120.0,
+            1e-12
+        ));
         assert_eq!(jain(&[]), None);
         assert_eq!(cov(&[0.0, 0.0]), None);
     }

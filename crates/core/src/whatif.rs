@@ -28,29 +28,34 @@ pub struct Idle {
 impl Idle {
     /// Parse `CLASS@FROM-TO` or `CLASS#K@FROM-TO`, times with units ("b@5s-10s").
     pub fn parse(s: &str) -> Result<Idle, String> {
-        let (who, span) = s
-            .split_once('@')
-            .ok_or_else(|| format!("--idle '{s}': expected CLASS@FROM-TO or CLASS#K@FROM-TO, e.g. ftp@5s-10s"))?;
+        let (who, span) = s.split_once('@').ok_or_else(|| {
+            format!("--idle '{s}': expected CLASS@FROM-TO or CLASS#K@FROM-TO, e.g. ftp@5s-10s")
+        })?;
         let (class, session) = match who.split_once('#') {
             None => (who.to_string(), None),
             Some((c, k)) => {
-                let k: u32 = k
-                    .parse()
-                    .ok()
-                    .filter(|&k| k >= 1)
-                    .ok_or_else(|| format!("--idle '{s}': session number '{k}' must be 1 or more"))?;
+                let k: u32 = k.parse().ok().filter(|&k| k >= 1).ok_or_else(|| {
+                    format!("--idle '{s}': session number '{k}' must be 1 or more")
+                })?;
                 (c.to_string(), Some(k))
             }
         };
         let (a, b) = span
             .split_once('-')
             .ok_or_else(|| format!("--idle '{s}': expected a time range FROM-TO, e.g. 5s-10s"))?;
-        let t = |x: &str| crate::units::parse_duration(x.trim()).map_err(|e| format!("--idle '{s}': {e}"));
+        let t = |x: &str| {
+            crate::units::parse_duration(x.trim()).map_err(|e| format!("--idle '{s}': {e}"))
+        };
         let (from, to) = (Duration(t(a)?), Duration(t(b)?));
         if to <= from {
             return Err(format!("--idle '{s}': the range ends before it starts"));
         }
-        Ok(Idle { class, session, from, to })
+        Ok(Idle {
+            class,
+            session,
+            from,
+            to,
+        })
     }
 }
 
@@ -124,7 +129,10 @@ pub fn run(policy: &Policy, w: &WhatIf) -> Result<WhatIfReport, String> {
         return Err("--flows must be at least 1".into());
     }
     if w.size < 60 || w.size > policy.mtu.max(60) {
-        return Err(format!("--size {} is outside 60..={} bytes (the policy's mtu)", w.size, policy.mtu));
+        return Err(format!(
+            "--size {} is outside 60..={} bytes (the policy's mtu)",
+            w.size, policy.mtu
+        ));
     }
     if w.windows.is_empty() || w.windows.contains(&0) {
         return Err("windows must be at least 1 packet".into());
@@ -133,12 +141,18 @@ pub fn run(policy: &Policy, w: &WhatIf) -> Result<WhatIfReport, String> {
         match policy.class_index(&i.class) {
             None => return Err(format!("--idle: no class named '{}'", i.class)),
             Some(c) if !policy.classes[c].leaf => {
-                return Err(format!("--idle: '{}' has children; name a leaf class", i.class))
+                return Err(format!(
+                    "--idle: '{}' has children; name a leaf class",
+                    i.class
+                ))
             }
             _ => {}
         }
         if i.session.is_some_and(|k| k > w.flows) {
-            return Err(format!("--idle: class '{}' has only {} sessions", i.class, w.flows));
+            return Err(format!(
+                "--idle: class '{}' has only {} sessions",
+                i.class, w.flows
+            ));
         }
     }
     let mut pipe = policy.build(Instant::ZERO)?;
@@ -163,7 +177,11 @@ pub fn run(policy: &Policy, w: &WhatIf) -> Result<WhatIfReport, String> {
             owner.push(leaf);
         }
     }
-    let interval = if w.interval.as_nanos() == 0 { w.duration } else { w.interval };
+    let interval = if w.interval.as_nanos() == 0 {
+        w.duration
+    } else {
+        w.interval
+    };
     let cfg = SimConfig {
         duration: w.duration,
         warmup: w.warmup,
@@ -189,7 +207,11 @@ pub fn run(policy: &Policy, w: &WhatIf) -> Result<WhatIfReport, String> {
             jain: None,
             dropped_packets: 0,
             resume_delay_s: None,
-            series_bps: if w.interval.as_nanos() > 0 { vec![0.0; nint] } else { vec![] },
+            series_bps: if w.interval.as_nanos() > 0 {
+                vec![0.0; nint]
+            } else {
+                vec![]
+            },
         })
         .collect();
     let ibits = 8.0 / interval.as_secs_f64();
@@ -198,7 +220,7 @@ pub fn run(policy: &Policy, w: &WhatIf) -> Result<WhatIfReport, String> {
         let leaf = owner[i];
         classes[leaf].sessions_bps.push(bps);
         for d in &s.resume_delay {
-            // a session that never delivered again counts as the whole remaining run
+            // a session that never delivered again counts as the whole run
             let secs = d.map_or(w.duration.as_secs_f64(), |d| d.as_secs_f64());
             let r = &mut classes[leaf].resume_delay_s;
             *r = Some(r.map_or(secs, |x: f64| x.max(secs)));

@@ -41,11 +41,19 @@ fn basic_test_policy_accuracy_and_session_guarantee() {
             let share = s / (c.rate_bps as f64 / 4.0);
             // a 20 kbit/s class sends 1.6 packets/s: allow one packet over the run
             let tol = 0.01f64.max(1514.0 * 8.0 / 190.0 / (c.rate_bps as f64 / 4.0));
-            assert!((share - 1.0).abs() <= tol, "{}: session share {share:.4}", c.name);
+            assert!(
+                (share - 1.0).abs() <= tol,
+                "{}: session share {share:.4}",
+                c.name
+            );
         }
         assert!(c.jain.unwrap() >= 0.999, "{}: jain {:?}", c.name, c.jain);
     }
-    assert!(r.utilisation >= 0.99 && r.utilisation <= 1.01, "{}", r.utilisation);
+    assert!(
+        r.utilisation >= 0.99 && r.utilisation <= 1.01,
+        "{}",
+        r.utilisation
+    );
 }
 
 /// Four backlogged sessions in one class each get a quarter ±1 % with per-flow queuing,
@@ -110,11 +118,18 @@ fn inter_class_borrowing_and_return() {
     // them: per second allow one and a half frames, over the idle period 1 %.
     let frame = 1514.0 * 8.0;
     for s in 6..15 {
-        assert!(link.series_bps[s] >= 1_544_000.0 - 1.5 * frame, "second {s}: link {}", link.series_bps[s]);
+        assert!(
+            link.series_bps[s] >= 1_544_000.0 - 1.5 * frame,
+            "second {s}: link {}",
+            link.series_bps[s]
+        );
         assert_eq!(b.series_bps[s], 0.0);
     }
     let a_idle: f64 = a.series_bps[6..15].iter().sum::<f64>() / 9.0;
-    assert!(a_idle >= 0.99 * 1_544_000.0, "a took {a_idle} of b's idle bandwidth");
+    assert!(
+        a_idle >= 0.99 * 1_544_000.0,
+        "a took {a_idle} of b's idle bandwidth"
+    );
     for s in (1..5).chain(16..20) {
         for x in [a.series_bps[s], b.series_bps[s]] {
             assert!((x / 772_000.0 - 1.0).abs() < 0.02, "second {s}: {x}");
@@ -122,7 +137,11 @@ fn inter_class_borrowing_and_return() {
     }
     let pkt_time = 1514.0 * 8.0 / 1_544_000.0;
     let d = b.resume_delay_s.unwrap();
-    assert!(d <= 2.0 * pkt_time, "b resumed after {d}s (> 2 packet times {})", 2.0 * pkt_time);
+    assert!(
+        d <= 2.0 * pkt_time,
+        "b resumed after {d}s (> 2 packet times {})",
+        2.0 * pkt_time
+    );
     assert!(r.utilisation >= 0.99);
 }
 
@@ -192,7 +211,11 @@ fn intra_class_borrowing() {
     );
     let a = class(&r, "a");
     for s in 6..10 {
-        assert!(a.series_bps[s] >= 0.99 * 1_544_000.0, "second {s}: {}", a.series_bps[s]);
+        assert!(
+            a.series_bps[s] >= 0.99 * 1_544_000.0,
+            "second {s}: {}",
+            a.series_bps[s]
+        );
     }
 }
 
@@ -220,7 +243,12 @@ fn hierarchy_example_runs_and_respects_assured_rates() {
 /// Every technique preset runs every example; counters balance (checked inside `run`).
 #[test]
 fn all_presets_run_all_examples() {
-    for f in ["basic-test.toml", "borrowing.toml", "hierarchy.toml", "voip-ftp.toml"] {
+    for f in [
+        "basic-test.toml",
+        "borrowing.toml",
+        "hierarchy.toml",
+        "voip-ftp.toml",
+    ] {
         let p = example(f);
         for t in Technique::ALL {
             let r = whatif::run(

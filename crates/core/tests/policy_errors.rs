@@ -11,10 +11,14 @@ fn errors(text: &str) -> Vec<String> {
 }
 
 fn has(errs: &[String], want: &str) {
-    assert!(errs.iter().any(|e| e.contains(want)), "expected an error containing {want:?}, got {errs:#?}");
+    assert!(
+        errs.iter().any(|e| e.contains(want)),
+        "expected an error containing {want:?}, got {errs:#?}"
+    );
 }
 
-const HEAD: &str = "[link]\nrate = \"1Mbit\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"500kbit\"\n";
+const HEAD: &str =
+    "[link]\nrate = \"1Mbit\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"500kbit\"\n";
 
 #[test]
 fn unknown_key_is_located() {
@@ -29,7 +33,9 @@ fn unknown_key_is_located() {
 
 #[test]
 fn bad_units_are_located_and_explained() {
-    let errs = errors(&format!("{HEAD}[[class]]\nname = \"b\"\nrate = \"125kbps\"\n"));
+    let errs = errors(&format!(
+        "{HEAD}[[class]]\nname = \"b\"\nrate = \"125kbps\"\n"
+    ));
     has(&errs, "p.toml:9:8:");
     has(&errs, "`rate`");
     has(&errs, "kbit");
@@ -43,7 +49,9 @@ fn bad_units_are_located_and_explained() {
 
 #[test]
 fn oversubscribed_children_are_rejected() {
-    let errs = errors(&format!("{HEAD}[[class]]\nname = \"b\"\nrate = \"600kbit\"\n"));
+    let errs = errors(&format!(
+        "{HEAD}[[class]]\nname = \"b\"\nrate = \"600kbit\"\n"
+    ));
     has(&errs, "p.toml:2:8:");
     has(&errs, "children of 'link' are assured 1.1Mbit in total (a 500kbit + b 600kbit), more than its rate 1Mbit");
     // nested
@@ -63,14 +71,18 @@ fn ceil_below_rate_is_rejected() {
 
 #[test]
 fn duplicate_class_names_are_rejected() {
-    let errs = errors(&format!("{HEAD}[[class]]\nname = \"a\"\nrate = \"100kbit\"\n"));
+    let errs = errors(&format!(
+        "{HEAD}[[class]]\nname = \"a\"\nrate = \"100kbit\"\n"
+    ));
     has(&errs, "p.toml:8:8:");
     has(&errs, "duplicate class name 'a' (first defined at line 4)");
 }
 
 #[test]
 fn rule_naming_a_missing_class_is_rejected() {
-    let errs = errors(&format!("{HEAD}[[rule]]\nclass = \"nope\"\nproto = \"tcp\"\n"));
+    let errs = errors(&format!(
+        "{HEAD}[[rule]]\nclass = \"nope\"\nproto = \"tcp\"\n"
+    ));
     has(&errs, "p.toml:8:9:");
     has(&errs, "`class`: 'nope' is not a defined class");
     let errs = errors("[link]\nrate = \"1Mbit\"\ndefault = \"ghost\"\n[[class]]\nname = \"a\"\nrate = \"1kbit\"\n");
@@ -87,7 +99,11 @@ fn parent_cycles_are_rejected() {
     let errs = errors(text);
     has(&errs, "p.toml:6:10:");
     has(&errs, "parent cycle: a -> b -> a");
-    assert_eq!(errs.iter().filter(|e| e.contains("cycle")).count(), 1, "{errs:?}");
+    assert_eq!(
+        errs.iter().filter(|e| e.contains("cycle")).count(),
+        1,
+        "{errs:?}"
+    );
     let errs = errors("[link]\nrate = \"1Mbit\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nparent = \"a\"\nrate = \"1kbit\"\n");
     has(&errs, "parent cycle: a -> a");
 }
@@ -106,17 +122,26 @@ fn other_mistakes_have_specific_messages() {
     let errs = errors(&format!("{HEAD}prio = 9\n"));
     has(&errs, "`prio`: 9 is outside 0..=7");
     let errs = errors("[link]\nrate = \"1Mbit\"\ntechnique = \"wfq\"\n");
-    has(&errs, "unknown technique 'wfq'; expected one of: cbq, cbq+red, cbq+pfq, cbq+pfq+red");
-    let errs = errors(&format!("{HEAD}[[rule]]\nclass = \"a\"\nsrc = \"10.0.0.1/8\"\n"));
+    has(
+        &errs,
+        "unknown technique 'wfq'; expected one of: cbq, cbq+red, cbq+pfq, cbq+pfq+red",
+    );
+    let errs = errors(&format!(
+        "{HEAD}[[rule]]\nclass = \"a\"\nsrc = \"10.0.0.1/8\"\n"
+    ));
     has(&errs, "10.0.0.0/8");
-    let errs = errors(&format!("{HEAD}[[rule]]\nclass = \"a\"\nproto = \"icmp\"\ndport = 80\n"));
+    let errs = errors(&format!(
+        "{HEAD}[[rule]]\nclass = \"a\"\nproto = \"icmp\"\ndport = 80\n"
+    ));
     has(&errs, "can never match");
     let errs = errors(&format!("{HEAD}red = {{ min = \"20p\", max = \"10p\" }}\n"));
     has(&errs, "need 0 < min < max");
     let errs = errors(&format!("{HEAD}red = {{ min = \"20p\", maxp = 0.1 }}\n"));
     has(&errs, "unknown field `maxp`");
     // every problem is reported, in file order
-    let errs = errors(&format!("{HEAD}ceil = \"1kbit\"\nprio = -1\n[[rule]]\nclass = \"zz\"\n"));
+    let errs = errors(&format!(
+        "{HEAD}ceil = \"1kbit\"\nprio = -1\n[[rule]]\nclass = \"zz\"\n"
+    ));
     assert_eq!(errs.len(), 3, "{errs:#?}");
 }
 
@@ -128,8 +153,15 @@ fn warnings_do_not_reject() {
     )
     .unwrap();
     let w: Vec<String> = p.warnings.iter().map(|w| w.to_string()).collect();
-    assert!(w.iter().any(|w| w.contains("class 'b' has no rule")), "{w:?}");
-    assert!(w.iter().any(|w| w.contains("not enforced under technique cbq")), "{w:?}");
+    assert!(
+        w.iter().any(|w| w.contains("class 'b' has no rule")),
+        "{w:?}"
+    );
+    assert!(
+        w.iter()
+            .any(|w| w.contains("not enforced under technique cbq")),
+        "{w:?}"
+    );
 }
 
 /// Random text never panics the parser.
@@ -145,15 +177,31 @@ fn garbage_never_panics() {
         .unwrap();
     let mut runner = proptest::test_runner::TestRunner::default();
     let keys = prop::sample::select(vec![
-        "rate = \"1kbit\"", "ceil = \"2kbit\"", "parent = \"a\"", "parent = \"b\"", "name = \"a\"", "name = \"b\"",
-        "[[class]]", "[[rule]]", "class = \"a\"", "prio = 3", "red = true", "[class.session]", "guarantee = \"10%\"",
-        "limit = \"5p\"", "queue = \"pfq\"", "rate = \"0%\"", "ceil = \"100%\"", "default = \"a\"",
+        "rate = \"1kbit\"",
+        "ceil = \"2kbit\"",
+        "parent = \"a\"",
+        "parent = \"b\"",
+        "name = \"a\"",
+        "name = \"b\"",
+        "[[class]]",
+        "[[rule]]",
+        "class = \"a\"",
+        "prio = 3",
+        "red = true",
+        "[class.session]",
+        "guarantee = \"10%\"",
+        "limit = \"5p\"",
+        "queue = \"pfq\"",
+        "rate = \"0%\"",
+        "ceil = \"100%\"",
+        "default = \"a\"",
     ]);
     runner
         .run(&prop::collection::vec(keys, 0..30), |lines| {
             let text = format!("[link]\nrate = \"1Mbit\"\n{}\n", lines.join("\n"));
             if let Ok(p) = Policy::parse("g.toml", &text) {
-                p.build(weir_core::Instant::ZERO).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+                p.build(weir_core::Instant::ZERO)
+                    .map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
             }
             Ok(())
         })

@@ -4,6 +4,7 @@
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
+use weir_core::policy::{Policy, Technique};
 
 mod check;
 mod sim;
@@ -15,7 +16,11 @@ pub const DEFAULT_POLICY: (&str, &str) = (
 );
 
 #[derive(Parser)]
-#[command(name = "weir", version, about = "Policy-based bandwidth manager, WAN link emulator and QoS testbed")]
+#[command(
+    name = "weir",
+    version,
+    about = "Policy-based bandwidth manager, WAN link emulator and QoS testbed"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -31,6 +36,12 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    // Die quietly on a closed pipe (`weir sim | head`) like other command-line tools,
+    // instead of panicking inside println!.
+    // SAFETY: resetting a signal disposition to its default before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Check(a) => check::run(a),
@@ -45,11 +56,40 @@ fn main() -> ExitCode {
     }
 }
 
-/// Load a policy file, or the embedded default when `path` is `None`; print warnings.
-pub fn load_policy(path: Option<&std::path::Path>) -> Result<weir_core::policy::Policy, weir_core::policy::PolicyErrors> {
-    let p = match path {
-        Some(p) => weir_core::policy::Policy::load(p)?,
-        None => weir_core::policy::Policy::parse(DEFAULT_POLICY.0, DEFAULT_POLICY.1)?,
+/// Load a policy file, or the embedded default when `path` is `None`, and apply a
+/// `--technique` override. Warnings are printed; an invalid policy prints every error and
+/// a summary and yields exit code 2.
+pub fn load_policy(
+    path: Option<&std::path::Path>,
+    technique: Option<&str>,
+) -> Result<Policy, ExitCode> {
+    let name = path.map_or(DEFAULT_POLICY.0.to_string(), |p| p.display().to_string());
+    let loaded = match path {
+        Some(p) => Policy::load(p),
+        None => Policy::parse(DEFAULT_POLICY.0, DEFAULT_POLICY.1),
+    };
+    let p = match loaded {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e}");
+            let n = e.0.len();
+            eprintln!(
+                "{name}: {n} error{} — policy rejected",
+                if n == 1 { "" } else { "s" }
+            );
+            return Err(ExitCode::from(2));
+        }
+    };
+    let p = match technique {
+        None => p,
+        Some(t) => match Technique::parse(t) {
+            Some(t) => p.with_technique(t),
+            None => {
+                let all = Technique::ALL.map(|t| t.name()).join(", ");
+                eprintln!("weir: --technique '{t}': expected one of {all}");
+                return Err(ExitCode::from(1));
+            }
+        },
     };
     for w in &p.warnings {
         eprintln!("{w} (warning)");

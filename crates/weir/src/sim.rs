@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use weir_core::policy::Technique;
 use weir_core::units::{fmt_rate, parse_duration};
 use weir_core::whatif::{self, Idle, WhatIf};
 use weir_core::Duration;
@@ -12,7 +11,7 @@ pub struct Args {
     /// Policy file (TOML); the embedded Basic Test policy when omitted.
     policy: Option<PathBuf>,
     /// Simulated time, e.g. 10s.
-    #[arg(long, default_value = "10s", value_parser = dur)]
+    #[arg(long, default_value = "10s", value_parser = positive_dur)]
     duration: Duration,
     /// Measurement starts after this much simulated time.
     #[arg(long, default_value = "0s", value_parser = dur)]
@@ -35,7 +34,7 @@ pub struct Args {
     #[arg(long)]
     technique: Option<String>,
     /// Print per-interval delivered rates of every class (e.g. 1s).
-    #[arg(long, value_parser = dur)]
+    #[arg(long, value_parser = positive_dur)]
     series: Option<Duration>,
     /// Seed for flow hashes and RED.
     #[arg(long, default_value_t = 1)]
@@ -49,19 +48,17 @@ fn dur(s: &str) -> Result<Duration, String> {
     parse_duration(s).map(Duration).map_err(|e| e.to_string())
 }
 
+fn positive_dur(s: &str) -> Result<Duration, String> {
+    match dur(s)? {
+        Duration(0) => Err("must be longer than 0s".into()),
+        d => Ok(d),
+    }
+}
+
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    let p = match crate::load_policy(a.policy.as_deref()) {
+    let p = match crate::load_policy(a.policy.as_deref(), a.technique.as_deref()) {
         Ok(p) => p,
-        Err(e) => {
-            eprintln!("{e}");
-            return Ok(ExitCode::from(2));
-        }
-    };
-    let p = match a.technique.as_deref() {
-        None => p,
-        Some(t) => p.with_technique(Technique::parse(t).ok_or_else(|| {
-            anyhow::anyhow!("--technique '{t}': expected one of {}", Technique::ALL.map(|t| t.name()).join(", "))
-        })?),
+        Err(code) => return Ok(code),
     };
     let w = WhatIf {
         duration: a.duration,
@@ -78,12 +75,18 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let src = a.policy.as_ref().map_or(crate::DEFAULT_POLICY.0.to_string(), |p| p.display().to_string());
+    let src = a
+        .policy
+        .as_ref()
+        .map_or(crate::DEFAULT_POLICY.0.to_string(), |p| {
+            p.display().to_string()
+        });
     println!(
-        "{src}: technique {}, link {}, {} sessions per leaf class of {}-byte frames, {:.1}s measured",
+        "{src}: technique {}, link {}, {} session{} per leaf class of {}-byte frames, {:.1}s measured",
         r.technique,
         fmt_rate(r.link_bps),
         r.flows_per_class,
+        if r.flows_per_class == 1 { "" } else { "s" },
         r.frame_bytes,
         r.measured_s
     );
@@ -92,7 +95,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         "class", "rate", "ceil", "delivered", "of rate", "jain"
     );
     for c in &r.classes {
-        let sessions: Vec<String> = c.sessions_bps.iter().map(|b| format!("{:.1}", b / 1e3)).collect();
+        let sessions: Vec<String> = c
+            .sessions_bps
+            .iter()
+            .map(|b| format!("{:.1}", b / 1e3))
+            .collect();
         println!(
             "{:<20} {:>10} {:>10} {:>12} {:>7.1}% {:>7}  {}",
             c.name,
@@ -108,7 +115,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if a.series.is_some() {
         println!("\ndelivered kbit/s per interval:");
         for c in &r.classes {
-            let xs: Vec<String> = c.series_bps.iter().map(|b| format!("{:.0}", b / 1e3)).collect();
+            let xs: Vec<String> = c
+                .series_bps
+                .iter()
+                .map(|b| format!("{:.0}", b / 1e3))
+                .collect();
             println!("{:<20} {}", c.name, xs.join(" "));
         }
     }

@@ -40,7 +40,10 @@ fn check_accepts_every_example() {
 fn check_prints_the_tree_with_rates() {
     let (code, out, _) = weir(&["check", "examples/voip-ftp.toml"]);
     assert_eq!(code, 0);
-    assert!(out.contains("├─ voip") && out.contains("90kbit") && out.contains("└─ ftp"), "{out}");
+    assert!(
+        out.contains("├─ voip") && out.contains("90kbit") && out.contains("└─ ftp"),
+        "{out}"
+    );
     assert!(out.contains("35kbit") && out.contains("125kbit"), "{out}");
     assert!(out.contains("udp port 16384-32767"), "{out}");
 }
@@ -53,9 +56,15 @@ fn check_rejects_with_position_and_exit_code_2() {
     );
     let (code, out, err) = weir(&["check", p.to_str().unwrap()]);
     assert_eq!(code, 2, "{out}{err}");
-    let want = format!("{}:7:8: `ceil` 1kbit is below the class's rate 2Mbit", p.display());
+    let want = format!(
+        "{}:7:8: `ceil` 1kbit is below the class's rate 2Mbit",
+        p.display()
+    );
     assert!(err.contains(&want), "{err}");
-    assert!(err.contains(&format!("{}:2:8: children of 'link'", p.display())), "{err}");
+    assert!(
+        err.contains(&format!("{}:2:8: children of 'link'", p.display())),
+        "{err}"
+    );
     assert!(err.contains("2 errors"), "{err}");
 }
 
@@ -63,18 +72,37 @@ fn check_rejects_with_position_and_exit_code_2() {
 fn check_reports_a_missing_file() {
     let (code, _, err) = weir(&["check", "/nonexistent/policy.toml"]);
     assert_eq!(code, 2);
-    assert!(err.contains("/nonexistent/policy.toml") && err.contains("cannot read policy"), "{err}");
+    assert!(
+        err.contains("/nonexistent/policy.toml") && err.contains("cannot read policy"),
+        "{err}"
+    );
 }
 
 #[test]
 fn sim_json_has_the_documented_shape() {
-    let (code, out, err) = weir(&["sim", "examples/basic-test.toml", "--duration", "20s", "--warmup", "2s", "--flows", "4", "--json"]);
+    let (code, out, err) = weir(&[
+        "sim",
+        "examples/basic-test.toml",
+        "--duration",
+        "20s",
+        "--warmup",
+        "2s",
+        "--flows",
+        "4",
+        "--json",
+    ]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("one JSON object");
     let classes = v["classes"].as_array().unwrap();
     assert_eq!(classes.len(), 6);
     for c in classes {
-        for k in ["name", "rate_bps", "ceil_bps", "delivered_bps", "sessions_bps"] {
+        for k in [
+            "name",
+            "rate_bps",
+            "ceil_bps",
+            "delivered_bps",
+            "sessions_bps",
+        ] {
             assert!(c.get(k).is_some(), "missing {k} in {c}");
         }
     }
