@@ -13,6 +13,10 @@ pub struct Rate {
     bps: u64,
     mult: u64,
     shift: u32,
+    /// The same conversion to picoseconds (for token buckets at high rates, where a
+    /// nanosecond is a large fraction of a small frame's transmission time).
+    mult_ps: u64,
+    shift_ps: u32,
     /// Bytes added to each frame's length for rate accounting (may be negative, e.g. to
     /// discount an Ethernet header on a link that does not carry one).
     overhead: i32,
@@ -26,24 +30,33 @@ impl Rate {
 
     pub fn with_overhead(bps: u64, overhead: i32) -> Self {
         assert!(bps > 0, "rate must be positive");
-        // ns per byte = 8e9 / bps. Find the largest shift such that mult = (8e9 << shift) / bps
-        // still fits in 32 bits (so that len(<=2^20) * mult cannot overflow u64).
+        let (mult, shift) = Self::precompute(8_000_000_000, bps);
+        let (mult_ps, shift_ps) = Self::precompute(8_000_000_000_000, bps);
+        Rate {
+            bps,
+            mult,
+            shift,
+            mult_ps,
+            shift_ps,
+            overhead,
+        }
+    }
+
+    /// Time per byte = `unit_per_sec * 8 / bps` as `mult / 2^shift`: the largest shift
+    /// such that `mult` still fits in 32 bits (so `len (<= 2^20) * mult` cannot overflow
+    /// u64); slow rates whose per-byte time already exceeds 32 bits get shift 0.
+    fn precompute(bits_unit_per_sec: u128, bps: u64) -> (u64, u32) {
         let mut shift = 0u32;
-        let mut mult = 8_000_000_000u128 / bps as u128;
+        let mut mult = bits_unit_per_sec / bps as u128;
         while shift < 63 {
-            let m = (8_000_000_000u128 << (shift + 1)) / bps as u128;
+            let m = (bits_unit_per_sec << (shift + 1)) / bps as u128;
             if m >= (1u128 << 32) {
                 break;
             }
             shift += 1;
             mult = m;
         }
-        Rate {
-            bps,
-            mult: mult as u64,
-            shift,
-            overhead,
-        }
+        (mult as u64, shift)
     }
 
     #[inline]
@@ -70,6 +83,12 @@ impl Rate {
     #[inline]
     pub fn tx_ns(&self, len: u32) -> u64 {
         (self.wire_len(len) * self.mult) >> self.shift
+    }
+
+    /// Picoseconds to transmit a `len`-byte frame (overhead included).
+    #[inline]
+    pub fn tx_ps(&self, len: u32) -> u64 {
+        (self.wire_len(len) * self.mult_ps) >> self.shift_ps
     }
 
     #[inline]
@@ -103,6 +122,18 @@ mod tests {
         let slow = Rate::from_bps(20_000);
         assert_eq!(slow.tx_ns(1), 400_000);
         assert_eq!(slow.tx_ns(1500), 600_000_000);
+    }
+
+    #[test]
+    fn picoseconds_keep_small_frames_exact_at_high_rates() {
+        // 64 bytes at 100 Gbit/s = 5.12 ns: the ns conversion says 5, the ps one 5120
+        let r = Rate::from_bps(100_000_000_000);
+        assert_eq!(r.tx_ps(64), 5_120);
+        assert_eq!(r.tx_ps(1514), 121_120);
+        // slow rates do not overflow: 1500 bytes at 1 kbit/s = 12 s
+        let slow = Rate::from_bps(1_000);
+        assert_eq!(slow.tx_ps(1500), 12_000_000_000_000);
+        assert_eq!(Rate::from_bps(1_544_000).tx_ps(1500) / 1000, Rate::from_bps(1_544_000).tx_ns(1500));
     }
 
     #[test]
