@@ -27,6 +27,7 @@ pub mod pipeline;
 pub mod policy;
 pub mod red;
 pub mod sim;
+pub mod snapshot;
 pub mod stats;
 pub mod token_bucket;
 pub mod units;

@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use weir_core::policy::{Policy, Technique};
 
 mod check;
+mod run;
 mod sim;
+mod stats;
 
 /// The policy `weir sim` runs when none is given (seed 000's Basic Test policy).
 pub const DEFAULT_POLICY: (&str, &str) = (
@@ -33,6 +35,10 @@ enum Cmd {
     /// Run a policy on the virtual clock with synthetic backlogged sessions and report
     /// per-class and per-session delivered rates (a deterministic what-if tool).
     Sim(sim::Args),
+    /// Shape real traffic as a transparent bridge between two interfaces.
+    Run(run::Args),
+    /// Print the counters of a running `weir run`.
+    Stats(stats::Args),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +52,8 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Check(a) => check::run(a),
         Cmd::Sim(a) => sim::run(a),
+        Cmd::Run(a) => run::run(a),
+        Cmd::Stats(a) => stats::run(a),
     };
     match r {
         Ok(code) => code,

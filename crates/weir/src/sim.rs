@@ -44,7 +44,7 @@ pub struct Args {
     json: bool,
 }
 
-fn dur(s: &str) -> Result<Duration, String> {
+pub fn dur(s: &str) -> Result<Duration, String> {
     parse_duration(s).map(Duration).map_err(|e| e.to_string())
 }
 

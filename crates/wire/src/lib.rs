@@ -49,6 +49,7 @@ pub mod build;
 pub mod checksum;
 mod error;
 pub mod ethernet;
+pub mod fixup;
 pub mod icmp;
 pub mod icmpv6;
 pub mod ip;

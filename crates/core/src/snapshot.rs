@@ -1,0 +1,736 @@
+//! A point-in-time copy of one pipeline's statistics, for the statistics socket, `weir
+//! stats` and test reports.
+//!
+//! * [`snapshot`] copies every counter the pipeline keeps, through public accessors only:
+//!   per class (in scheduler order: the root first, every parent before its children) the
+//!   configured rate and ceil, packets/bytes sent, lends, borrows and overlimits, and for
+//!   leaves the queue's backlog and [`QStats`](crate::qdisc::QStats) with drops by cause
+//!   (non-zero causes only, keyed by [`DropCause::as_str`]); per rule the hits; the
+//!   default-class hits and the frames whose headers could not be parsed.
+//! * [`RateMeter`] fills in each class's current rate, `rate_now_bps` = bytes sent × 8 / Δt
+//!   between two successive snapshots (0 for the first, for a class it has not seen before,
+//!   and when the counters went backwards, e.g. after the policy was replaced).
+//! * [`format_table`] renders a snapshot as the text table `weir stats` prints.
+//!
+//! Snapshots serialize to JSON (serde) and deserialize back, so a client can format what
+//! the statistics socket sends. Times are the driver's `Instant` in nanoseconds.
+//!
+//! Identities that hold in every snapshot (tests assert them): for each leaf queue,
+//! `received = enqueued + dropped_on_enqueue`, `enqueued = dequeued + dropped_later +
+//! queued`, the `drops` map sums to `dropped_on_enqueue + dropped_later`; the rule hits
+//! plus `default_rule` equal the packets that entered the pipeline.
+
+use crate::linkshare::ClassId;
+use crate::pipeline::Pipeline;
+use crate::qdisc::{Count, DropCause};
+use crate::time::Instant;
+use crate::units::fmt_rate;
+use serde::{Deserialize, Deserializer, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// Statistics of one pipeline (one direction) at one instant.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PipelineSnapshot {
+    /// The driver's time of the snapshot, ns.
+    pub at_ns: u64,
+    /// Classes in scheduler order (root first, parents before children).
+    pub classes: Vec<ClassSnapshot>,
+    /// Rules in match order.
+    pub rules: Vec<RuleSnapshot>,
+    /// Packets no rule matched (sent to the default class).
+    #[serde(deserialize_with = "de_count")]
+    pub default_rule: Count,
+    /// Name of the default class.
+    #[serde(default)]
+    pub default_class: String,
+    /// Frames whose headers could not be parsed (sent to the default class; also counted
+    /// in `default_rule`).
+    #[serde(deserialize_with = "de_count")]
+    pub malformed: Count,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClassSnapshot {
+    pub name: String,
+    /// `None` for the root.
+    pub parent: Option<String>,
+    pub leaf: bool,
+    pub rate_bps: u64,
+    pub ceil_bps: u64,
+    #[serde(deserialize_with = "de_count")]
+    pub sent: Count,
+    /// Packets sent on this class's own rate at its level.
+    pub lends: u64,
+    /// Packets sent with bandwidth lent by an ancestor.
+    pub borrows: u64,
+    /// Entries into the can't-send state (over ceil).
+    pub overlimits: u64,
+    /// The leaf's queue (`None` for inner classes).
+    pub queue: Option<QueueSnapshot>,
+    /// Current sending rate, filled in by [`RateMeter::update`] (0 until then).
+    #[serde(default)]
+    pub rate_now_bps: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QueueSnapshot {
+    /// Packets queued now.
+    pub packets: u64,
+    /// Bytes queued now.
+    pub bytes: u64,
+    #[serde(deserialize_with = "de_count")]
+    pub received: Count,
+    #[serde(deserialize_with = "de_count")]
+    pub enqueued: Count,
+    #[serde(deserialize_with = "de_count")]
+    pub dequeued: Count,
+    #[serde(deserialize_with = "de_count")]
+    pub dropped_on_enqueue: Count,
+    #[serde(deserialize_with = "de_count")]
+    pub dropped_later: Count,
+    /// Drops by cause ([`DropCause::as_str`]), non-zero causes only.
+    #[serde(deserialize_with = "de_count_map")]
+    pub drops: BTreeMap<String, Count>,
+}
+
+impl QueueSnapshot {
+    /// All drops (on enqueue and later).
+    pub fn dropped(&self) -> Count {
+        self.dropped_on_enqueue + self.dropped_later
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RuleSnapshot {
+    pub name: String,
+    /// Name of the class the rule sends to.
+    pub class: String,
+    #[serde(deserialize_with = "de_count")]
+    pub hits: Count,
+}
+
+// `Count` derives only `Serialize`; these read it back.
+#[derive(Deserialize)]
+struct CountDe {
+    packets: u64,
+    bytes: u64,
+}
+
+impl From<CountDe> for Count {
+    fn from(c: CountDe) -> Count {
+        Count {
+            packets: c.packets,
+            bytes: c.bytes,
+        }
+    }
+}
+
+fn de_count<'de, D: Deserializer<'de>>(d: D) -> Result<Count, D::Error> {
+    CountDe::deserialize(d).map(Count::from)
+}
+
+fn de_count_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Count>, D::Error> {
+    let m = BTreeMap::<String, CountDe>::deserialize(d)?;
+    Ok(m.into_iter().map(|(k, v)| (k, v.into())).collect())
+}
+
+/// Copy the statistics of `p` at `at`.
+pub fn snapshot(p: &Pipeline, at: Instant) -> PipelineSnapshot {
+    let s = &p.sched;
+    let n = s.num_classes();
+    let mut classes = Vec::with_capacity(n);
+    for c in 0..n as ClassId {
+        let st = s.class_stats(c);
+        let queue = s.queue_stats(c).map(|q| {
+            let (packets, bytes) = s.backlog(c);
+            QueueSnapshot {
+                packets: packets as u64,
+                bytes,
+                received: q.received,
+                enqueued: q.enqueued,
+                dequeued: q.dequeued,
+                dropped_on_enqueue: q.dropped_on_enqueue,
+                dropped_later: q.dropped_later,
+                drops: DropCause::ALL
+                    .iter()
+                    .map(|&cause| (cause, q.drops_by(cause)))
+                    .filter(|(_, cnt)| cnt.packets != 0 || cnt.bytes != 0)
+                    .map(|(cause, cnt)| (cause.as_str().to_string(), cnt))
+                    .collect(),
+            }
+        });
+        classes.push(ClassSnapshot {
+            name: s.name(c).to_string(),
+            parent: s.parent(c).map(|pc| s.name(pc).to_string()),
+            leaf: s.is_leaf(c),
+            rate_bps: s.rate(c).bps(),
+            ceil_bps: s.ceil(c).bps(),
+            sent: st.sent,
+            lends: st.lends,
+            borrows: st.borrows,
+            overlimits: st.overlimits,
+            queue,
+            rate_now_bps: 0.0,
+        });
+    }
+    let class_name = |c: u32| {
+        if (c as usize) < n {
+            s.name(c).to_string()
+        } else {
+            format!("#{c}")
+        }
+    };
+    let cl = &p.classifier;
+    let rules = cl
+        .rules
+        .iter()
+        .enumerate()
+        .map(|(i, r)| RuleSnapshot {
+            name: if r.name.is_empty() {
+                format!("rule {}", i + 1)
+            } else {
+                r.name.clone()
+            },
+            class: class_name(r.class),
+            hits: cl.hits.get(i).copied().unwrap_or_default(),
+        })
+        .collect();
+    PipelineSnapshot {
+        at_ns: at.as_nanos(),
+        classes,
+        rules,
+        default_rule: cl.default_hits,
+        default_class: class_name(cl.default_class),
+        malformed: p.malformed,
+    }
+}
+
+/// Fills in `rate_now_bps` from the difference between successive snapshots.
+#[derive(Clone, Debug, Default)]
+pub struct RateMeter {
+    prev: Option<(u64, Vec<(String, u64)>)>,
+}
+
+impl RateMeter {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Set every class's `rate_now_bps` to the bytes it sent since the previous update ×
+    /// 8 / the time between them, and remember this snapshot. The first update (and any
+    /// whose time did not advance) gives 0; a class is matched by name.
+    pub fn update(&mut self, snap: &mut PipelineSnapshot) {
+        let cur: Vec<(String, u64)> = snap
+            .classes
+            .iter()
+            .map(|c| (c.name.clone(), c.sent.bytes))
+            .collect();
+        match &self.prev {
+            Some((t0, prev)) if snap.at_ns > *t0 => {
+                let dt = (snap.at_ns - t0) as f64 / 1e9;
+                for (i, c) in snap.classes.iter_mut().enumerate() {
+                    let before = match prev.get(i) {
+                        Some((name, b)) if *name == c.name => Some(*b),
+                        _ => prev.iter().find(|(name, _)| *name == c.name).map(|p| p.1),
+                    };
+                    c.rate_now_bps = match before {
+                        Some(b) if c.sent.bytes >= b => (c.sent.bytes - b) as f64 * 8.0 / dt,
+                        _ => 0.0,
+                    };
+                }
+            }
+            Some((t0, _)) if snap.at_ns == *t0 => {
+                // No time passed: report 0 and keep the older baseline.
+                snap.classes.iter_mut().for_each(|c| c.rate_now_bps = 0.0);
+                return;
+            }
+            _ => snap.classes.iter_mut().for_each(|c| c.rate_now_bps = 0.0),
+        }
+        self.prev = Some((snap.at_ns, cur));
+    }
+
+    /// Forget the previous snapshot (the next update reports 0).
+    pub fn reset(&mut self) {
+        self.prev = None;
+    }
+}
+
+/// A rate in bit/s with three significant digits: "0bit", "950bit", "4.87Mbit", "12.3kbit".
+pub fn fmt_rate_approx(bps: f64) -> String {
+    if !bps.is_finite() || bps <= 0.0 {
+        return "0bit".into();
+    }
+    const UNITS: [(f64, &str); 5] = [
+        (1e12, "Tbit"),
+        (1e9, "Gbit"),
+        (1e6, "Mbit"),
+        (1e3, "kbit"),
+        (1.0, "bit"),
+    ];
+    let (div, unit) = UNITS
+        .iter()
+        .copied()
+        .find(|&(d, _)| bps >= d * 0.9995)
+        .unwrap_or((1.0, "bit"));
+    let v = bps / div;
+    if unit == "bit" {
+        return format!("{v:.0}bit");
+    }
+    if v >= 99.95 {
+        format!("{v:.0}{unit}")
+    } else if v >= 9.995 {
+        format!("{v:.1}{unit}")
+    } else {
+        format!("{v:.2}{unit}")
+    }
+}
+
+/// The statistics table `weir stats` prints for one direction: the class tree with
+/// configured rate and ceil, current rate, packets and bytes sent, borrows, queue length,
+/// drops in total and by cause; then the rules with their hits.
+pub fn format_table(s: &PipelineSnapshot, direction: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "direction {direction}  (at {:.3}s)",
+        s.at_ns as f64 / 1e9
+    );
+
+    // Tree order: depth-first from the roots, children in snapshot order.
+    let idx: BTreeMap<&str, usize> = s
+        .classes
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.name.as_str(), i))
+        .collect();
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); s.classes.len()];
+    let mut roots = Vec::new();
+    for (i, c) in s.classes.iter().enumerate() {
+        match c.parent.as_deref().and_then(|p| idx.get(p)) {
+            Some(&p) if p != i => children[p].push(i),
+            _ => roots.push(i),
+        }
+    }
+    let mut rows: Vec<(String, usize)> = Vec::with_capacity(s.classes.len());
+    fn walk(
+        i: usize,
+        prefix: &str,
+        branch: &str,
+        children: &[Vec<usize>],
+        rows: &mut Vec<(String, usize)>,
+        depth: usize,
+        names: &[ClassSnapshot],
+    ) {
+        rows.push((format!("{prefix}{branch}{}", names[i].name), i));
+        if depth > names.len() {
+            return; // defensive: a malformed document with a parent cycle
+        }
+        let next = match branch {
+            "" => prefix.to_string(),
+            "└─ " => format!("{prefix}   "),
+            _ => format!("{prefix}│  "),
+        };
+        let kids = &children[i];
+        for (k, &c) in kids.iter().enumerate() {
+            let b = if k + 1 == kids.len() {
+                "└─ "
+            } else {
+                "├─ "
+            };
+            walk(c, &next, b, children, rows, depth + 1, names);
+        }
+    }
+    for &r in &roots {
+        walk(r, "", "", &children, &mut rows, 0, &s.classes);
+    }
+
+    let w = rows
+        .iter()
+        .map(|(l, _)| l.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(5);
+    let pad = |l: &str| " ".repeat(w - l.chars().count());
+    let _ = writeln!(
+        out,
+        "{:<w$} {:>10} {:>10} {:>10} {:>11} {:>14} {:>9} {:>7} {:>11} {:>9}  drops by cause",
+        "class",
+        "rate",
+        "ceil",
+        "now",
+        "sent pkts",
+        "sent bytes",
+        "borrows",
+        "queued",
+        "queued B",
+        "dropped",
+    );
+    for (label, i) in &rows {
+        let c = &s.classes[*i];
+        let (queued, queued_b, dropped, causes) = match &c.queue {
+            Some(q) => (
+                q.packets.to_string(),
+                q.bytes.to_string(),
+                q.dropped().packets.to_string(),
+                q.drops
+                    .iter()
+                    .map(|(k, v)| format!("{k} {}", v.packets))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+            None => ("-".into(), "-".into(), "-".into(), String::new()),
+        };
+        let line = format!(
+            "{label}{} {:>10} {:>10} {:>10} {:>11} {:>14} {:>9} {:>7} {:>11} {:>9}  {causes}",
+            pad(label),
+            fmt_rate_or_zero(c.rate_bps),
+            fmt_rate_or_zero(c.ceil_bps),
+            fmt_rate_approx(c.rate_now_bps),
+            c.sent.packets,
+            c.sent.bytes,
+            c.borrows,
+            queued,
+            queued_b,
+            dropped,
+        );
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+
+    let rw = s
+        .rules
+        .iter()
+        .map(|r| r.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(9);
+    let cw = s
+        .rules
+        .iter()
+        .map(|r| r.class.chars().count())
+        .chain(std::iter::once(s.default_class.chars().count()))
+        .max()
+        .unwrap_or(0)
+        .max(5);
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{:<rw$} {:<cw$} {:>11} {:>14}",
+        "rule", "class", "hits pkts", "hits bytes"
+    );
+    for r in &s.rules {
+        let _ = writeln!(
+            out,
+            "{:<rw$} {:<cw$} {:>11} {:>14}",
+            r.name, r.class, r.hits.packets, r.hits.bytes
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{:<rw$} {:<cw$} {:>11} {:>14}",
+        "(default)", s.default_class, s.default_rule.packets, s.default_rule.bytes
+    );
+    if s.malformed.packets > 0 {
+        let _ = writeln!(
+            out,
+            "unparsable frames (sent to the default class): {} packets, {} bytes",
+            s.malformed.packets, s.malformed.bytes
+        );
+    }
+    out
+}
+
+fn fmt_rate_or_zero(bps: u64) -> String {
+    if bps == 0 {
+        "0bit".into()
+    } else {
+        fmt_rate(bps)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Policy;
+    use crate::pool::{PktId, Pool};
+    use crate::qdisc::Ctx;
+    use crate::rng::Rng;
+    use crate::time::Duration;
+    use weir_wire::build::{self, EthSpec, Ipv4Spec, TcpSpec};
+
+    const POLICY: &str = r#"
+        [link]
+        rate = "1Mbit"
+        default = "other"
+        technique = "cbq"
+        [[class]]
+        name = "interactive"
+        rate = "600kbit"
+        [[class]]
+        name = "web"
+        parent = "interactive"
+        rate = "400kbit"
+        limit = "3p"
+        [[class]]
+        name = "ssh"
+        parent = "interactive"
+        rate = "200kbit"
+        [[class]]
+        name = "other"
+        rate = "400kbit"
+        [[rule]]
+        name = "http"
+        class = "web"
+        proto = "tcp"
+        port = 80
+        [[rule]]
+        name = "ssh"
+        class = "ssh"
+        proto = "tcp"
+        port = 22
+    "#;
+
+    fn frame(pool: &mut Pool, dport: u16, payload: usize) -> PktId {
+        let id = pool.alloc().unwrap();
+        let tcp = TcpSpec {
+            src_port: 40000,
+            dst_port: dport,
+            ..Default::default()
+        };
+        let ip = Ipv4Spec {
+            src: "10.0.0.1".parse().unwrap(),
+            dst: "10.0.0.2".parse().unwrap(),
+            ..Default::default()
+        };
+        let buf = vec![0u8; payload];
+        let n =
+            build::tcp_v4_frame(pool.slot_mut(id), &EthSpec::default(), &ip, &tcp, &buf).unwrap();
+        pool.meta_mut(id).len = n as u32;
+        id
+    }
+
+    /// Push 6 web frames (3 fit the queue), 1 ssh frame and 1 garbage frame at t=0, then
+    /// dequeue whatever the shaper lets out within `until`.
+    fn run(until: Duration) -> (Pipeline, u32) {
+        let policy = Policy::parse("t.toml", POLICY).unwrap();
+        let mut pipe = policy.build(Instant::ZERO).unwrap();
+        let mut pool = Pool::new(64, 2048);
+        let mut rng = Rng::new(1);
+        let mut dropped = Vec::new();
+        let mut ids = Vec::new();
+        for _ in 0..6 {
+            ids.push(frame(&mut pool, 80, 946)); // 1000-byte frames
+        }
+        ids.push(frame(&mut pool, 22, 46)); // 100 bytes
+        let junk = pool.alloc().unwrap();
+        pool.slot_mut(junk)[..5].copy_from_slice(&[1, 2, 3, 4, 5]);
+        pool.meta_mut(junk).len = 5;
+        ids.push(junk);
+        let len = pool.len(ids[0]);
+        let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
+        for id in ids {
+            if pipe.ingress(id, &mut cx).is_err() {
+                cx.pool.free(id);
+            }
+        }
+        let mut t = 0;
+        while t <= until.0 {
+            cx.now = Instant(t);
+            while let Some(p) = pipe.dequeue(&mut cx) {
+                cx.pool.free(p);
+            }
+            t += 1_000_000;
+        }
+        (pipe, len)
+    }
+
+    fn class<'a>(s: &'a PipelineSnapshot, name: &str) -> &'a ClassSnapshot {
+        s.classes.iter().find(|c| c.name == name).unwrap()
+    }
+
+    #[test]
+    fn snapshot_copies_counters() {
+        let (pipe, len) = run(Duration::from_secs(1));
+        assert_eq!(len, 1000);
+        let s = snapshot(&pipe, Instant(1_000_000_000));
+        assert_eq!(s.at_ns, 1_000_000_000);
+        let names: Vec<&str> = s.classes.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names[0], "link");
+        assert!(s.classes[0].parent.is_none() && !s.classes[0].leaf);
+        assert_eq!(s.classes[0].rate_bps, 1_000_000);
+        let web = class(&s, "web");
+        assert_eq!(web.parent.as_deref(), Some("interactive"));
+        assert!(web.leaf);
+        assert_eq!(web.rate_bps, 400_000);
+        assert!(!class(&s, "interactive").leaf);
+        assert!(class(&s, "interactive").queue.is_none());
+        let q = web.queue.as_ref().unwrap();
+        assert_eq!(q.received.packets, 6);
+        assert_eq!(q.dropped_on_enqueue.packets, 3, "limit 3");
+        assert_eq!(
+            q.drops.get("queue_full").copied(),
+            Some(Count {
+                packets: 3,
+                bytes: 3000
+            })
+        );
+        assert_eq!(q.drops.len(), 1, "only non-zero causes");
+        // 1 s at up to 1 Mbit/s is plenty for 3 kB: everything left.
+        assert_eq!(q.packets, 0);
+        assert_eq!(q.dequeued.packets, 3);
+        assert_eq!(web.sent.packets, 3);
+        assert_eq!(web.sent.bytes, 3000);
+        // The root is charged for everything sent: 3 web + 1 ssh + 1 garbage.
+        assert_eq!(s.classes[0].sent.packets, 5);
+        assert_eq!(s.classes[0].sent.bytes, 3000 + 100 + 5);
+        // Counter identities.
+        for c in s.classes.iter() {
+            if let Some(q) = &c.queue {
+                assert_eq!(q.received, q.enqueued + q.dropped_on_enqueue);
+                assert_eq!(
+                    q.enqueued,
+                    q.dequeued
+                        + q.dropped_later
+                        + Count {
+                            packets: q.packets,
+                            bytes: q.bytes
+                        }
+                );
+                let by_cause = q.drops.values().fold(Count::default(), |a, &b| a + b);
+                assert_eq!(by_cause, q.dropped());
+            }
+        }
+        // Rules.
+        assert_eq!(s.rules.len(), 2);
+        assert_eq!(s.rules[0].name, "http");
+        assert_eq!(s.rules[0].class, "web");
+        assert_eq!(s.rules[0].hits.packets, 6);
+        assert_eq!(s.rules[1].class, "ssh");
+        assert_eq!(s.rules[1].hits.packets, 1);
+        assert_eq!(s.default_class, "other");
+        assert_eq!(
+            s.default_rule,
+            Count {
+                packets: 1,
+                bytes: 5
+            }
+        );
+        assert_eq!(
+            s.malformed,
+            Count {
+                packets: 1,
+                bytes: 5
+            }
+        );
+    }
+
+    #[test]
+    fn backlog_is_reported_while_shaping() {
+        // At t = 0 the web class sends what its burst allows; the rest waits.
+        let (pipe, _) = run(Duration::ZERO);
+        let s = snapshot(&pipe, Instant::ZERO);
+        let q = class(&s, "web").queue.clone().unwrap();
+        assert_eq!(q.packets + q.dequeued.packets, 3);
+        assert_eq!(q.bytes, q.packets * 1000);
+    }
+
+    #[test]
+    fn rate_meter_measures_between_updates() {
+        let (pipe, _) = run(Duration::from_secs(1));
+        let mut m = RateMeter::new();
+        let mut a = snapshot(&pipe, Instant(1_000_000_000));
+        m.update(&mut a);
+        assert!(a.classes.iter().all(|c| c.rate_now_bps == 0.0), "first: 0");
+        // Pretend 2000 more bytes went through "web" and its ancestors in 0.5 s.
+        let mut b = a.clone();
+        b.at_ns += 500_000_000;
+        for name in ["web", "interactive", "link"] {
+            b.classes
+                .iter_mut()
+                .find(|c| c.name == name)
+                .unwrap()
+                .sent
+                .bytes += 2000;
+        }
+        m.update(&mut b);
+        assert_eq!(class(&b, "web").rate_now_bps, 32_000.0);
+        assert_eq!(class(&b, "link").rate_now_bps, 32_000.0);
+        assert_eq!(class(&b, "ssh").rate_now_bps, 0.0);
+        // Same instant again: 0, baseline kept.
+        let mut c = b.clone();
+        m.update(&mut c);
+        assert_eq!(class(&c, "web").rate_now_bps, 0.0);
+        // Counters going backwards (policy replaced) give 0, and classes are matched by
+        // name even when the order changes.
+        let mut d = a.clone();
+        d.at_ns = b.at_ns + 1_000_000_000;
+        d.classes.reverse();
+        m.update(&mut d);
+        assert!(d.classes.iter().all(|c| c.rate_now_bps == 0.0));
+        let mut e = d.clone();
+        e.at_ns += 250_000_000;
+        e.classes
+            .iter_mut()
+            .find(|c| c.name == "ssh")
+            .unwrap()
+            .sent
+            .bytes += 125;
+        m.update(&mut e);
+        assert_eq!(class(&e, "ssh").rate_now_bps, 4_000.0);
+    }
+
+    #[test]
+    fn approx_rates() {
+        assert_eq!(fmt_rate_approx(0.0), "0bit");
+        assert_eq!(fmt_rate_approx(f64::NAN), "0bit");
+        assert_eq!(fmt_rate_approx(950.0), "950bit");
+        assert_eq!(fmt_rate_approx(12_345.0), "12.3kbit");
+        assert_eq!(fmt_rate_approx(4_870_000.0), "4.87Mbit");
+        assert_eq!(fmt_rate_approx(999_990.0), "1.00Mbit");
+        assert_eq!(fmt_rate_approx(155_000_000.0), "155Mbit");
+        assert_eq!(fmt_rate_approx(10e9), "10.0Gbit");
+    }
+
+    #[test]
+    fn table_shows_tree_rates_queues_drops_and_rules() {
+        let (pipe, _) = run(Duration::from_secs(1));
+        let mut m = RateMeter::new();
+        let mut s = snapshot(&pipe, Instant(1_000_000_000));
+        // The state before anything was sent.
+        let mut s0 = s.clone();
+        s0.at_ns = 0;
+        s0.classes
+            .iter_mut()
+            .for_each(|c| c.sent = Count::default());
+        m.update(&mut s0);
+        m.update(&mut s);
+        let t = format_table(&s, "lan0→wan0");
+        eprintln!("{t}");
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].starts_with("direction lan0→wan0"));
+        assert!(lines[1].starts_with("class"));
+        assert!(lines[2].starts_with("link "));
+        assert!(lines[3].starts_with("├─ interactive "));
+        assert!(lines[4].starts_with("│  ├─ web "));
+        assert!(lines[5].starts_with("│  └─ ssh "));
+        assert!(lines[6].starts_with("└─ other "));
+        let web = lines[4];
+        assert!(web.contains("400kbit"), "{web}");
+        assert!(
+            web.contains("24.0kbit"),
+            "current rate: 3000 B in 1 s: {web}"
+        );
+        assert!(web.contains("queue_full 3"), "{web}");
+        assert!(lines[3].contains(" - "), "inner classes have no queue");
+        assert!(t.contains("http"));
+        assert!(t.contains("(default)"));
+        assert!(t.contains("unparsable frames (sent to the default class): 1 packets, 5 bytes"));
+        // Columns line up: every class row has its rate column at the same place.
+        let end_of = |line: &str, pat: &str| {
+            let b = line.find(pat).unwrap() + pat.len();
+            line[..b].chars().count()
+        };
+        assert_eq!(end_of(lines[2], "1Mbit"), end_of(lines[6], "400kbit"));
+        assert_eq!(end_of(lines[2], "1Mbit"), end_of(lines[4], "400kbit"));
+    }
+}

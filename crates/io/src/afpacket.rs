@@ -1,0 +1,515 @@
+//! AF_PACKET memory-mapped rings (PACKET_MMAP, TPACKET_V2) bound to one interface.
+//!
+//! One socket per direction of use: an RX socket (`ETH_P_ALL`, promiscuous, outgoing
+//! frames ignored with `PACKET_IGNORE_OUTGOING`) with an RX ring, and a TX socket
+//! (protocol 0, so it receives nothing) with a TX ring and `PACKET_QDISC_BYPASS` (weir
+//! does its own queuing; the kernel qdisc would only add a second queue).
+//!
+//! Why TPACKET_V2 and not V3: a V3 RX ring hands a *block* to user space only when the
+//! block is full or its retire timer (`tp_retire_blk_tov`, at least 1 ms) fires, so at
+//! low packet rates every frame can wait up to that long — far more than the emulator's
+//! delay-spread budget (100 µs). V2 publishes every frame as soon as it is written. The TX
+//! side is the same in V2 and V3 (fixed-size frames).
+//!
+//! Frames: `frame_size` bytes each (default 2048: header 32 + sockaddr_ll + an MTU-size
+//! frame with room for a VLAN tag); `frames` of them per ring (default 4096). A received
+//! frame longer than fits is truncated by the kernel (`snaplen < len`) and reported so
+//! the caller can count it.
+//!
+//! The kernel strips a VLAN tag into the frame header when the device offloads it
+//! (`TP_STATUS_VLAN_VALID`); [`RxFrame::vlan`] returns it so the caller can put it back.
+//! `TP_STATUS_CSUMNOTREADY` (a locally generated frame whose L4 checksum was left for the
+//! device to fill) is reported too: once such a frame is re-sent through a packet socket
+//! nobody would fill it, so the caller fixes it.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, Ordering};
+
+const TPACKET_V2: libc::c_int = 1;
+const PACKET_RX_RING: libc::c_int = 5;
+const PACKET_VERSION: libc::c_int = 10;
+const PACKET_TX_RING: libc::c_int = 13;
+const PACKET_QDISC_BYPASS: libc::c_int = 20;
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
+const PACKET_MR_PROMISC: libc::c_ushort = 1;
+const PACKET_STATISTICS: libc::c_int = 6;
+
+const TP_STATUS_KERNEL: u32 = 0;
+const TP_STATUS_USER: u32 = 1;
+const TP_STATUS_LOSING: u32 = 1 << 2;
+const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
+const TP_STATUS_AVAILABLE: u32 = 0;
+const TP_STATUS_SEND_REQUEST: u32 = 1;
+const TP_STATUS_WRONG_FORMAT: u32 = 1 << 2;
+
+/// `struct tpacket2_hdr`.
+#[repr(C)]
+struct Tpacket2Hdr {
+    tp_status: u32,
+    tp_len: u32,
+    tp_snaplen: u32,
+    tp_mac: u16,
+    tp_net: u16,
+    tp_sec: u32,
+    tp_nsec: u32,
+    tp_vlan_tci: u16,
+    tp_vlan_tpid: u16,
+    tp_padding: [u8; 4],
+}
+
+/// TPACKET_ALIGN(sizeof(struct tpacket2_hdr)): where TX data starts in a frame.
+const TX_DATA_OFFSET: usize = 32;
+
+#[repr(C)]
+struct TpacketReq {
+    tp_block_size: libc::c_uint,
+    tp_block_nr: libc::c_uint,
+    tp_frame_size: libc::c_uint,
+    tp_frame_nr: libc::c_uint,
+}
+
+#[repr(C)]
+struct TpacketStats {
+    tp_packets: libc::c_uint,
+    tp_drops: libc::c_uint,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RingError {
+    #[error("{what} on interface '{iface}': {source}")]
+    Sys {
+        what: &'static str,
+        iface: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("interface '{0}' does not exist")]
+    NoSuchInterface(String),
+}
+
+fn sys(what: &'static str, iface: &str) -> RingError {
+    RingError::Sys {
+        what,
+        iface: iface.to_string(),
+        source: io::Error::last_os_error(),
+    }
+}
+
+/// Ring geometry.
+#[derive(Copy, Clone, Debug)]
+pub struct RingConfig {
+    pub frame_size: u32,
+    pub frames: u32,
+}
+
+impl Default for RingConfig {
+    fn default() -> Self {
+        RingConfig {
+            frame_size: 2048,
+            frames: 4096,
+        }
+    }
+}
+
+fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, val: &T) -> io::Result<()> {
+    // SAFETY: `val` points to a live T of the size passed.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            val as *const T as *const libc::c_void,
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn if_index(iface: &str) -> Result<u32, RingError> {
+    let c = std::ffi::CString::new(iface).map_err(|_| RingError::NoSuchInterface(iface.into()))?;
+    // SAFETY: a valid NUL-terminated string.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        Err(RingError::NoSuchInterface(iface.into()))
+    } else {
+        Ok(i)
+    }
+}
+
+/// A mapped ring of fixed-size frames.
+struct Mapping {
+    base: NonNull<u8>,
+    len: usize,
+    frame_size: usize,
+    frames: usize,
+}
+
+// SAFETY: the mapping is owned by one ring, which is used by one thread at a time.
+unsafe impl Send for Mapping {}
+
+impl Mapping {
+    fn new(fd: RawFd, cfg: RingConfig, opt: libc::c_int, iface: &str) -> Result<Mapping, RingError> {
+        let page = 4096u32;
+        let frame = cfg.frame_size;
+        // one block holds a whole number of frames; use page-sized multiples
+        let block = (frame.max(page) / page) * page;
+        let per_block = block / frame;
+        let blocks = cfg.frames.div_ceil(per_block);
+        let req = TpacketReq {
+            tp_block_size: block,
+            tp_block_nr: blocks,
+            tp_frame_size: frame,
+            tp_frame_nr: blocks * per_block,
+        };
+        setsockopt(fd, libc::SOL_PACKET, opt, &req).map_err(|source| RingError::Sys {
+            what: "cannot set up the packet ring",
+            iface: iface.into(),
+            source,
+        })?;
+        let len = block as usize * blocks as usize;
+        // SAFETY: mapping a ring the kernel just allocated for this socket.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(sys("cannot map the packet ring", iface));
+        }
+        Ok(Mapping {
+            base: NonNull::new(p as *mut u8).expect("mmap returned null"),
+            len,
+            frame_size: frame as usize,
+            frames: (blocks * per_block) as usize,
+        })
+    }
+
+    #[inline]
+    fn frame(&self, i: usize) -> *mut u8 {
+        debug_assert!(i < self.frames);
+        // SAFETY: i < frames, and frames * frame_size <= len.
+        unsafe { self.base.as_ptr().add(i * self.frame_size) }
+    }
+
+    #[inline]
+    fn hdr(&self, i: usize) -> *mut Tpacket2Hdr {
+        self.frame(i) as *mut Tpacket2Hdr
+    }
+
+    #[inline]
+    fn status(&self, i: usize) -> u32 {
+        // SAFETY: the header is inside the mapping; the kernel writes it concurrently, so
+        // read it volatile and order the following reads after it.
+        let s = unsafe { std::ptr::read_volatile(&(*self.hdr(i)).tp_status) };
+        fence(Ordering::Acquire);
+        s
+    }
+
+    #[inline]
+    fn set_status(&self, i: usize, s: u32) {
+        fence(Ordering::Release);
+        // SAFETY: as above; hands the frame back to the kernel.
+        unsafe { std::ptr::write_volatile(&mut (*self.hdr(i)).tp_status, s) };
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what was mapped.
+        unsafe {
+            libc::munmap(self.base.as_ptr() as *mut libc::c_void, self.len);
+        }
+    }
+}
+
+fn packet_socket(proto: u16, iface: &str) -> Result<OwnedFd, RingError> {
+    // SAFETY: plain socket(2) call.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            (proto as u16).to_be() as libc::c_int,
+        )
+    };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        let what = if e.raw_os_error() == Some(libc::EPERM) {
+            "opening an AF_PACKET socket needs root (CAP_NET_RAW)"
+        } else {
+            "cannot open an AF_PACKET socket"
+        };
+        return Err(RingError::Sys {
+            what,
+            iface: iface.into(),
+            source: e,
+        });
+    }
+    // SAFETY: fd is a fresh descriptor we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    setsockopt(fd.as_raw_fd(), libc::SOL_PACKET, PACKET_VERSION, &TPACKET_V2).map_err(|source| {
+        RingError::Sys {
+            what: "TPACKET_V2 is not supported",
+            iface: iface.into(),
+            source,
+        }
+    })?;
+    Ok(fd)
+}
+
+fn bind(fd: RawFd, ifindex: u32, proto: u16, iface: &str) -> Result<(), RingError> {
+    // SAFETY: zeroed sockaddr_ll is a valid bit pattern.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = proto.to_be();
+    sll.sll_ifindex = ifindex as i32;
+    // SAFETY: binding with a valid sockaddr_ll of the right size.
+    let r = unsafe {
+        libc::bind(
+            fd,
+            &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(sys("cannot bind the packet socket", iface));
+    }
+    Ok(())
+}
+
+/// A received frame, borrowed from the RX ring until [`RxRing::release`].
+pub struct RxFrame<'a> {
+    pub data: &'a [u8],
+    /// Original length on the wire (more than `data.len()` if truncated).
+    pub wire_len: u32,
+    /// Kernel receive timestamp (CLOCK_REALTIME), nanoseconds.
+    pub ts_ns: u64,
+    /// The VLAN tag the device stripped: (TPID, TCI).
+    pub vlan: Option<(u16, u16)>,
+    /// The L4 checksum was left for a device to fill (see the module comment).
+    pub csum_not_ready: bool,
+}
+
+/// The receive side of one interface.
+pub struct RxRing {
+    fd: OwnedFd,
+    map: Mapping,
+    next: usize,
+    iface: String,
+}
+
+impl RxRing {
+    pub fn open(iface: &str, cfg: RingConfig) -> Result<RxRing, RingError> {
+        let ifindex = if_index(iface)?;
+        const ETH_P_ALL: u16 = 0x0003;
+        let fd = packet_socket(ETH_P_ALL, iface)?;
+        let raw = fd.as_raw_fd();
+        setsockopt(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32).map_err(|source| RingError::Sys {
+            what: "PACKET_IGNORE_OUTGOING is not supported (Linux >= 4.20 needed)",
+            iface: iface.into(),
+            source,
+        })?;
+        let map = Mapping::new(raw, cfg, PACKET_RX_RING, iface)?;
+        bind(raw, ifindex, ETH_P_ALL, iface)?;
+        // promiscuous: we forward frames addressed to anyone
+        // SAFETY: packet_mreq zeroed is valid.
+        let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };
+        mreq.mr_ifindex = ifindex as i32;
+        mreq.mr_type = PACKET_MR_PROMISC;
+        setsockopt(raw, libc::SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mreq).map_err(|source| RingError::Sys {
+            what: "cannot set promiscuous mode",
+            iface: iface.into(),
+            source,
+        })?;
+        Ok(RxRing {
+            fd,
+            map,
+            next: 0,
+            iface: iface.into(),
+        })
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+    pub fn iface(&self) -> &str {
+        &self.iface
+    }
+
+    /// The next received frame, if any. Call [`RxRing::release`] when done with it.
+    #[inline]
+    pub fn peek(&self) -> Option<RxFrame<'_>> {
+        let i = self.next;
+        let st = self.map.status(i);
+        if st & TP_STATUS_USER == 0 {
+            return None;
+        }
+        // SAFETY: the kernel handed the frame to us (TP_STATUS_USER); the header and the
+        // data it describes lie inside this frame.
+        unsafe {
+            let h = &*self.map.hdr(i);
+            let mac = h.tp_mac as usize;
+            let snap = (h.tp_snaplen as usize).min(self.map.frame_size.saturating_sub(mac));
+            let data = std::slice::from_raw_parts(self.map.frame(i).add(mac), snap);
+            let vlan = (st & TP_STATUS_VLAN_VALID != 0).then(|| {
+                let tpid = if st & TP_STATUS_VLAN_TPID_VALID != 0 { h.tp_vlan_tpid } else { 0x8100 };
+                (tpid, h.tp_vlan_tci)
+            });
+            Some(RxFrame {
+                data,
+                wire_len: h.tp_len,
+                ts_ns: h.tp_sec as u64 * 1_000_000_000 + h.tp_nsec as u64,
+                vlan,
+                csum_not_ready: st & TP_STATUS_CSUMNOTREADY != 0,
+            })
+        }
+    }
+
+    /// Give the frame returned by `peek` back to the kernel.
+    #[inline]
+    pub fn release(&mut self) {
+        self.map.set_status(self.next, TP_STATUS_KERNEL);
+        self.next = (self.next + 1) % self.map.frames;
+    }
+
+    /// The kernel's count of frames dropped because the ring was full, since the last call.
+    pub fn kernel_drops(&self) -> u64 {
+        let mut st = TpacketStats {
+            tp_packets: 0,
+            tp_drops: 0,
+        };
+        let mut len = std::mem::size_of::<TpacketStats>() as libc::socklen_t;
+        // SAFETY: reading a tpacket_stats into a correctly sized buffer.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                PACKET_STATISTICS,
+                &mut st as *mut TpacketStats as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        if r == 0 {
+            st.tp_drops as u64
+        } else {
+            0
+        }
+    }
+}
+
+/// The transmit side of one interface.
+pub struct TxRing {
+    fd: OwnedFd,
+    map: Mapping,
+    next: usize,
+    pending: usize,
+    iface: String,
+    /// Frames the kernel rejected (`TP_STATUS_WRONG_FORMAT`), e.g. longer than the MTU.
+    pub rejected: u64,
+}
+
+impl TxRing {
+    pub fn open(iface: &str, cfg: RingConfig) -> Result<TxRing, RingError> {
+        let ifindex = if_index(iface)?;
+        let fd = packet_socket(0, iface)?;
+        let raw = fd.as_raw_fd();
+        // bypassing the kernel qdisc is an optimisation; carry on without it
+        let _ = setsockopt(raw, libc::SOL_PACKET, PACKET_QDISC_BYPASS, &1i32);
+        let map = Mapping::new(raw, cfg, PACKET_TX_RING, iface)?;
+        bind(raw, ifindex, 0, iface)?;
+        Ok(TxRing {
+            fd,
+            map,
+            next: 0,
+            pending: 0,
+            iface: iface.into(),
+            rejected: 0,
+        })
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+    pub fn iface(&self) -> &str {
+        &self.iface
+    }
+    /// Largest frame a TX slot holds.
+    pub fn max_frame(&self) -> usize {
+        self.map.frame_size - TX_DATA_OFFSET
+    }
+
+    /// Whether the next slot is free for a frame.
+    #[inline]
+    pub fn has_room(&mut self) -> bool {
+        let st = self.map.status(self.next);
+        if st & TP_STATUS_WRONG_FORMAT != 0 {
+            self.rejected += 1;
+            self.map.set_status(self.next, TP_STATUS_AVAILABLE);
+            return true;
+        }
+        st == TP_STATUS_AVAILABLE
+    }
+
+    /// Queue a frame built by `fill` (which writes into the slot and returns the length)
+    /// for transmission. Returns false when the ring is full (nothing was written).
+    #[inline]
+    pub fn push_with(&mut self, fill: impl FnOnce(&mut [u8]) -> usize) -> bool {
+        if !self.has_room() {
+            return false;
+        }
+        let i = self.next;
+        let cap = self.max_frame();
+        // SAFETY: the slot is ours (TP_STATUS_AVAILABLE) and lies inside the mapping.
+        let len = unsafe {
+            let buf = std::slice::from_raw_parts_mut(self.map.frame(i).add(TX_DATA_OFFSET), cap);
+            let len = fill(buf).min(cap);
+            let h = &mut *self.map.hdr(i);
+            h.tp_len = len as u32;
+            h.tp_snaplen = len as u32;
+            len
+        };
+        debug_assert!(len > 0);
+        self.map.set_status(i, TP_STATUS_SEND_REQUEST);
+        self.next = (self.next + 1) % self.map.frames;
+        self.pending += 1;
+        true
+    }
+
+    /// Ask the kernel to send the queued frames.
+    pub fn flush(&mut self) -> io::Result<()> {
+        if self.pending == 0 {
+            return Ok(());
+        }
+        // SAFETY: send(2) with an empty buffer kicks the TX ring.
+        let r = unsafe { libc::send(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
+        self.pending = 0;
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            // EAGAIN/ENOBUFS: the device is busy; frames stay queued in the ring
+            if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::ENOBUFS)) {
+                return Ok(());
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+}
+
+/// The losing flag is reported for completeness (the kernel dropped frames since the
+/// last statistics read).
+pub const fn losing_flag() -> u32 {
+    TP_STATUS_LOSING
+}

@@ -1,0 +1,505 @@
+//! The transparent bridge: frames entering one interface pass a policy pipeline and leave
+//! the other, in both directions (seed 000's in-line bandwidth manager; seed 002's
+//! transparent delay node).
+//!
+//! ```text
+//!   lan rx ring ──► outbound pipeline (or pass-through) ──► wan tx ring
+//!   lan tx ring ◄── inbound pipeline  (or pass-through) ◄── wan rx ring
+//! ```
+//!
+//! The loop: read the clock once, take a batch from each RX ring (copying each frame into
+//! the packet pool, restoring a VLAN tag the device stripped, filling an L4 checksum a
+//! local stack left to offload), hand it to the direction's pipeline, then move everything
+//! the pipelines release into the TX rings and kick them. With nothing to do it sleeps in
+//! `ppoll` until a frame arrives or the earliest pipeline wake-up, with 1 ns timer slack;
+//! `busy_poll` spins instead (precision for a core).
+//!
+//! Nothing is lost without a name: every frame read is forwarded, or counted in the
+//! pipeline's drop causes, or in this lane's counters (`truncated`, `pool_exhausted`,
+//! `shutdown_drops`). A full TX ring does not drop: released packets wait in a backlog.
+
+use crate::afpacket::{RingConfig, RingError, RxRing, TxRing};
+use crate::clock::{set_timer_slack_1ns, Clock};
+use crate::ethtool::OffloadGuard;
+use crate::pcap::PcapWriter;
+use crate::stats::StatsServer;
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::os::fd::RawFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use weir_core::pipeline::Pipeline;
+use weir_core::snapshot::{snapshot, PipelineSnapshot, RateMeter};
+use weir_core::{Count, Ctx, DropCause, Duration, Instant, PktId, Pool, Qdisc, Rng};
+
+/// Extra room in a pool slot for a VLAN tag put back into a frame.
+const VLAN_ROOM: usize = 4;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BridgeError {
+    #[error("weir run needs root (CAP_NET_RAW and CAP_NET_ADMIN) to open packet sockets and change offloads; run it as root")]
+    NotRoot,
+    #[error("--lan and --wan are both '{0}'; weir bridges two different interfaces")]
+    SameInterface(String),
+    #[error("interface '{0}' does not exist")]
+    NoSuchInterface(String),
+    #[error("interface '{0}' is down; bring it up first (ip link set {0} up)")]
+    InterfaceDown(String),
+    #[error(transparent)]
+    Ring(#[from] RingError),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// What to bridge and how.
+pub struct BridgeConfig {
+    pub lan: String,
+    pub wan: String,
+    /// Pipeline for LAN → WAN; `None` forwards unshaped.
+    pub outbound: Option<Pipeline>,
+    /// Pipeline for WAN → LAN; `None` forwards unshaped.
+    pub inbound: Option<Pipeline>,
+    pub ring: RingConfig,
+    /// Frames read from one ring per loop turn.
+    pub batch: usize,
+    pub busy_poll: bool,
+    /// Capture of what leaves weir: one file for both directions, or one per direction.
+    pub pcap: PcapSpec,
+    pub stats_socket: Option<PathBuf>,
+    /// Keep the interfaces' offloads as they are (default: turn GRO/GSO/TSO/LRO off).
+    pub keep_offloads: bool,
+    /// Packets the pool holds (queued in pipelines plus in flight).
+    pub pool_packets: u32,
+    pub seed: u64,
+}
+
+impl BridgeConfig {
+    pub fn new(lan: &str, wan: &str) -> Self {
+        BridgeConfig {
+            lan: lan.into(),
+            wan: wan.into(),
+            outbound: None,
+            inbound: None,
+            ring: RingConfig::default(),
+            batch: 64,
+            busy_poll: false,
+            pcap: PcapSpec::None,
+            stats_socket: None,
+            keep_offloads: false,
+            pool_packets: 65_536,
+            seed: 1,
+        }
+    }
+}
+
+/// Counters of one direction.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LaneStats {
+    pub rx: Count,
+    pub tx: Count,
+    /// Frames longer than a ring slot (the kernel truncated them); dropped.
+    pub truncated: Count,
+    /// Frames dropped because the packet pool was exhausted.
+    pub pool_exhausted: Count,
+    /// Frames the pipeline refused or dropped (causes are in the pipeline's counters).
+    pub dropped: Count,
+    /// Frames whose L4 checksum weir filled (offloaded by a local sender).
+    pub csum_filled: u64,
+    /// Frames whose stripped VLAN tag weir put back.
+    pub vlan_restored: u64,
+    /// Times a released packet had to wait for a TX ring slot.
+    pub tx_ring_full: u64,
+    /// Frames the kernel rejected on transmit.
+    pub tx_rejected: u64,
+    /// Frames the kernel dropped because the RX ring was full.
+    pub kernel_rx_drops: u64,
+    /// Packets still queued at shutdown, discarded.
+    pub shutdown_drops: Count,
+}
+
+/// Where captures go.
+pub enum PcapSpec {
+    None,
+    /// Both directions, interleaved in time order, into one file.
+    Both(PcapWriter),
+    /// Per direction (either may be absent).
+    PerDirection {
+        outbound: Option<PcapWriter>,
+        inbound: Option<PcapWriter>,
+    },
+}
+
+struct Lane {
+    rx: RxRing,
+    tx: TxRing,
+    pipe: Option<Pipeline>,
+    /// Released packets waiting for TX ring room, in order.
+    backlog: VecDeque<PktId>,
+    /// This direction's own capture file.
+    pcap: Option<PcapWriter>,
+    stats: LaneStats,
+    meter: RateMeter,
+}
+
+/// The final report of a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct BridgeReport {
+    pub lan: String,
+    pub wan: String,
+    pub seconds: f64,
+    pub outbound: LaneStats,
+    pub inbound: LaneStats,
+}
+
+#[derive(Serialize)]
+struct StatusDoc<'a> {
+    lan: &'a str,
+    wan: &'a str,
+    uptime_s: f64,
+    outbound: LaneDoc<'a>,
+    inbound: LaneDoc<'a>,
+}
+
+#[derive(Serialize)]
+struct LaneDoc<'a> {
+    lane: &'a LaneStats,
+    pipeline: Option<PipelineSnapshot>,
+}
+
+pub struct Bridge {
+    lan: String,
+    wan: String,
+    out: Lane,
+    inb: Lane,
+    pool: Pool,
+    rng: Rng,
+    dropped: Vec<(PktId, DropCause)>,
+    clock: Clock,
+    busy_poll: bool,
+    batch: usize,
+    stats: Option<StatsServer>,
+    /// A capture shared by both directions.
+    pcap_both: Option<PcapWriter>,
+    _offloads: Vec<OffloadGuard>,
+}
+
+fn check_iface(name: &str) -> Result<(), BridgeError> {
+    if !crate::ethtool::exists(name) {
+        return Err(BridgeError::NoSuchInterface(name.into()));
+    }
+    match crate::ethtool::is_up(name) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(BridgeError::InterfaceDown(name.into())),
+        Err(e) => Err(BridgeError::Other(e.to_string())),
+    }
+}
+
+impl Bridge {
+    /// Check the environment, turn offloads off, and open the rings.
+    pub fn open(mut cfg: BridgeConfig) -> Result<Bridge, BridgeError> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err(BridgeError::NotRoot);
+        }
+        if cfg.lan == cfg.wan {
+            return Err(BridgeError::SameInterface(cfg.lan));
+        }
+        check_iface(&cfg.lan)?;
+        check_iface(&cfg.wan)?;
+        let mut offloads = Vec::new();
+        if !cfg.keep_offloads {
+            for i in [&cfg.lan, &cfg.wan] {
+                offloads.push(OffloadGuard::disable(i).map_err(|e| BridgeError::Other(e.to_string()))?);
+            }
+        }
+        let stats = match &cfg.stats_socket {
+            Some(p) => Some(StatsServer::start(p).map_err(|e| BridgeError::Other(e.to_string()))?),
+            None => None,
+        };
+        let (pcap_both, pcap_out, pcap_in) = match std::mem::replace(&mut cfg.pcap, PcapSpec::None) {
+            PcapSpec::None => (None, None, None),
+            PcapSpec::Both(w) => (Some(w), None, None),
+            PcapSpec::PerDirection { outbound, inbound } => (None, outbound, inbound),
+        };
+        let lane = |rx: &str, tx: &str, pipe, pcap| -> Result<Lane, BridgeError> {
+            Ok(Lane {
+                rx: RxRing::open(rx, cfg.ring)?,
+                tx: TxRing::open(tx, cfg.ring)?,
+                pipe,
+                backlog: VecDeque::new(),
+                pcap,
+                stats: LaneStats::default(),
+                meter: RateMeter::default(),
+            })
+        };
+        let out = lane(&cfg.lan, &cfg.wan, cfg.outbound.take(), pcap_out)?;
+        let inb = lane(&cfg.wan, &cfg.lan, cfg.inbound.take(), pcap_in)?;
+        let slot = cfg.ring.frame_size as usize + VLAN_ROOM;
+        Ok(Bridge {
+            lan: cfg.lan,
+            wan: cfg.wan,
+            out,
+            inb,
+            pool: Pool::new(cfg.pool_packets, slot),
+            rng: Rng::new(cfg.seed),
+            dropped: Vec::with_capacity(256),
+            clock: Clock::new(),
+            busy_poll: cfg.busy_poll,
+            batch: cfg.batch.max(1),
+            stats,
+            pcap_both,
+            _offloads: offloads,
+        })
+    }
+
+    /// Bridge until `stop` is set; then discard what is queued (counted) and report.
+    pub fn run(&mut self, stop: &AtomicBool) -> Result<BridgeReport, BridgeError> {
+        let _ = set_timer_slack_1ns();
+        let start = self.clock.now();
+        let mut next_stats = start;
+        while !stop.load(Ordering::Relaxed) {
+            let now = self.clock.now();
+            let mut work = false;
+            for lane in [&mut self.out, &mut self.inb] {
+                work |= receive(lane, &mut self.pool, &mut self.rng, &mut self.dropped, now, self.batch);
+                let cap = match &mut self.pcap_both {
+                    Some(w) => Some(w),
+                    None => lane.pcap.as_mut(),
+                };
+                let ts = self.clock.to_unix_ns(now);
+                transmit(lane.pipe.as_mut(), &mut lane.backlog, &mut lane.tx, &mut lane.stats, cap, &mut self.pool, &mut self.rng, &mut self.dropped, now, ts);
+            }
+            if now >= next_stats {
+                self.publish(now, start);
+                next_stats = now + Duration::from_millis(250);
+            }
+            if work {
+                continue;
+            }
+            let wake = [&self.out, &self.inb]
+                .iter()
+                .filter_map(|l| l.pipe.as_ref().and_then(|p| p.next_wakeup()))
+                .min()
+                .unwrap_or(next_stats)
+                .min(next_stats);
+            if self.busy_poll {
+                std::hint::spin_loop();
+                continue;
+            }
+            self.sleep_until(now, wake);
+        }
+        let end = self.clock.now();
+        self.shutdown(end);
+        self.publish(end, start);
+        Ok(BridgeReport {
+            lan: self.lan.clone(),
+            wan: self.wan.clone(),
+            seconds: (end - start).as_secs_f64(),
+            outbound: self.out.stats.clone(),
+            inbound: self.inb.stats.clone(),
+        })
+    }
+
+    fn sleep_until(&mut self, now: Instant, wake: Instant) {
+        let mut fds = [
+            pollfd(self.out.rx.fd(), libc::POLLIN),
+            pollfd(self.inb.rx.fd(), libc::POLLIN),
+            pollfd(self.out.tx.fd(), if self.out.backlog.is_empty() { 0 } else { libc::POLLOUT }),
+            pollfd(self.inb.tx.fd(), if self.inb.backlog.is_empty() { 0 } else { libc::POLLOUT }),
+        ];
+        let ns = wake.saturating_since(now).as_nanos();
+        let ts = libc::timespec {
+            tv_sec: (ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+        };
+        // SAFETY: ppoll over a live array of pollfds with a valid timeout.
+        unsafe {
+            libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null());
+        }
+    }
+
+    fn publish(&mut self, now: Instant, start: Instant) {
+        for lane in [&mut self.out, &mut self.inb] {
+            lane.stats.kernel_rx_drops += lane.rx.kernel_drops();
+            lane.stats.tx_rejected = lane.tx.rejected;
+            if let Some(p) = &mut lane.pcap {
+                let _ = p.flush();
+            }
+        }
+        if let Some(p) = &mut self.pcap_both {
+            let _ = p.flush();
+        }
+        let Some(server) = &self.stats else { return };
+        let snap = |lane: &mut Lane| {
+            lane.pipe.as_ref().map(|p| {
+                let mut s = snapshot(p, now);
+                lane.meter.update(&mut s);
+                s
+            })
+        };
+        let out_snap = snap(&mut self.out);
+        let in_snap = snap(&mut self.inb);
+        let doc = StatusDoc {
+            lan: &self.lan,
+            wan: &self.wan,
+            uptime_s: (now - start).as_secs_f64(),
+            outbound: LaneDoc {
+                lane: &self.out.stats,
+                pipeline: out_snap,
+            },
+            inbound: LaneDoc {
+                lane: &self.inb.stats,
+                pipeline: in_snap,
+            },
+        };
+        if let Ok(json) = serde_json::to_string(&doc) {
+            server.publish(json);
+        }
+    }
+
+    fn shutdown(&mut self, now: Instant) {
+        for lane in [&mut self.out, &mut self.inb] {
+            let mut cx = Ctx::new(now, &mut self.pool, &mut self.rng, &mut self.dropped);
+            if let Some(p) = &mut lane.pipe {
+                p.sched.purge(&mut cx, DropCause::Shutdown);
+            }
+            while let Some(id) = lane.backlog.pop_front() {
+                cx.drop_later(id, DropCause::Shutdown);
+            }
+            for (id, _) in self.dropped.drain(..) {
+                lane.stats.shutdown_drops.add(self.pool.len(id));
+                self.pool.free(id);
+            }
+            if let Some(p) = &mut lane.pcap {
+                let _ = p.flush();
+            }
+        }
+        if let Some(p) = &mut self.pcap_both {
+            let _ = p.flush();
+        }
+    }
+}
+
+fn pollfd(fd: RawFd, events: libc::c_short) -> libc::pollfd {
+    libc::pollfd {
+        fd: if events == 0 { -1 } else { fd },
+        events,
+        revents: 0,
+    }
+}
+
+/// Read up to `batch` frames from the lane's RX ring into its pipeline. True if any came.
+fn receive(lane: &mut Lane, pool: &mut Pool, rng: &mut Rng, dropped: &mut Vec<(PktId, DropCause)>, now: Instant, batch: usize) -> bool {
+    let mut got = false;
+    for _ in 0..batch {
+        let Some(f) = lane.rx.peek() else { break };
+        got = true;
+        let wire_len = f.wire_len;
+        lane.stats.rx.add(wire_len);
+        if (f.data.len() as u32) < wire_len {
+            lane.stats.truncated.add(wire_len);
+            lane.rx.release();
+            continue;
+        }
+        let Some(id) = pool.alloc() else {
+            lane.stats.pool_exhausted.add(wire_len);
+            lane.rx.release();
+            continue;
+        };
+        // copy into the pool, restoring a stripped VLAN tag
+        let slot = pool.slot_mut(id);
+        let len = match f.vlan {
+            Some((tpid, tci)) if f.data.len() >= 12 && f.data.len() + 4 <= slot.len() => {
+                slot[..12].copy_from_slice(&f.data[..12]);
+                slot[12..14].copy_from_slice(&tpid.to_be_bytes());
+                slot[14..16].copy_from_slice(&tci.to_be_bytes());
+                slot[16..f.data.len() + 4].copy_from_slice(&f.data[12..]);
+                lane.stats.vlan_restored += 1;
+                f.data.len() + 4
+            }
+            _ => {
+                let n = f.data.len().min(slot.len());
+                slot[..n].copy_from_slice(&f.data[..n]);
+                n
+            }
+        };
+        let fix = f.csum_not_ready;
+        lane.rx.release();
+        pool.meta_mut(id).len = len as u32;
+        if fix && weir_wire::fixup::fill_l4_checksum(pool.data_mut(id)).unwrap_or(false) {
+            lane.stats.csum_filled += 1;
+        }
+        match &mut lane.pipe {
+            None => lane.backlog.push_back(id),
+            Some(p) => {
+                let mut cx = Ctx::new(now, pool, rng, dropped);
+                if p.ingress(id, &mut cx).is_err() {
+                    lane.stats.dropped.add(len as u32);
+                    pool.free(id);
+                }
+            }
+        }
+        settle(&mut lane.stats, pool, dropped);
+    }
+    got
+}
+
+/// Packets a pipeline discarded after accepting them: count and free.
+fn settle(stats: &mut LaneStats, pool: &mut Pool, dropped: &mut Vec<(PktId, DropCause)>) {
+    for (id, _) in dropped.drain(..) {
+        stats.dropped.add(pool.len(id));
+        pool.free(id);
+    }
+}
+
+/// Move released packets into the TX ring; keep what does not fit in the backlog.
+#[allow(clippy::too_many_arguments)]
+fn transmit(
+    mut pipe: Option<&mut Pipeline>,
+    backlog: &mut VecDeque<PktId>,
+    tx: &mut TxRing,
+    stats: &mut LaneStats,
+    mut pcap: Option<&mut PcapWriter>,
+    pool: &mut Pool,
+    rng: &mut Rng,
+    dropped: &mut Vec<(PktId, DropCause)>,
+    now: Instant,
+    unix_ns: u64,
+) {
+    let mut sent = false;
+    loop {
+        let id = match backlog.pop_front() {
+            Some(id) => id,
+            None => {
+                let Some(p) = pipe.as_deref_mut() else { break };
+                let mut cx = Ctx::new(now, pool, rng, dropped);
+                let got = p.dequeue(&mut cx);
+                settle(stats, pool, dropped);
+                match got {
+                    Some(id) => id,
+                    None => break,
+                }
+            }
+        };
+        let data = pool.data(id);
+        let ok = tx.push_with(|buf| {
+            let n = data.len().min(buf.len());
+            buf[..n].copy_from_slice(&data[..n]);
+            n
+        });
+        if !ok {
+            stats.tx_ring_full += 1;
+            backlog.push_front(id);
+            break;
+        }
+        if let Some(w) = pcap.as_deref_mut() {
+            w.write(unix_ns, data);
+        }
+        stats.tx.add(data.len() as u32);
+        pool.free(id);
+        sent = true;
+    }
+    if sent {
+        let _ = tx.flush();
+    }
+}

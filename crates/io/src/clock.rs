@@ -1,0 +1,71 @@
+//! The wall clock of the live data path, and precise sleeping.
+//!
+//! `Clock::now()` reads CLOCK_MONOTONIC as an engine [`Instant`] (ns). Pcap timestamps and
+//! reports need wall time: `to_unix_ns` converts using the offset between CLOCK_REALTIME
+//! and CLOCK_MONOTONIC taken at start. `set_timer_slack_1ns` makes the kernel wake sleepers
+//! on time (the default slack of 50 µs would otherwise be added to every sleep).
+
+use weir_core::Instant;
+
+fn read(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes a timespec.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    realtime_offset: i128,
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock {
+    pub fn new() -> Self {
+        let mono = read(libc::CLOCK_MONOTONIC);
+        let real = read(libc::CLOCK_REALTIME);
+        Clock {
+            realtime_offset: real as i128 - mono as i128,
+        }
+    }
+    #[inline]
+    pub fn now(&self) -> Instant {
+        Instant(read(libc::CLOCK_MONOTONIC))
+    }
+    /// Nanoseconds since the Unix epoch for a monotonic instant.
+    pub fn to_unix_ns(&self, t: Instant) -> u64 {
+        (t.0 as i128 + self.realtime_offset).max(0) as u64
+    }
+}
+
+/// Ask the kernel for 1 ns timer slack on this thread.
+pub fn set_timer_slack_1ns() -> std::io::Result<()> {
+    // SAFETY: prctl with integer arguments.
+    let r = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn monotonic_and_convertible() {
+        let c = Clock::new();
+        let a = c.now();
+        let b = c.now();
+        assert!(b >= a);
+        let unix = c.to_unix_ns(a);
+        // after 2020-01-01
+        assert!(unix > 1_577_836_800_000_000_000);
+        set_timer_slack_1ns().unwrap();
+    }
+}

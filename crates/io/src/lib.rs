@@ -1,0 +1,11 @@
+//! weir-io: the live data path. Owns the wall clock, sockets and interfaces; contains no
+//! queueing logic (that is weir-core's).
+#![allow(clippy::disallowed_methods)] // this crate owns the wall clock
+
+pub mod afpacket;
+pub mod bridge;
+pub mod clock;
+pub mod ethtool;
+pub mod pcap;
+pub mod signals;
+pub mod stats;

@@ -1,0 +1,631 @@
+//! The statistics socket: the running bridge publishes a JSON document; `weir stats`
+//! connects and reads it.
+//!
+//! # Protocol
+//! A Unix stream socket, by default [`DEFAULT_PATH`]. A client connects and receives the
+//! latest published document followed by one newline; the server then closes the
+//! connection. The client sends nothing. A server that has not published yet sends only
+//! the newline ([`query`] reports that as [`StatsError::NoData`]).
+//!
+//! # Server
+//! [`StatsServer::start`] creates the parent directory with mode 0700 if it is missing,
+//! removes a stale socket file (one nobody is listening on), refuses if another process
+//! is listening, and creates the socket with mode 0600 (the socket's inode is `fchmod`ed
+//! before `bind`, so there is no window in which the file is more open). A background
+//! thread waits in `poll` for clients and for the stop signal. The data path publishes
+//! with [`StatsServer::publish`] (or a cloneable [`Publisher`]): that swaps an
+//! `Arc<str>` under a mutex the server thread holds only to clone that `Arc`, so the data
+//! path never waits for a client. A client that does not read is given up on after
+//! [`WRITE_TIMEOUT`]. Dropping the server stops the thread and removes the socket file
+//! (if it is still the one it created).
+//!
+//! # Client
+//! [`query`] connects, reads to end of file (at most [`READ_TIMEOUT`]) and returns the
+//! document without its newline. Errors say what is wrong: no weir running, a stale
+//! socket, permission denied (the socket is root-only).
+
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Where `weir run` listens and `weir stats` connects by default.
+pub const DEFAULT_PATH: &str = "/run/weir/weir.sock";
+/// How long the server waits for a slow client to take the document.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long [`query`] waits for the document.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum StatsError {
+    #[error("no weir is running (no socket at {})", .path.display())]
+    NotRunning { path: PathBuf },
+    #[error("no weir is running (stale socket at {})", .path.display())]
+    Stale { path: PathBuf },
+    #[error("permission denied: weir stats needs root (socket {})", .path.display())]
+    PermissionDenied { path: PathBuf },
+    #[error("another weir is already serving statistics on {}", .path.display())]
+    AlreadyRunning { path: PathBuf },
+    #[error("{} exists and is not a socket; refusing to replace it", .path.display())]
+    NotASocket { path: PathBuf },
+    #[error("weir is running but has not published statistics yet")]
+    NoData,
+    #[error("statistics socket {}: {what}: {source}", .path.display())]
+    Io {
+        path: PathBuf,
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+}
+
+pub type Result<T> = std::result::Result<T, StatsError>;
+
+fn io_err(path: &Path, what: &'static str, source: io::Error) -> StatsError {
+    StatsError::Io {
+        path: path.to_path_buf(),
+        what,
+        source,
+    }
+}
+
+/// The error a client gets when connecting to `path` fails with `e`.
+fn connect_error(path: &Path, e: io::Error) -> StatsError {
+    let path = path.to_path_buf();
+    match e.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::ENOTDIR) => StatsError::NotRunning { path },
+        Some(libc::ECONNREFUSED) => StatsError::Stale { path },
+        Some(libc::EACCES) | Some(libc::EPERM) => StatsError::PermissionDenied { path },
+        _ => StatsError::Io {
+            path,
+            what: "cannot connect",
+            source: e,
+        },
+    }
+}
+
+type Doc = Arc<Mutex<Arc<str>>>;
+
+fn store(doc: &Doc, json: String) {
+    let new: Arc<str> = Arc::from(json); // allocate and copy outside the lock
+    let old = {
+        let mut g = doc.lock().unwrap_or_else(|p| p.into_inner());
+        std::mem::replace(&mut *g, new)
+    };
+    drop(old); // free outside the lock
+}
+
+/// A cheap, cloneable handle for publishing from another thread.
+#[derive(Clone)]
+pub struct Publisher {
+    doc: Doc,
+}
+
+impl Publisher {
+    /// Replace the document clients receive. Never waits for a client.
+    pub fn publish(&self, json: String) {
+        store(&self.doc, json);
+    }
+    /// Serialize `v` to JSON (one line) and publish it.
+    pub fn publish_json<T: serde::Serialize + ?Sized>(&self, v: &T) -> serde_json::Result<()> {
+        self.publish(serde_json::to_string(v)?);
+        Ok(())
+    }
+}
+
+/// The statistics socket server (see the module comment).
+pub struct StatsServer {
+    path: PathBuf,
+    doc: Doc,
+    wake: UnixStream,
+    thread: Option<JoinHandle<()>>,
+    /// (device, inode) of the socket file we created.
+    id: (u64, u64),
+}
+
+impl StatsServer {
+    /// Create the socket at `path` and start serving (see the module comment).
+    pub fn start(path: &Path) -> Result<StatsServer> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if !dir.exists() {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)
+                    .map_err(|e| io_err(dir, "cannot create the directory", e))?;
+            }
+        }
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if !m.file_type().is_socket() => {
+                return Err(StatsError::NotASocket {
+                    path: path.to_path_buf(),
+                })
+            }
+            Ok(_) => match UnixStream::connect(path) {
+                Ok(_) => {
+                    return Err(StatsError::AlreadyRunning {
+                        path: path.to_path_buf(),
+                    })
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
+                    std::fs::remove_file(path)
+                        .map_err(|e| io_err(path, "cannot remove the stale socket", e))?;
+                }
+                Err(e) => return Err(io_err(path, "cannot check the existing socket", e)),
+            },
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err(path, "cannot inspect", e)),
+        }
+
+        let listener = bind_private(path)?;
+        let meta =
+            std::fs::symlink_metadata(path).map_err(|e| io_err(path, "cannot inspect", e))?;
+        if meta.permissions().mode() & 0o777 != 0o600 {
+            // Not expected (fchmod before bind), but never leave a wider socket behind.
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| io_err(path, "cannot set permissions", e))?;
+        }
+        let id = (meta.dev(), meta.ino());
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| io_err(path, "cannot configure", e))?;
+
+        let (wake, wake_rx) = UnixStream::pair().map_err(|e| io_err(path, "cannot start", e))?;
+        let doc: Doc = Arc::new(Mutex::new(Arc::from("")));
+        let thread_doc = doc.clone();
+        let thread = std::thread::Builder::new()
+            .name("weir-stats".into())
+            .spawn(move || serve(listener, wake_rx, thread_doc))
+            .map_err(|e| io_err(path, "cannot start the server thread", e));
+        let thread = match thread {
+            Ok(t) => t,
+            Err(e) => {
+                let _ = std::fs::remove_file(path);
+                return Err(e);
+            }
+        };
+        Ok(StatsServer {
+            path: path.to_path_buf(),
+            doc,
+            wake,
+            thread: Some(thread),
+            id,
+        })
+    }
+
+    /// Replace the document clients receive. Never waits for a client.
+    pub fn publish(&self, json: String) {
+        store(&self.doc, json);
+    }
+
+    /// Serialize `v` to JSON (one line) and publish it.
+    pub fn publish_json<T: serde::Serialize + ?Sized>(&self, v: &T) -> serde_json::Result<()> {
+        self.publish(serde_json::to_string(v)?);
+        Ok(())
+    }
+
+    /// A handle to publish from elsewhere (e.g. the data-path thread).
+    pub fn publisher(&self) -> Publisher {
+        Publisher {
+            doc: self.doc.clone(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for StatsServer {
+    fn drop(&mut self) {
+        let _ = self.wake.write_all(b"x");
+        let _ = self.wake.shutdown(std::net::Shutdown::Both);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        // Remove the file only if it is still ours.
+        if let Ok(m) = std::fs::symlink_metadata(&self.path) {
+            if (m.dev(), m.ino()) == self.id {
+                let _ = std::fs::remove_file(&self.path);
+            }
+        }
+    }
+}
+
+/// socket + fchmod 0600 + bind + listen.
+fn bind_private(path: &Path) -> Result<UnixListener> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: sockaddr_un is plain old data; all-zero is a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
+        return Err(io_err(
+            path,
+            "invalid socket path",
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "longer than {} bytes or contains NUL",
+                    addr.sun_path.len() - 1
+                ),
+            ),
+        ));
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    let len = (std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1) as libc::socklen_t;
+    let last = || io::Error::last_os_error();
+    // SAFETY: plain socket(2); the descriptor is owned right away.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io_err(path, "cannot create a socket", last()));
+    }
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // On Linux the socket file takes its mode from the socket inode (minus the umask).
+    // SAFETY: fchmod on a descriptor we own.
+    if unsafe { libc::fchmod(fd.as_raw_fd(), 0o600) } < 0 {
+        return Err(io_err(path, "cannot set permissions", last()));
+    }
+    // SAFETY: `addr` is a valid sockaddr_un of `len` bytes.
+    let r = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&addr as *const libc::sockaddr_un).cast(),
+            len,
+        )
+    };
+    if r < 0 {
+        let e = last();
+        return Err(if e.raw_os_error() == Some(libc::EADDRINUSE) {
+            StatsError::AlreadyRunning {
+                path: path.to_path_buf(),
+            }
+        } else {
+            io_err(path, "cannot bind", e)
+        });
+    }
+    // SAFETY: listen on a bound socket we own.
+    if unsafe { libc::listen(fd.as_raw_fd(), 64) } < 0 {
+        let e = last();
+        let _ = std::fs::remove_file(path);
+        return Err(io_err(path, "cannot listen", e));
+    }
+    Ok(UnixListener::from(fd))
+}
+
+fn serve(listener: UnixListener, wake: UnixStream, doc: Doc) {
+    let mut fds = [
+        libc::pollfd {
+            fd: listener.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: wake.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    loop {
+        fds.iter_mut().for_each(|f| f.revents = 0);
+        // SAFETY: `fds` is a valid array of two pollfd for the duration of the call.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+        if r < 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+        if fds[1].revents != 0 {
+            return; // stop requested (or the server handle is gone)
+        }
+        if fds[0].revents & (libc::POLLERR | libc::POLLNVAL) != 0 {
+            return;
+        }
+        loop {
+            match listener.accept() {
+                Ok((stream, _)) => answer(stream, &doc),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => break, // WouldBlock, or a transient error: back to poll
+            }
+        }
+    }
+}
+
+fn answer(mut s: UnixStream, doc: &Doc) {
+    let d: Arc<str> = doc.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let _ = s.set_nonblocking(false);
+    let _ = s.set_write_timeout(Some(WRITE_TIMEOUT));
+    let _ = s.write_all(d.as_bytes());
+    if !d.ends_with('\n') {
+        let _ = s.write_all(b"\n");
+    }
+    let _ = s.shutdown(std::net::Shutdown::Both);
+}
+
+/// Read the latest statistics document from the weir serving on `path`.
+pub fn query(path: &Path) -> Result<String> {
+    let mut s = UnixStream::connect(path).map_err(|e| connect_error(path, e))?;
+    s.set_read_timeout(Some(READ_TIMEOUT))
+        .map_err(|e| io_err(path, "cannot configure", e))?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).map_err(|e| {
+        let what = match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => "timed out reading",
+            _ => "cannot read",
+        };
+        io_err(path, what, e)
+    })?;
+    while out.ends_with('\n') || out.ends_with('\r') {
+        out.pop();
+    }
+    if out.is_empty() {
+        return Err(StatsError::NoData);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Say a test is skipped, on the real stderr (not captured by the test harness).
+    fn skip(why: &str) {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "SKIP: {why}");
+    }
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// A temporary directory removed on drop.
+    struct TempDir(PathBuf);
+    impl TempDir {
+        fn new() -> TempDir {
+            static N: AtomicU32 = AtomicU32::new(0);
+            let p = std::env::temp_dir().join(format!(
+                "weir-stats-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            std::fs::create_dir_all(&p).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            TempDir(p)
+        }
+    }
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn serve_publish_query_refuse_and_clean_up() {
+        let t = TempDir::new();
+        let dir = t.0.join("run").join("weir");
+        let path = dir.join("weir.sock");
+        let server = StatsServer::start(&path).unwrap();
+        assert_eq!(mode(&dir), 0o700, "parent directory created private");
+        assert!(std::fs::symlink_metadata(&path)
+            .unwrap()
+            .file_type()
+            .is_socket());
+        assert_eq!(mode(&path), 0o600);
+
+        assert!(matches!(query(&path), Err(StatsError::NoData)));
+        server.publish(r#"{"a":1}"#.to_string());
+        assert_eq!(query(&path).unwrap(), r#"{"a":1}"#);
+        server
+            .publish_json(&serde_json::json!({"b": [1, 2]}))
+            .unwrap();
+        assert_eq!(query(&path).unwrap(), r#"{"b":[1,2]}"#);
+
+        // The raw protocol: the document and one newline, then end of file.
+        let mut raw = String::new();
+        UnixStream::connect(&path)
+            .unwrap()
+            .read_to_string(&mut raw)
+            .unwrap();
+        assert_eq!(raw, "{\"b\":[1,2]}\n");
+
+        // A second server on the same path is refused, and leaves the first intact.
+        let e = StatsServer::start(&path).err().unwrap();
+        assert!(matches!(e, StatsError::AlreadyRunning { .. }), "{e}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "another weir is already serving statistics on {}",
+                path.display()
+            )
+        );
+        assert_eq!(query(&path).unwrap(), r#"{"b":[1,2]}"#);
+
+        drop(server);
+        assert!(!path.exists(), "drop removes the socket");
+        let e = query(&path).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("no weir is running (no socket at {})", path.display())
+        );
+    }
+
+    #[test]
+    fn publisher_from_another_thread_and_many_clients() {
+        let t = TempDir::new();
+        let path = t.0.join("s.sock");
+        let server = StatsServer::start(&path).unwrap();
+        let p = server.publisher();
+        let writer = std::thread::spawn(move || {
+            for i in 0..2000 {
+                p.publish(format!("{{\"seq\":{i}}}"));
+            }
+        });
+        let mut last = -1i64;
+        let mut seen = 0;
+        while seen < 50 {
+            match query(&path) {
+                Ok(doc) => {
+                    let v: serde_json::Value = serde_json::from_str(&doc).unwrap();
+                    let seq = v["seq"].as_i64().unwrap();
+                    assert!(seq >= last, "documents never go back in time");
+                    last = seq;
+                    seen += 1;
+                }
+                Err(StatsError::NoData) => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+        writer.join().unwrap();
+        assert_eq!(query(&path).unwrap(), r#"{"seq":1999}"#);
+    }
+
+    #[test]
+    fn stale_socket_is_replaced_but_other_files_are_not() {
+        let t = TempDir::new();
+        let path = t.0.join("stale.sock");
+        drop(UnixListener::bind(&path).unwrap()); // leaves the file behind
+        assert!(path.exists());
+        let e = query(&path).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("no weir is running (stale socket at {})", path.display())
+        );
+        let server = StatsServer::start(&path).unwrap();
+        server.publish("{}".into());
+        assert_eq!(query(&path).unwrap(), "{}");
+        drop(server);
+
+        let file = t.0.join("plain");
+        std::fs::write(&file, "keep me").unwrap();
+        let e = StatsServer::start(&file).err().unwrap();
+        assert!(matches!(e, StatsError::NotASocket { .. }), "{e}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
+    }
+
+    #[test]
+    fn drop_leaves_a_replacement_socket_alone() {
+        let t = TempDir::new();
+        let path = t.0.join("r.sock");
+        let server = StatsServer::start(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let other = UnixListener::bind(&path).unwrap();
+        drop(server);
+        assert!(path.exists(), "not ours any more: kept");
+        drop(other);
+    }
+
+    #[test]
+    fn snapshot_round_trips_through_the_socket() {
+        use weir_core::policy::Policy;
+        use weir_core::snapshot::{format_table, snapshot, PipelineSnapshot};
+        use weir_core::Instant;
+        let policy = Policy::parse(
+            "t.toml",
+            r#"
+            [link]
+            rate = "10Mbit"
+            default = "other"
+            [[class]]
+            name = "web"
+            rate = "5Mbit"
+            [[class]]
+            name = "other"
+            rate = "5Mbit"
+            [[rule]]
+            class = "web"
+            proto = "tcp"
+            port = 80
+            "#,
+        )
+        .unwrap();
+        let pipe = policy.build(Instant::ZERO).unwrap();
+        let snap = snapshot(&pipe, Instant(42));
+        let t = TempDir::new();
+        let path = t.0.join("snap.sock");
+        let server = StatsServer::start(&path).unwrap();
+        server.publish_json(&snap).unwrap();
+        let doc = query(&path).unwrap();
+        let back: PipelineSnapshot = serde_json::from_str(&doc).unwrap();
+        assert_eq!(back, snap);
+        let table = format_table(&back, "a→b");
+        assert!(table.contains("web") && table.contains("other"), "{table}");
+    }
+
+    #[test]
+    fn connect_errors_are_explained() {
+        let p = Path::new("/run/weir/weir.sock");
+        let e = |errno| connect_error(p, io::Error::from_raw_os_error(errno)).to_string();
+        assert_eq!(
+            e(libc::ENOENT),
+            "no weir is running (no socket at /run/weir/weir.sock)"
+        );
+        assert_eq!(
+            e(libc::EACCES),
+            "permission denied: weir stats needs root (socket /run/weir/weir.sock)"
+        );
+        assert_eq!(
+            e(libc::ECONNREFUSED),
+            "no weir is running (stale socket at /run/weir/weir.sock)"
+        );
+    }
+
+    /// A non-root user cannot connect (the socket is 0600). Runs the check in a forked
+    /// child that drops to uid/gid 65534 and uses only raw system calls.
+    #[test]
+    fn non_root_is_refused() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            skip("needs root (drops to another user to test the socket mode)");
+            return;
+        }
+        let t = TempDir::new();
+        let path = t.0.join("p.sock");
+        let server = StatsServer::start(&path).unwrap();
+        server.publish("{}".into());
+        use std::os::unix::ffi::OsStrExt;
+        // SAFETY: plain old data.
+        let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        for (d, s) in addr.sun_path.iter_mut().zip(path.as_os_str().as_bytes()) {
+            *d = *s as libc::c_char;
+        }
+        let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+        // SAFETY: the child performs only async-signal-safe system calls, then _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            unsafe {
+                if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                    libc::_exit(100);
+                }
+                let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+                if fd < 0 {
+                    libc::_exit(101);
+                }
+                let r = libc::connect(fd, (&addr as *const libc::sockaddr_un).cast(), len);
+                let errno = *libc::__errno_location();
+                libc::_exit(if r == 0 { 0 } else { errno.min(99) });
+            }
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(libc::WIFEXITED(status));
+        assert_eq!(
+            libc::WEXITSTATUS(status),
+            libc::EACCES,
+            "uid 65534 must get EACCES connecting to a 0600 root socket"
+        );
+        // Root still can.
+        assert_eq!(query(&path).unwrap(), "{}");
+    }
+}

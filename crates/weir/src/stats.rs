@@ -1,0 +1,57 @@
+//! `weir stats`: print the counters of a running `weir run`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use weir_core::snapshot::{format_table, PipelineSnapshot};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The running weir's statistics socket.
+    #[arg(long, default_value = "/run/weir/weir.sock")]
+    socket: PathBuf,
+    /// Print the raw JSON document.
+    #[arg(long)]
+    json: bool,
+    /// Refresh every second until interrupted.
+    #[arg(long)]
+    watch: bool,
+}
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    loop {
+        let doc = weir_io::stats::query(&a.socket)?;
+        if a.json {
+            println!("{}", doc.trim_end());
+        } else {
+            let v: serde_json::Value = serde_json::from_str(&doc)?;
+            if a.watch {
+                print!("\x1b[2J\x1b[H");
+            }
+            println!(
+                "weir {} <-> {}, up {:.0}s",
+                v["lan"].as_str().unwrap_or("?"),
+                v["wan"].as_str().unwrap_or("?"),
+                v["uptime_s"].as_f64().unwrap_or(0.0)
+            );
+            for dir in ["outbound", "inbound"] {
+                let lane = &v[dir]["lane"];
+                println!(
+                    "\n{dir}: rx {} frames, tx {} frames, dropped {}, truncated {}, pool exhausted {}",
+                    lane["rx"]["packets"], lane["tx"]["packets"], lane["dropped"]["packets"],
+                    lane["truncated"]["packets"], lane["pool_exhausted"]["packets"]
+                );
+                match v[dir]["pipeline"].clone() {
+                    serde_json::Value::Null => println!("  (not shaped: forwarded as is)"),
+                    p => {
+                        let snap: PipelineSnapshot = serde_json::from_value(p)?;
+                        print!("{}", format_table(&snap, dir));
+                    }
+                }
+            }
+        }
+        if !a.watch {
+            return Ok(ExitCode::SUCCESS);
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
