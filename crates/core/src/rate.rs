@@ -133,7 +133,10 @@ mod tests {
         // slow rates do not overflow: 1500 bytes at 1 kbit/s = 12 s
         let slow = Rate::from_bps(1_000);
         assert_eq!(slow.tx_ps(1500), 12_000_000_000_000);
-        assert_eq!(Rate::from_bps(1_544_000).tx_ps(1500) / 1000, Rate::from_bps(1_544_000).tx_ns(1500));
+        assert_eq!(
+            Rate::from_bps(1_544_000).tx_ps(1500) / 1000,
+            Rate::from_bps(1_544_000).tx_ns(1500)
+        );
     }
 
     #[test]

@@ -157,7 +157,12 @@ struct Mapping {
 unsafe impl Send for Mapping {}
 
 impl Mapping {
-    fn new(fd: RawFd, cfg: RingConfig, opt: libc::c_int, iface: &str) -> Result<Mapping, RingError> {
+    fn new(
+        fd: RawFd,
+        cfg: RingConfig,
+        opt: libc::c_int,
+        iface: &str,
+    ) -> Result<Mapping, RingError> {
         let page = 4096u32;
         let frame = cfg.frame_size;
         // one block holds a whole number of frames; use page-sized multiples
@@ -260,12 +265,16 @@ fn packet_socket(proto: u16, iface: &str) -> Result<OwnedFd, RingError> {
     }
     // SAFETY: fd is a fresh descriptor we own.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    setsockopt(fd.as_raw_fd(), libc::SOL_PACKET, PACKET_VERSION, &TPACKET_V2).map_err(|source| {
-        RingError::Sys {
-            what: "TPACKET_V2 is not supported",
-            iface: iface.into(),
-            source,
-        }
+    setsockopt(
+        fd.as_raw_fd(),
+        libc::SOL_PACKET,
+        PACKET_VERSION,
+        &TPACKET_V2,
+    )
+    .map_err(|source| RingError::Sys {
+        what: "TPACKET_V2 is not supported",
+        iface: iface.into(),
+        source,
     })?;
     Ok(fd)
 }
@@ -317,10 +326,12 @@ impl RxRing {
         const ETH_P_ALL: u16 = 0x0003;
         let fd = packet_socket(ETH_P_ALL, iface)?;
         let raw = fd.as_raw_fd();
-        setsockopt(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32).map_err(|source| RingError::Sys {
-            what: "PACKET_IGNORE_OUTGOING is not supported (Linux >= 4.20 needed)",
-            iface: iface.into(),
-            source,
+        setsockopt(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32).map_err(|source| {
+            RingError::Sys {
+                what: "PACKET_IGNORE_OUTGOING is not supported (Linux >= 4.20 needed)",
+                iface: iface.into(),
+                source,
+            }
         })?;
         let map = Mapping::new(raw, cfg, PACKET_RX_RING, iface)?;
         bind(raw, ifindex, ETH_P_ALL, iface)?;
@@ -329,10 +340,12 @@ impl RxRing {
         let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };
         mreq.mr_ifindex = ifindex as i32;
         mreq.mr_type = PACKET_MR_PROMISC;
-        setsockopt(raw, libc::SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mreq).map_err(|source| RingError::Sys {
-            what: "cannot set promiscuous mode",
-            iface: iface.into(),
-            source,
+        setsockopt(raw, libc::SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mreq).map_err(|source| {
+            RingError::Sys {
+                what: "cannot set promiscuous mode",
+                iface: iface.into(),
+                source,
+            }
         })?;
         Ok(RxRing {
             fd,
@@ -365,7 +378,11 @@ impl RxRing {
             let snap = (h.tp_snaplen as usize).min(self.map.frame_size.saturating_sub(mac));
             let data = std::slice::from_raw_parts(self.map.frame(i).add(mac), snap);
             let vlan = (st & TP_STATUS_VLAN_VALID != 0).then(|| {
-                let tpid = if st & TP_STATUS_VLAN_TPID_VALID != 0 { h.tp_vlan_tpid } else { 0x8100 };
+                let tpid = if st & TP_STATUS_VLAN_TPID_VALID != 0 {
+                    h.tp_vlan_tpid
+                } else {
+                    0x8100
+                };
                 (tpid, h.tp_vlan_tci)
             });
             Some(RxFrame {

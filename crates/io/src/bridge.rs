@@ -209,14 +209,16 @@ impl Bridge {
         let mut offloads = Vec::new();
         if !cfg.keep_offloads {
             for i in [&cfg.lan, &cfg.wan] {
-                offloads.push(OffloadGuard::disable(i).map_err(|e| BridgeError::Other(e.to_string()))?);
+                offloads
+                    .push(OffloadGuard::disable(i).map_err(|e| BridgeError::Other(e.to_string()))?);
             }
         }
         let stats = match &cfg.stats_socket {
             Some(p) => Some(StatsServer::start(p).map_err(|e| BridgeError::Other(e.to_string()))?),
             None => None,
         };
-        let (pcap_both, pcap_out, pcap_in) = match std::mem::replace(&mut cfg.pcap, PcapSpec::None) {
+        let (pcap_both, pcap_out, pcap_in) = match std::mem::replace(&mut cfg.pcap, PcapSpec::None)
+        {
             PcapSpec::None => (None, None, None),
             PcapSpec::Both(w) => (Some(w), None, None),
             PcapSpec::PerDirection { outbound, inbound } => (None, outbound, inbound),
@@ -261,13 +263,31 @@ impl Bridge {
             let now = self.clock.now();
             let mut work = false;
             for lane in [&mut self.out, &mut self.inb] {
-                work |= receive(lane, &mut self.pool, &mut self.rng, &mut self.dropped, now, self.batch);
+                work |= receive(
+                    lane,
+                    &mut self.pool,
+                    &mut self.rng,
+                    &mut self.dropped,
+                    now,
+                    self.batch,
+                );
                 let cap = match &mut self.pcap_both {
                     Some(w) => Some(w),
                     None => lane.pcap.as_mut(),
                 };
                 let ts = self.clock.to_unix_ns(now);
-                transmit(lane.pipe.as_mut(), &mut lane.backlog, &mut lane.tx, &mut lane.stats, cap, &mut self.pool, &mut self.rng, &mut self.dropped, now, ts);
+                transmit(
+                    lane.pipe.as_mut(),
+                    &mut lane.backlog,
+                    &mut lane.tx,
+                    &mut lane.stats,
+                    cap,
+                    &mut self.pool,
+                    &mut self.rng,
+                    &mut self.dropped,
+                    now,
+                    ts,
+                );
             }
             if now >= next_stats {
                 self.publish(now, start);
@@ -304,8 +324,22 @@ impl Bridge {
         let mut fds = [
             pollfd(self.out.rx.fd(), libc::POLLIN),
             pollfd(self.inb.rx.fd(), libc::POLLIN),
-            pollfd(self.out.tx.fd(), if self.out.backlog.is_empty() { 0 } else { libc::POLLOUT }),
-            pollfd(self.inb.tx.fd(), if self.inb.backlog.is_empty() { 0 } else { libc::POLLOUT }),
+            pollfd(
+                self.out.tx.fd(),
+                if self.out.backlog.is_empty() {
+                    0
+                } else {
+                    libc::POLLOUT
+                },
+            ),
+            pollfd(
+                self.inb.tx.fd(),
+                if self.inb.backlog.is_empty() {
+                    0
+                } else {
+                    libc::POLLOUT
+                },
+            ),
         ];
         let ns = wake.saturating_since(now).as_nanos();
         let ts = libc::timespec {
@@ -314,7 +348,12 @@ impl Bridge {
         };
         // SAFETY: ppoll over a live array of pollfds with a valid timeout.
         unsafe {
-            libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null());
+            libc::ppoll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                &ts,
+                std::ptr::null(),
+            );
         }
     }
 
@@ -389,7 +428,14 @@ fn pollfd(fd: RawFd, events: libc::c_short) -> libc::pollfd {
 }
 
 /// Read up to `batch` frames from the lane's RX ring into its pipeline. True if any came.
-fn receive(lane: &mut Lane, pool: &mut Pool, rng: &mut Rng, dropped: &mut Vec<(PktId, DropCause)>, now: Instant, batch: usize) -> bool {
+fn receive(
+    lane: &mut Lane,
+    pool: &mut Pool,
+    rng: &mut Rng,
+    dropped: &mut Vec<(PktId, DropCause)>,
+    now: Instant,
+    batch: usize,
+) -> bool {
     let mut got = false;
     for _ in 0..batch {
         let Some(f) = lane.rx.peek() else { break };

@@ -58,10 +58,14 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     };
     let limit = parse_size(&a.pcap_limit).map_err(|e| anyhow::anyhow!("--pcap-limit: {e}"))?;
     let writer = |path: &PathBuf| {
-        PcapWriter::create(path, a.snaplen, Some(limit)).map_err(|e| anyhow::anyhow!("--pcap {}: {e}", path.display()))
+        PcapWriter::create(path, a.snaplen, Some(limit))
+            .map_err(|e| anyhow::anyhow!("--pcap {}: {e}", path.display()))
     };
     let mut cfg = BridgeConfig::new(&a.lan, &a.wan);
-    let build = || p.build(Instant::ZERO).map_err(|e| anyhow::anyhow!("{}: {e}", a.policy.display()));
+    let build = || {
+        p.build(Instant::ZERO)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", a.policy.display()))
+    };
     if matches!(p.shapes, Shapes::Outbound | Shapes::Both) {
         cfg.outbound = Some(build()?);
     }

@@ -12,7 +12,9 @@ use crate::{parse_frame, tcp, udp, Error, Result};
 /// for frames with nothing to fill (not TCP/UDP, or a non-first fragment).
 pub fn fill_l4_checksum(frame: &mut [u8]) -> Result<bool> {
     let p = parse_frame(frame)?;
-    let (Some(l4), Some(src), Some(dst), Some(proto)) = (p.l4_offset, p.src_ip, p.dst_ip, p.protocol) else {
+    let (Some(l4), Some(src), Some(dst), Some(proto)) =
+        (p.l4_offset, p.src_ip, p.dst_ip, p.protocol)
+    else {
         return Ok(false);
     };
     if p.is_fragment {
@@ -46,7 +48,14 @@ mod tests {
             dst: "10.0.0.2".parse().unwrap(),
             ..Default::default()
         };
-        let n = build::tcp_v4_frame(&mut buf, &EthSpec::default(), &ip, &TcpSpec::default(), b"hello").unwrap();
+        let n = build::tcp_v4_frame(
+            &mut buf,
+            &EthSpec::default(),
+            &ip,
+            &TcpSpec::default(),
+            b"hello",
+        )
+        .unwrap();
         let good = buf[..n].to_vec();
         let p = parse_frame(&buf[..n]).unwrap();
         let at = p.l4_offset.unwrap() + 16;
