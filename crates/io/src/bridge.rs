@@ -213,10 +213,6 @@ impl Bridge {
                     .push(OffloadGuard::disable(i).map_err(|e| BridgeError::Other(e.to_string()))?);
             }
         }
-        let stats = match &cfg.stats_socket {
-            Some(p) => Some(StatsServer::start(p).map_err(|e| BridgeError::Other(e.to_string()))?),
-            None => None,
-        };
         let (pcap_both, pcap_out, pcap_in) = match std::mem::replace(&mut cfg.pcap, PcapSpec::None)
         {
             PcapSpec::None => (None, None, None),
@@ -236,6 +232,11 @@ impl Bridge {
         };
         let out = lane(&cfg.lan, &cfg.wan, cfg.outbound.take(), pcap_out)?;
         let inb = lane(&cfg.wan, &cfg.lan, cfg.inbound.take(), pcap_in)?;
+        // the socket last: once it exists, the rings are bound and no frame is missed
+        let stats = match &cfg.stats_socket {
+            Some(p) => Some(StatsServer::start(p).map_err(|e| BridgeError::Other(e.to_string()))?),
+            None => None,
+        };
         let slot = cfg.ring.frame_size as usize + VLAN_ROOM;
         Ok(Bridge {
             lan: cfg.lan,

@@ -19,6 +19,13 @@ use weir_lab::netns::{set_tcp_options, skip_unless_root, BridgeTopo};
 /// costs NewReno one round trip per lost segment, and with a full queue a round trip at
 /// 1.544 Mbit/s is most of a second — the flow's own recovery, not weir, would set the
 /// goodput.
+/// The live tests measure rates: run them one at a time so they do not share the two cores.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn topo(label: &str) -> BridgeTopo {
     let t = BridgeTopo::new(label).expect("topology");
     for (ns, ifname) in [(&t.snd, t.snd_if.clone()), (&t.rcv, t.rcv_if.clone())] {
@@ -91,6 +98,7 @@ fn ping_and_arp_cross_the_bridge() {
     if skip_unless_root("ping_and_arp_cross_the_bridge") {
         return;
     }
+    let _serial = serial();
     let t = topo("ping");
     let w = Weir::start(&t, "[link]\nrate = \"10Mbit\"\n");
     let rtts = icmp_ping(&t.snd, BridgeTopo::RCV_ADDR, 5, StdDuration::from_secs(1)).unwrap();
@@ -111,6 +119,7 @@ fn single_tcp_flow_gets_the_shaped_rate() {
     if skip_unless_root("single_tcp_flow_gets_the_shaped_rate") {
         return;
     }
+    let _serial = serial();
     let t = topo("tcp1");
     let sink_addr = SocketAddr::new(IpAddr::V4(BridgeTopo::RCV_ADDR), 5001);
     for (rate, bps, secs, from) in [
@@ -154,6 +163,7 @@ fn basic_test_policy_with_20_sessions() {
     if skip_unless_root("basic_test_policy_with_20_sessions") {
         return;
     }
+    let _serial = serial();
     let t = topo("basic");
     let aliases = t.add_sender_aliases(20).unwrap();
     let classes = [

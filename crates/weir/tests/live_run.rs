@@ -1,0 +1,142 @@
+//! `weir run` and `weir stats` as processes, in network namespaces (root; skips otherwise).
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use weir_io::ethtool::{get_offloads, set_offloads, Offloads};
+use weir_lab::agents::icmp_ping;
+use weir_lab::netns::{skip_unless_root, BridgeTopo};
+
+const WEIR: &str = env!("CARGO_BIN_EXE_weir");
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
+fn weir(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(WEIR).args(args).current_dir(ROOT).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn run_refuses_bad_setups_clearly() {
+    let (code, _, err) = weir(&["run", "--policy", "examples/voip-ftp.toml", "--lan", "nosuch0", "--wan", "nosuch1"]);
+    assert_eq!(code, 1, "{err}");
+    if skip_unless_root("run_refuses_bad_setups_clearly") {
+        assert!(err.contains("needs root"), "{err}");
+        return;
+    }
+    assert!(err.contains("interface 'nosuch0' does not exist"), "{err}");
+    let (code, _, err) = weir(&["run", "--policy", "examples/voip-ftp.toml", "--lan", "lo", "--wan", "lo"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--lan and --wan are both 'lo'"), "{err}");
+    let (code, _, err) = weir(&["run", "--policy", "/nonexistent.toml", "--lan", "lo", "--wan", "x"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("cannot read policy"), "{err}");
+}
+
+fn offloads_in(ns: &weir_lab::netns::Netns, ifname: &str) -> Offloads {
+    let i = ifname.to_string();
+    ns.run(move || get_offloads(&i)).unwrap()
+}
+
+/// A full life cycle: start, forward, report statistics, capture, stop on SIGTERM with the
+/// offloads it changed restored and the socket removed.
+#[test]
+fn run_forwards_reports_captures_and_stops_cleanly() {
+    if skip_unless_root("run_forwards_reports_captures_and_stops_cleanly") {
+        return;
+    }
+    let t = BridgeTopo::new("cli").unwrap();
+    let dir = std::env::temp_dir().join(format!("weir-live-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("w.sock");
+    let pcap = dir.join("cap.pcap");
+    // a DUT interface that is down is refused
+    t.dut.ip(&["link", "add", "dn0", "type", "veth", "peer", "name", "dn1"]).unwrap();
+    let out = Command::new("ip")
+        .args(["netns", "exec", t.dut.name(), WEIR, "run", "--policy", "examples/voip-ftp.toml", "--lan", "dn0", "--wan", "wan0"])
+        .current_dir(ROOT)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("interface 'dn0' is down"), "{err}");
+
+    // turn GRO on so that restoring it is observable
+    let lan = t.dut_lan.clone();
+    t.dut
+        .run(move || {
+            set_offloads(
+                &lan,
+                &Offloads {
+                    gro: Some(true),
+                    ..Default::default()
+                },
+            )
+        })
+        .unwrap();
+    let before = offloads_in(&t.dut, &t.dut_lan);
+    assert_eq!(before.gro, Some(true));
+
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", t.dut.name(), WEIR, "run", "--policy", "examples/voip-ftp.toml"])
+        .args(["--lan", &t.dut_lan, "--wan", &t.dut_wan])
+        .arg("--stats-socket")
+        .arg(&sock)
+        .arg("--pcap")
+        .arg(&pcap)
+        .current_dir(ROOT)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !sock.exists() {
+        assert!(Instant::now() < deadline, "weir run did not open its stats socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let during = offloads_in(&t.dut, &t.dut_lan);
+    assert_eq!((during.gro, during.gso, during.tso), (Some(false), Some(false), Some(false)), "{during}");
+
+    let rtts = icmp_ping(&t.snd, BridgeTopo::RCV_ADDR, 3, Duration::from_secs(1)).unwrap();
+    assert!(rtts.iter().all(|r| r.is_some()), "{rtts:?}");
+    std::thread::sleep(Duration::from_millis(400)); // a stats publication
+
+    let (code, json, err) = weir(&["stats", "--socket", sock.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["lan"], t.dut_lan.as_str());
+    let classes = v["outbound"]["pipeline"]["classes"].as_array().expect("outbound is shaped");
+    let names: Vec<&str> = classes.iter().filter_map(|c| c["name"].as_str()).collect();
+    assert_eq!(names, ["link", "voip", "ftp"]);
+    assert!(v["outbound"]["lane"]["tx"]["packets"].as_u64().unwrap() >= 4, "{json}");
+    assert!(v["inbound"]["pipeline"].is_null());
+    let (code, table, _) = weir(&["stats", "--socket", sock.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(table.contains("voip") && table.contains("(default)"), "{table}");
+
+    // SIGTERM: clean exit with a report
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("outbound: rx") && stdout.contains("inbound: rx"), "{stdout}");
+    assert_eq!(offloads_in(&t.dut, &t.dut_lan), before, "offloads restored");
+    assert!(!sock.exists(), "socket removed");
+
+    // the capture: ns-resolution pcap with what left in both directions
+    let cap = std::fs::read(&pcap).unwrap();
+    assert_eq!(&cap[..4], &0xa1b23c4du32.to_le_bytes());
+    let mut n = 0;
+    let mut at = 24;
+    while at + 16 <= cap.len() {
+        let incl = u32::from_le_bytes(cap[at + 8..at + 12].try_into().unwrap()) as usize;
+        at += 16 + incl;
+        n += 1;
+    }
+    assert_eq!(at, cap.len());
+    assert!(n >= 8, "{n} records: ARP and 3 pings each way");
+    std::fs::remove_dir_all(&dir).ok();
+}
