@@ -247,7 +247,7 @@ fn packet_socket(proto: u16, iface: &str) -> Result<OwnedFd, RingError> {
         libc::socket(
             libc::AF_PACKET,
             libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            (proto as u16).to_be() as libc::c_int,
+            proto.to_be() as libc::c_int,
         )
     };
     if fd < 0 {

@@ -1,6 +1,5 @@
 //! weir-io: the live data path. Owns the wall clock, sockets and interfaces; contains no
 //! queueing logic (that is weir-core's).
-#![allow(clippy::disallowed_methods)] // this crate owns the wall clock
 
 pub mod afpacket;
 pub mod bridge;

@@ -112,5 +112,15 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             );
         }
     }
+    for (l, from) in [(&report.outbound, &a.lan), (&report.inbound, &a.wan)] {
+        if l.truncated.packets > 0 {
+            eprintln!(
+                "weir: warning: {} frames arriving on {from} were larger than a ring slot and were dropped: \
+                 the host sending them uses segmentation offload (GSO/TSO super-packets; a veth peer's \
+                 offloads are beyond weir's reach). Turn it off on that host: ethtool -K IFACE tso off gso off",
+                l.truncated.packets
+            );
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -79,7 +79,7 @@ fn run_forwards_reports_captures_and_stops_cleanly() {
     let before = offloads_in(&t.dut, &t.dut_lan);
     assert_eq!(before.gro, Some(true));
 
-    let mut child = Command::new("ip")
+    let child = Command::new("ip")
         .args(["netns", "exec", t.dut.name(), WEIR, "run", "--policy", "examples/voip-ftp.toml"])
         .args(["--lan", &t.dut_lan, "--wan", &t.dut_wan])
         .arg("--stats-socket")
