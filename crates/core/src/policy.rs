@@ -43,6 +43,10 @@ pub struct PolicyError {
 
 impl fmt::Display for PolicyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            // not about a place in the file (e.g. the file cannot be read)
+            return write!(f, "{}: {}", self.file, self.msg);
+        }
         write!(f, "{}:{}:{}: {}", self.file, self.line, self.col, self.msg)
     }
 }
@@ -497,6 +501,7 @@ impl Policy {
         p.warnings = src.warnings;
         let unenforced = session_warnings(&p);
         p.warnings.extend(unenforced);
+        p.warnings.sort_by_key(|w| (w.line, w.col));
         Ok(p)
     }
 

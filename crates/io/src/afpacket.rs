@@ -36,6 +36,7 @@ const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
 const PACKET_MR_PROMISC: libc::c_ushort = 1;
 const PACKET_STATISTICS: libc::c_int = 6;
+const PACKET_LOSS: libc::c_int = 14;
 
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
@@ -445,6 +446,12 @@ impl TxRing {
         let raw = fd.as_raw_fd();
         // bypassing the kernel qdisc is an optimisation; carry on without it
         let _ = setsockopt(raw, libc::SOL_PACKET, PACKET_QDISC_BYPASS, &1i32);
+        // without PACKET_LOSS one frame the kernel refuses would stop the ring behind it
+        setsockopt(raw, libc::SOL_PACKET, PACKET_LOSS, &1i32).map_err(|source| RingError::Sys {
+            what: "cannot set PACKET_LOSS on the transmit ring",
+            iface: iface.into(),
+            source,
+        })?;
         let map = Mapping::new(raw, cfg, PACKET_TX_RING, iface)?;
         bind(raw, ifindex, 0, iface)?;
         Ok(TxRing {

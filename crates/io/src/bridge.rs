@@ -30,14 +30,14 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use weir_core::pipeline::Pipeline;
 use weir_core::snapshot::{snapshot, PipelineSnapshot, RateMeter};
-use weir_core::{Count, Ctx, DropCause, Duration, Instant, PktId, Pool, Qdisc, Rng};
+use weir_core::{Count, Ctx, Direction, DropCause, Duration, Instant, PktId, Pool, Qdisc, Rng};
 
 /// Extra room in a pool slot for a VLAN tag put back into a frame.
 const VLAN_ROOM: usize = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BridgeError {
-    #[error("weir run needs root (CAP_NET_RAW and CAP_NET_ADMIN) to open packet sockets and change offloads; run it as root")]
+    #[error("weir run needs root: it opens packet sockets and changes interface offloads; run it as root")]
     NotRoot,
     #[error("--lan and --wan are both '{0}'; weir bridges two different interfaces")]
     SameInterface(String),
@@ -99,6 +99,8 @@ pub struct LaneStats {
     pub tx: Count,
     /// Frames longer than a ring slot (the kernel truncated them); dropped.
     pub truncated: Count,
+    /// Frames longer than the outgoing interface's MTU allows; dropped.
+    pub oversize: Count,
     /// Frames dropped because the packet pool was exhausted.
     pub pool_exhausted: Count,
     /// Frames the pipeline refused or dropped (causes are in the pipeline's counters).
@@ -130,6 +132,9 @@ pub enum PcapSpec {
 }
 
 struct Lane {
+    dir: Direction,
+    /// Longest frame the outgoing interface takes (MTU + Ethernet header + one VLAN tag).
+    max_frame: usize,
     rx: RxRing,
     tx: TxRing,
     pipe: Option<Pipeline>,
@@ -194,18 +199,24 @@ fn check_iface(name: &str) -> Result<(), BridgeError> {
     }
 }
 
+/// The checks `Bridge::open` makes before touching anything: root, two different
+/// interfaces that exist and are up. Callers run it before creating output files.
+pub fn preflight(lan: &str, wan: &str) -> Result<(), BridgeError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(BridgeError::NotRoot);
+    }
+    if lan == wan {
+        return Err(BridgeError::SameInterface(lan.into()));
+    }
+    check_iface(lan)?;
+    check_iface(wan)
+}
+
 impl Bridge {
     /// Check the environment, turn offloads off, and open the rings.
     pub fn open(mut cfg: BridgeConfig) -> Result<Bridge, BridgeError> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            return Err(BridgeError::NotRoot);
-        }
-        if cfg.lan == cfg.wan {
-            return Err(BridgeError::SameInterface(cfg.lan));
-        }
-        check_iface(&cfg.lan)?;
-        check_iface(&cfg.wan)?;
+        preflight(&cfg.lan, &cfg.wan)?;
         let mut offloads = Vec::new();
         if !cfg.keep_offloads {
             for i in [&cfg.lan, &cfg.wan] {
@@ -219,8 +230,11 @@ impl Bridge {
             PcapSpec::Both(w) => (Some(w), None, None),
             PcapSpec::PerDirection { outbound, inbound } => (None, outbound, inbound),
         };
-        let lane = |rx: &str, tx: &str, pipe, pcap| -> Result<Lane, BridgeError> {
+        let lane = |dir, rx: &str, tx: &str, pipe, pcap| -> Result<Lane, BridgeError> {
+            let mtu = crate::ethtool::mtu(tx).map_err(|e| BridgeError::Other(e.to_string()))?;
             Ok(Lane {
+                dir,
+                max_frame: mtu as usize + 14 + 4,
                 rx: RxRing::open(rx, cfg.ring)?,
                 tx: TxRing::open(tx, cfg.ring)?,
                 pipe,
@@ -230,8 +244,20 @@ impl Bridge {
                 meter: RateMeter::default(),
             })
         };
-        let out = lane(&cfg.lan, &cfg.wan, cfg.outbound.take(), pcap_out)?;
-        let inb = lane(&cfg.wan, &cfg.lan, cfg.inbound.take(), pcap_in)?;
+        let out = lane(
+            Direction::Outbound,
+            &cfg.lan,
+            &cfg.wan,
+            cfg.outbound.take(),
+            pcap_out,
+        )?;
+        let inb = lane(
+            Direction::Inbound,
+            &cfg.wan,
+            &cfg.lan,
+            cfg.inbound.take(),
+            pcap_in,
+        )?;
         // the socket last: once it exists, the rings are bound and no frame is missed
         let stats = match &cfg.stats_socket {
             Some(p) => Some(StatsServer::start(p).map_err(|e| BridgeError::Other(e.to_string()))?),
@@ -472,7 +498,14 @@ fn receive(
         };
         let fix = f.csum_not_ready;
         lane.rx.release();
+        if len > lane.max_frame {
+            // the kernel would refuse it on the way out
+            lane.stats.oversize.add(len as u32);
+            pool.free(id);
+            continue;
+        }
         pool.meta_mut(id).len = len as u32;
+        pool.meta_mut(id).dir = lane.dir;
         if fix && weir_wire::fixup::fill_l4_checksum(pool.data_mut(id)).unwrap_or(false) {
             lane.stats.csum_filled += 1;
         }

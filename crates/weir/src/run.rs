@@ -57,9 +57,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         Err(code) => return Ok(code),
     };
     let limit = parse_size(&a.pcap_limit).map_err(|e| anyhow::anyhow!("--pcap-limit: {e}"))?;
-    let writer = |path: &PathBuf| {
+    // refuse before creating (and truncating) any capture file
+    weir_io::bridge::preflight(&a.lan, &a.wan)?;
+    let writer = |opt: &str, path: &PathBuf| {
         PcapWriter::create(path, a.snaplen, Some(limit))
-            .map_err(|e| anyhow::anyhow!("--pcap {}: {e}", path.display()))
+            .map_err(|e| anyhow::anyhow!("{opt} {}: {e}", path.display()))
     };
     let mut cfg = BridgeConfig::new(&a.lan, &a.wan);
     let build = || {
@@ -73,11 +75,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         cfg.inbound = Some(build()?);
     }
     cfg.pcap = match (&a.pcap, &a.pcap_out, &a.pcap_in) {
-        (Some(f), _, _) => PcapSpec::Both(writer(f)?),
+        (Some(f), _, _) => PcapSpec::Both(writer("--pcap", f)?),
         (None, None, None) => PcapSpec::None,
         (None, o, i) => PcapSpec::PerDirection {
-            outbound: o.as_ref().map(writer).transpose()?,
-            inbound: i.as_ref().map(writer).transpose()?,
+            outbound: o.as_ref().map(|f| writer("--pcap-out", f)).transpose()?,
+            inbound: i.as_ref().map(|f| writer("--pcap-in", f)).transpose()?,
         },
     };
     cfg.busy_poll = a.busy_poll;
@@ -106,9 +108,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     } else {
         for (name, l) in [("outbound", &report.outbound), ("inbound", &report.inbound)] {
             println!(
-                "{name}: rx {} frames / {} bytes, tx {} frames / {} bytes, dropped {} (policy) + {} (truncated) + {} (pool) + {} (at shutdown); checksums filled {}, VLAN tags restored {}",
+                "{name}: rx {} frames / {} bytes, tx {} frames / {} bytes, dropped {} (policy) + {} (truncated) + {} (over MTU) + {} (pool) + {} (at shutdown); checksums filled {}, VLAN tags restored {}; kernel rx-ring drops {}, tx ring full {} times, tx rejected {}",
                 l.rx.packets, l.rx.bytes, l.tx.packets, l.tx.bytes, l.dropped.packets, l.truncated.packets,
-                l.pool_exhausted.packets, l.shutdown_drops.packets, l.csum_filled, l.vlan_restored
+                l.oversize.packets, l.pool_exhausted.packets, l.shutdown_drops.packets, l.csum_filled, l.vlan_restored,
+                l.kernel_rx_drops, l.tx_ring_full, l.tx_rejected
             );
         }
     }
