@@ -10,7 +10,11 @@ const WEIR: &str = env!("CARGO_BIN_EXE_weir");
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
 fn weir(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(WEIR).args(args).current_dir(ROOT).output().unwrap();
+    let out = Command::new(WEIR)
+        .args(args)
+        .current_dir(ROOT)
+        .output()
+        .unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -20,17 +24,41 @@ fn weir(args: &[&str]) -> (i32, String, String) {
 
 #[test]
 fn run_refuses_bad_setups_clearly() {
-    let (code, _, err) = weir(&["run", "--policy", "examples/voip-ftp.toml", "--lan", "nosuch0", "--wan", "nosuch1"]);
+    let (code, _, err) = weir(&[
+        "run",
+        "--policy",
+        "examples/voip-ftp.toml",
+        "--lan",
+        "nosuch0",
+        "--wan",
+        "nosuch1",
+    ]);
     assert_eq!(code, 1, "{err}");
     if skip_unless_root("run_refuses_bad_setups_clearly") {
         assert!(err.contains("needs root"), "{err}");
         return;
     }
     assert!(err.contains("interface 'nosuch0' does not exist"), "{err}");
-    let (code, _, err) = weir(&["run", "--policy", "examples/voip-ftp.toml", "--lan", "lo", "--wan", "lo"]);
+    let (code, _, err) = weir(&[
+        "run",
+        "--policy",
+        "examples/voip-ftp.toml",
+        "--lan",
+        "lo",
+        "--wan",
+        "lo",
+    ]);
     assert_eq!(code, 1);
     assert!(err.contains("--lan and --wan are both 'lo'"), "{err}");
-    let (code, _, err) = weir(&["run", "--policy", "/nonexistent.toml", "--lan", "lo", "--wan", "x"]);
+    let (code, _, err) = weir(&[
+        "run",
+        "--policy",
+        "/nonexistent.toml",
+        "--lan",
+        "lo",
+        "--wan",
+        "x",
+    ]);
     assert_eq!(code, 2);
     assert!(err.contains("cannot read policy"), "{err}");
 }
@@ -53,9 +81,23 @@ fn run_forwards_reports_captures_and_stops_cleanly() {
     let sock = dir.join("w.sock");
     let pcap = dir.join("cap.pcap");
     // a DUT interface that is down is refused
-    t.dut.ip(&["link", "add", "dn0", "type", "veth", "peer", "name", "dn1"]).unwrap();
+    t.dut
+        .ip(&["link", "add", "dn0", "type", "veth", "peer", "name", "dn1"])
+        .unwrap();
     let out = Command::new("ip")
-        .args(["netns", "exec", t.dut.name(), WEIR, "run", "--policy", "examples/voip-ftp.toml", "--lan", "dn0", "--wan", "wan0"])
+        .args([
+            "netns",
+            "exec",
+            t.dut.name(),
+            WEIR,
+            "run",
+            "--policy",
+            "examples/voip-ftp.toml",
+            "--lan",
+            "dn0",
+            "--wan",
+            "wan0",
+        ])
         .current_dir(ROOT)
         .output()
         .unwrap();
@@ -80,7 +122,15 @@ fn run_forwards_reports_captures_and_stops_cleanly() {
     assert_eq!(before.gro, Some(true));
 
     let child = Command::new("ip")
-        .args(["netns", "exec", t.dut.name(), WEIR, "run", "--policy", "examples/voip-ftp.toml"])
+        .args([
+            "netns",
+            "exec",
+            t.dut.name(),
+            WEIR,
+            "run",
+            "--policy",
+            "examples/voip-ftp.toml",
+        ])
         .args(["--lan", &t.dut_lan, "--wan", &t.dut_wan])
         .arg("--stats-socket")
         .arg(&sock)
@@ -93,11 +143,18 @@ fn run_forwards_reports_captures_and_stops_cleanly() {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     while !sock.exists() {
-        assert!(Instant::now() < deadline, "weir run did not open its stats socket");
+        assert!(
+            Instant::now() < deadline,
+            "weir run did not open its stats socket"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let during = offloads_in(&t.dut, &t.dut_lan);
-    assert_eq!((during.gro, during.gso, during.tso), (Some(false), Some(false), Some(false)), "{during}");
+    assert_eq!(
+        (during.gro, during.gso, during.tso),
+        (Some(false), Some(false), Some(false)),
+        "{during}"
+    );
 
     let rtts = icmp_ping(&t.snd, BridgeTopo::RCV_ADDR, 3, Duration::from_secs(1)).unwrap();
     assert!(rtts.iter().all(|r| r.is_some()), "{rtts:?}");
@@ -107,22 +164,37 @@ fn run_forwards_reports_captures_and_stops_cleanly() {
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["lan"], t.dut_lan.as_str());
-    let classes = v["outbound"]["pipeline"]["classes"].as_array().expect("outbound is shaped");
+    let classes = v["outbound"]["pipeline"]["classes"]
+        .as_array()
+        .expect("outbound is shaped");
     let names: Vec<&str> = classes.iter().filter_map(|c| c["name"].as_str()).collect();
     assert_eq!(names, ["link", "voip", "ftp"]);
-    assert!(v["outbound"]["lane"]["tx"]["packets"].as_u64().unwrap() >= 4, "{json}");
+    assert!(
+        v["outbound"]["lane"]["tx"]["packets"].as_u64().unwrap() >= 4,
+        "{json}"
+    );
     assert!(v["inbound"]["pipeline"].is_null());
     let (code, table, _) = weir(&["stats", "--socket", sock.to_str().unwrap()]);
     assert_eq!(code, 0);
-    assert!(table.contains("voip") && table.contains("(default)"), "{table}");
+    assert!(
+        table.contains("voip") && table.contains("(default)"),
+        "{table}"
+    );
 
     // SIGTERM: clean exit with a report
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("outbound: rx") && stdout.contains("inbound: rx"), "{stdout}");
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("outbound: rx") && stdout.contains("inbound: rx"),
+        "{stdout}"
+    );
     assert_eq!(offloads_in(&t.dut, &t.dut_lan), before, "offloads restored");
     assert!(!sock.exists(), "socket removed");
 
