@@ -19,6 +19,7 @@ pub use rng::Rng;
 pub use time::{Duration, Instant};
 
 pub mod classify;
+pub mod emulate;
 pub mod fifo;
 pub mod heap;
 pub mod linkshare;

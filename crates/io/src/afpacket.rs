@@ -433,7 +433,10 @@ pub struct TxRing {
     fd: OwnedFd,
     map: Mapping,
     next: usize,
-    pending: usize,
+    /// Oldest slot handed to the kernel and not yet seen back (`done..next` are the
+    /// kernel's).
+    done: usize,
+    outstanding: usize,
     iface: String,
     /// Frames the kernel rejected (`TP_STATUS_WRONG_FORMAT`), e.g. longer than the MTU.
     pub rejected: u64,
@@ -458,7 +461,8 @@ impl TxRing {
             fd,
             map,
             next: 0,
-            pending: 0,
+            done: 0,
+            outstanding: 0,
             iface: iface.into(),
             rejected: 0,
         })
@@ -475,16 +479,35 @@ impl TxRing {
         self.map.frame_size - TX_DATA_OFFSET
     }
 
+    /// Take back the slots the kernel has finished with (sent, or refused and counted).
+    #[inline]
+    fn reap(&mut self) {
+        while self.outstanding > 0 {
+            let st = self.map.status(self.done);
+            if st & TP_STATUS_WRONG_FORMAT != 0 {
+                self.rejected += 1;
+                self.map.set_status(self.done, TP_STATUS_AVAILABLE);
+            } else if st != TP_STATUS_AVAILABLE {
+                break;
+            }
+            self.done = (self.done + 1) % self.map.frames;
+            self.outstanding -= 1;
+        }
+    }
+
+    /// Frames handed to the kernel that it has not sent yet.
+    pub fn outstanding(&mut self) -> usize {
+        self.reap();
+        self.outstanding
+    }
+
     /// Whether the next slot is free for a frame.
     #[inline]
     pub fn has_room(&mut self) -> bool {
-        let st = self.map.status(self.next);
-        if st & TP_STATUS_WRONG_FORMAT != 0 {
-            self.rejected += 1;
-            self.map.set_status(self.next, TP_STATUS_AVAILABLE);
-            return true;
+        if self.outstanding == self.map.frames {
+            self.reap();
         }
-        st == TP_STATUS_AVAILABLE
+        self.outstanding < self.map.frames
     }
 
     /// Queue a frame built by `fill` (which writes into the slot and returns the length)
@@ -508,18 +531,19 @@ impl TxRing {
         debug_assert!(len > 0);
         self.map.set_status(i, TP_STATUS_SEND_REQUEST);
         self.next = (self.next + 1) % self.map.frames;
-        self.pending += 1;
+        self.outstanding += 1;
         true
     }
 
-    /// Ask the kernel to send the queued frames.
+    /// Ask the kernel to send the queued frames. A kick can stop early (a busy device,
+    /// EAGAIN/ENOBUFS) and leave frames queued: call again while [`TxRing::outstanding`]
+    /// is non-zero.
     pub fn flush(&mut self) -> io::Result<()> {
-        if self.pending == 0 {
+        if self.outstanding() == 0 {
             return Ok(());
         }
         // SAFETY: send(2) with an empty buffer kicks the TX ring.
         let r = unsafe { libc::send(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
-        self.pending = 0;
         if r < 0 {
             let e = io::Error::last_os_error();
             // EAGAIN/ENOBUFS: the device is busy; frames stay queued in the ring

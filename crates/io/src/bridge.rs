@@ -317,11 +317,28 @@ impl Bridge {
                 );
             }
             if now >= next_stats {
+                // a deleted interface leaves its sockets silent after one error report:
+                // look for it on every tick, not only when a poll reports trouble
+                for iface in [&self.lan, &self.wan] {
+                    if !crate::ethtool::exists(iface) {
+                        return Err(BridgeError::Other(format!(
+                            "interface '{iface}' went away; stopping"
+                        )));
+                    }
+                }
                 self.publish(now, start);
                 next_stats = now + Duration::from_millis(250);
             }
             if work {
                 continue;
+            }
+            // frames the kernel has not sent yet (a kick stopped early): kick again, soon
+            let mut unsent = false;
+            for lane in [&mut self.out, &mut self.inb] {
+                if lane.tx.outstanding() > 0 {
+                    let _ = lane.tx.flush();
+                    unsent |= lane.tx.outstanding() > 0;
+                }
             }
             let wake = [&self.out, &self.inb]
                 .iter()
@@ -333,7 +350,15 @@ impl Bridge {
                 std::hint::spin_loop();
                 continue;
             }
-            self.sleep_until(now, wake);
+            // unsent frames or a backlog: the TX ring's POLLOUT only reports a free head
+            // slot, so wake soon to kick again rather than wait for it
+            let backlog = !self.out.backlog.is_empty() || !self.inb.backlog.is_empty();
+            let wake = if unsent || backlog {
+                wake.min(now + Duration::from_micros(50))
+            } else {
+                wake
+            };
+            self.sleep_until(now, wake)?;
         }
         let end = self.clock.now();
         self.shutdown(end);
@@ -347,7 +372,10 @@ impl Bridge {
         })
     }
 
-    fn sleep_until(&mut self, now: Instant, wake: Instant) {
+    /// Sleep until a frame arrives, a TX slot frees up, or `wake`. An interface that went
+    /// away is an error (its socket reports POLLERR/POLLHUP/POLLNVAL for ever after); one
+    /// that is merely down makes the loop back off for 10 ms instead of spinning.
+    fn sleep_until(&mut self, now: Instant, wake: Instant) -> Result<(), BridgeError> {
         let mut fds = [
             pollfd(self.out.rx.fd(), libc::POLLIN),
             pollfd(self.inb.rx.fd(), libc::POLLIN),
@@ -374,14 +402,34 @@ impl Bridge {
             tv_nsec: (ns % 1_000_000_000) as libc::c_long,
         };
         // SAFETY: ppoll over a live array of pollfds with a valid timeout.
-        unsafe {
+        let n = unsafe {
             libc::ppoll(
                 fds.as_mut_ptr(),
                 fds.len() as libc::nfds_t,
                 &ts,
                 std::ptr::null(),
-            );
+            )
+        };
+        if n <= 0 {
+            return Ok(()); // timeout or a signal
         }
+        const BAD: libc::c_short = libc::POLLERR | libc::POLLHUP | libc::POLLNVAL;
+        let mut trouble = false;
+        for (fd, iface) in [(&fds[0], &self.lan), (&fds[1], &self.wan)] {
+            if fd.revents & BAD != 0 {
+                trouble = true;
+                clear_socket_error(fd.fd);
+                if !crate::ethtool::exists(iface) {
+                    return Err(BridgeError::Other(format!(
+                        "interface '{iface}' went away; stopping"
+                    )));
+                }
+            }
+        }
+        if trouble {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        Ok(())
     }
 
     fn publish(&mut self, now: Instant, start: Instant) {
@@ -443,6 +491,22 @@ impl Bridge {
         if let Some(p) = &mut self.pcap_both {
             let _ = p.flush();
         }
+    }
+}
+
+/// Read (and so clear) a socket's pending error.
+fn clear_socket_error(fd: RawFd) {
+    let mut err: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: SO_ERROR into a c_int of the right size.
+    unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            &mut err as *mut libc::c_int as *mut libc::c_void,
+            &mut len,
+        );
     }
 }
 

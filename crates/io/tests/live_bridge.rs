@@ -38,7 +38,7 @@ fn topo(label: &str) -> BridgeTopo {
 
 struct Weir {
     stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<BridgeReport>>,
+    handle: Option<JoinHandle<Result<BridgeReport, String>>>,
 }
 
 impl Weir {
@@ -54,7 +54,7 @@ impl Weir {
             .spawn(move || {
                 let mut b = Bridge::open(cfg).unwrap_or_else(|e| panic!("bridge: {e}"));
                 ready_tx.send(()).unwrap();
-                b.run(&s).expect("bridge run")
+                b.run(&s).map_err(|e| e.to_string())
             })
             .unwrap();
         ready_rx
@@ -67,7 +67,12 @@ impl Weir {
     }
     fn stop(mut self) -> BridgeReport {
         self.stop.store(true, Ordering::SeqCst);
-        self.handle.take().unwrap().join().expect("bridge thread")
+        self.handle
+            .take()
+            .unwrap()
+            .join()
+            .expect("bridge thread")
+            .expect("bridge run")
     }
 }
 
@@ -307,4 +312,31 @@ fn oversize_frames_are_named_and_do_not_stall() {
     assert_eq!(got, vec![10, 100, 100, 100, 100, 100], "{r:?}");
     assert_eq!(r.outbound.oversize.packets, 1, "{r:?}");
     check_no_unnamed_loss(&r);
+}
+
+/// When an interface disappears under it, the bridge stops with an error instead of
+/// spinning on a socket that reports an error for ever.
+#[test]
+fn a_vanished_interface_stops_the_bridge() {
+    if skip_unless_root("a_vanished_interface_stops_the_bridge") {
+        return;
+    }
+    let _serial = serial();
+    let t = topo("gone");
+    let mut w = Weir::start(&t, "[link]\nrate = \"10Mbit\"\n");
+    t.dut.ip(&["link", "del", &t.dut_wan]).unwrap();
+    let h = w.handle.take().unwrap();
+    let deadline = std::time::Instant::now() + StdDuration::from_secs(3);
+    while !h.is_finished() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "bridge still running after its interface vanished"
+        );
+        std::thread::sleep(StdDuration::from_millis(20));
+    }
+    let err = h.join().unwrap().expect_err("an error");
+    assert!(
+        err.contains(&format!("interface '{}' went away", t.dut_wan)),
+        "{err}"
+    );
 }

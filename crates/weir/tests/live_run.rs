@@ -63,6 +63,18 @@ fn run_refuses_bad_setups_clearly() {
     assert!(err.contains("cannot read policy"), "{err}");
 }
 
+/// A child process that is killed if the test ends early (a failed assertion).
+struct KillOnDrop(Option<std::process::Child>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 fn offloads_in(ns: &weir_lab::netns::Netns, ifname: &str) -> Offloads {
     let i = ifname.to_string();
     ns.run(move || get_offloads(&i)).unwrap()
@@ -121,26 +133,28 @@ fn run_forwards_reports_captures_and_stops_cleanly() {
     let before = offloads_in(&t.dut, &t.dut_lan);
     assert_eq!(before.gro, Some(true));
 
-    let child = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            t.dut.name(),
-            WEIR,
-            "run",
-            "--policy",
-            "examples/voip-ftp.toml",
-        ])
-        .args(["--lan", &t.dut_lan, "--wan", &t.dut_wan])
-        .arg("--stats-socket")
-        .arg(&sock)
-        .arg("--pcap")
-        .arg(&pcap)
-        .current_dir(ROOT)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut guard = KillOnDrop(Some(
+        Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                t.dut.name(),
+                WEIR,
+                "run",
+                "--policy",
+                "examples/voip-ftp.toml",
+            ])
+            .args(["--lan", &t.dut_lan, "--wan", &t.dut_wan])
+            .arg("--stats-socket")
+            .arg(&sock)
+            .arg("--pcap")
+            .arg(&pcap)
+            .current_dir(ROOT)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
     let deadline = Instant::now() + Duration::from_secs(5);
     while !sock.exists() {
         assert!(
@@ -183,6 +197,7 @@ fn run_forwards_reports_captures_and_stops_cleanly() {
 
     // SIGTERM: clean exit with a report
     // SAFETY: signalling our own child.
+    let child = guard.0.take().unwrap();
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

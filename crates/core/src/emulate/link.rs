@@ -1,0 +1,724 @@
+//! `EmuLink`: a qdisc that emulates one WAN link — loss, corruption and duplication on
+//! arrival, a drop-tail queue in front of a serialiser running at the link rate, and a
+//! delay line with optional jitter and reordering.
+//!
+//! This is the transparent delay node of seed 002 (Chertov & Almeroth, "High-Fidelity Link
+//! Shaping", Fig. 1: a rate limiter, then a delay, with the queue sized to the
+//! bandwidth-delay product) combined with the per-session impairments of seed 000's
+//! wan-emu (delay, jitter, random/periodic loss) and Linux netem's duplication, corruption
+//! and reordering. Fidelity is the point: the serialiser keeps time in picoseconds, so
+//! back-to-back frames leave one transmission time apart without drift (1518-byte frames
+//! at 155 Mbit/s: gaps of 78 348 or 78 349 ns, 78.348 387 µs on average; each frame's time
+//! is `Rate::tx_ps`, short of the exact rational by less than 1 ps — 10 ns over 100 000
+//! such frames, where a nanosecond serialiser would be off by up to 100 µs), and the only
+//! losses are the configured ones and genuine queue overflows.
+//!
+//! ```text
+//!  enqueue ─► loss? ──► queue limit? ──► serialiser ─► delay line ─► dequeue
+//!               │ Err(Emulated)  │ Err(QueueFull/ByteLimit)  (rate)    (delay ± jitter)
+//!               admitted ─► duplicate? (a copy: queue limit, serialiser, delay line)
+//!                        └► corrupt? (original and copy, independently)
+//! ```
+//!
+//! Model, per arriving packet of `len` bytes at time `now` (ns):
+//! 1. Loss ([`super::loss`]): the link's loss model decides; a lost packet is refused with
+//!    [`DropCause::Emulated`] and never occupies the queue or the link (loss on arrival,
+//!    as netem).
+//! 2. Queue: frames that have been admitted but whose serialisation has not started are
+//!    the queue; the frame being serialised does not count (it has left the queue, as a
+//!    frame handed to a NIC has). The arrival is refused with [`DropCause::QueueFull`] if
+//!    `limit_packets` frames wait, or [`DropCause::ByteLimit`] if `waiting bytes + len >
+//!    limit_bytes` ([`crate::fifo::Limits::admit`]).
+//! 3. Serialiser (only with a rate): the frame starts at `max(now, busy_until)` and ends
+//!    `rate.tx_ps(len)` picoseconds later (per-frame `overhead` included); `busy_until` is
+//!    kept as ns plus a picosecond remainder, so rounding never accumulates. The frame's
+//!    last bit leaves at the end time rounded *up* to a whole ns. Without a rate the
+//!    serialiser takes no time and the queue is always empty.
+//! 4. Delay line: `release = tx_end + max(0, delay + jitter sample)`
+//!    ([`super::dist::delay_with`]). With `reorder = false` (default) `release =
+//!    max(release, previous release)`, so a packet never overtakes an earlier one and the
+//!    line is a FIFO (jitter then only stretches gaps, as on a real path with one queue);
+//!    with `reorder = true` packets leave in release-time order (ties in arrival order),
+//!    so a large jitter reorders them, as netem with jitter does.
+//! 5. Duplication: with probability `duplicate` an admitted packet is copied (metadata and
+//!    stored bytes, as it arrived) into a new slot of `cx.pool`; the copy is a new arrival
+//!    of the same length right behind the original that skips the loss model (a lost or
+//!    refused packet is never duplicated) but gets its own queue admission, serialisation,
+//!    jitter sample and corruption draw. If the pool is empty the copy is skipped and
+//!    counted in `dup_pool_empty`; a copy the queue refuses is freed by the link and
+//!    counted as a queue drop.
+//! 6. Corruption: with probability `corrupt` one random bit of an admitted packet's stored
+//!    frame is flipped ([`super::loss::corrupt`]), independently for the original and its
+//!    copy; with no stored bytes (simulator pools) the event is only counted.
+//!
+//! Because all times are known on arrival, the release time is computed in `enqueue`; the
+//! serialiser finishing a frame is not a separate event (release ≥ tx_end always).
+//! `next_wakeup()` is the release time of the delay line's head (the earliest packet), `None`
+//! when empty; `dequeue` returns the head when `release <= now`.
+//!
+//! Parameters ([`EmuConfig`], all optional; units in brackets): `rate_bps` [bit/s, ≥ 8,
+//! default none = infinitely fast], `overhead` [bytes added to each frame's `Meta::len`
+//! for serialisation, ±4096, default 0; `Meta::len` excludes the FCS, so 4 gives seed 002's
+//! frame sizes ([`OVERHEAD_FCS`]) and 24 = FCS 4 + preamble 7 + SFD 1 + inter-frame gap 12
+//! gives the true occupancy of an Ethernet line ([`OVERHEAD_ETHERNET`])], `mtu` [bytes,
+//! default 1514], `delay` [ns, ≤ 1 h, default 0], `jitter` [[`super::Jitter`], default
+//! none], `reorder` [default false], `loss` [[`super::LossModel`], default none],
+//! `duplicate` and `corrupt` [probabilities, default 0], `limit_packets` / `limit_bytes`
+//! [default: see [`EmuConfig::limits`]: with a rate and a delay, the bandwidth-delay
+//! product `rate × delay / 8` bytes but at least 2 MTU (seed 002); with a rate only, 1000
+//! packets (netem's default limit); without a rate, unlimited — nothing ever waits].
+//! The delay line itself is not limited (packets "on the wire"); the packet pool bounds it.
+//!
+//! Statistics: [`EmuLink::stats`] is a full [`QStats`] kept by the link itself in which each
+//! duplicate counts as a received packet (so `received = enqueued + dropped_on_enqueue`
+//! and `enqueued = dequeued + dropped_later + queued` always hold: [`EmuLink::check`]), and
+//! [`EmuCounters`] has the emulation events: lost, duplicated, corrupted, queue drops, the
+//! largest queue seen. A [`crate::Counted`] wrapper around the link sees only the original
+//! packets, so its identities hold exactly when `duplicate == 0`; with duplication its
+//! `enqueued + counters.dup_admitted = dequeued + dropped_later + queued`, and its
+//! `held()` (`enqueued − dequeued − dropped_later`, unsigned) is wrong and can underflow:
+//! do not put a duplicating link under a parent that reads `Counted::held`; use the link's
+//! own statistics instead. The realised delays and inter-frame gaps are for the testbed to
+//! measure, not counted here.
+//!
+//! Invariants: `len()`/`bytes()` are the packets held in the delay line (every admitted,
+//! not yet dequeued packet); with `reorder = false` release times are non-decreasing in
+//! FIFO order; a packet is never released before its serialisation ends; no allocation per
+//! packet in steady state (the delay line, the serialiser's ring and the copy buffer grow
+//! to their high-water marks and are reused); no panic on any input (frame lengths above
+//! 2^20 bytes are costed as 2^20; times saturate). Run-time reconfiguration
+//! ([`EmuLink::reconfigure`]) keeps every held packet with its release time.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use serde::Serialize;
+
+use super::dist::delay_with;
+use super::loss::{corrupt, Loss};
+use super::{EmuConfig, EmuError};
+use crate::fifo::Limits;
+use crate::pool::PktId;
+use crate::qdisc::{Count, Ctx, DropCause, QStats, Qdisc};
+use crate::rate::Rate;
+use crate::time::Instant;
+use crate::token_bucket::MAX_FRAME;
+
+/// Per-frame overhead that turns `Meta::len` (no FCS) into seed 002's frame size (FCS
+/// included): 4 bytes.
+pub const OVERHEAD_FCS: i32 = 4;
+/// Per-frame overhead for the full occupancy of an Ethernet line: FCS 4 + preamble 7 +
+/// start-of-frame delimiter 1 + minimum inter-frame gap 12 = 24 bytes.
+pub const OVERHEAD_ETHERNET: i32 = 24;
+
+/// Initial capacity of the delay line (it grows to its high-water mark if needed).
+const INITIAL_LINE: usize = 256;
+
+/// Emulation events of one link (see the module comment).
+#[derive(Clone, Default, Debug, PartialEq, Eq, Serialize)]
+pub struct EmuCounters {
+    /// Packets the loss model lost (refused with `DropCause::Emulated`).
+    pub lost: Count,
+    /// Copies made (admitted or not).
+    pub duplicated: Count,
+    /// Copies admitted into the queue (the correction to a `Counted` wrapper's identity).
+    pub dup_admitted: Count,
+    /// Copies not made because the packet pool was empty.
+    pub dup_pool_empty: u64,
+    /// Admitted packets (originals and copies) chosen for corruption.
+    pub corrupted: Count,
+    /// Of those, packets with no stored bytes to flip (counted only).
+    pub corrupted_no_data: u64,
+    /// Packets (originals and copies) refused by the queue limits.
+    pub queue_drops: Count,
+    /// Largest number of packets waiting for the serialiser.
+    pub max_queue_packets: u64,
+    /// Largest number of bytes waiting for the serialiser.
+    pub max_queue_bytes: u64,
+}
+
+/// A frame admitted to the serialiser: start and end of its transmission (ns), length.
+#[derive(Copy, Clone, Debug)]
+struct Tx {
+    start: u64,
+    end: u64,
+    len: u32,
+}
+
+/// One emulated link (see the module comment).
+#[derive(Clone, Debug)]
+pub struct EmuLink {
+    cfg: EmuConfig,
+    rate: Option<Rate>,
+    limits: Limits,
+    loss: Loss,
+    /// The serialiser is busy until `busy_ns` ns + `busy_ps` ps (`busy_ps < 1000`).
+    busy_ns: u64,
+    busy_ps: u64,
+    /// Frames admitted whose transmission has not ended, in order.
+    backlog: VecDeque<Tx>,
+    backlog_bytes: u64,
+    /// Delay line when `reorder == false`: (release ns, packet), release non-decreasing.
+    line: VecDeque<(u64, PktId)>,
+    /// Delay line when `reorder == true`: min-heap of (release ns, arrival seq, packet).
+    heap: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    seq: u64,
+    last_release: u64,
+    held_bytes: u64,
+    /// Copy buffer for duplication (the pool cannot copy between two of its own slots).
+    scratch: Vec<u8>,
+    stats: QStats,
+    counters: EmuCounters,
+}
+
+impl EmuLink {
+    /// A link with configuration `cfg`, or the first invalid parameter.
+    pub fn new(cfg: EmuConfig) -> Result<Self, EmuError> {
+        cfg.validate()?;
+        Ok(EmuLink {
+            rate: cfg
+                .rate_bps
+                .map(|bps| Rate::with_overhead(bps, cfg.overhead)),
+            limits: cfg.limits(),
+            loss: Loss::new(cfg.loss),
+            busy_ns: 0,
+            busy_ps: 0,
+            backlog: VecDeque::with_capacity(Self::backlog_capacity(&cfg)),
+            backlog_bytes: 0,
+            line: VecDeque::with_capacity(if cfg.reorder { 0 } else { INITIAL_LINE }),
+            heap: BinaryHeap::with_capacity(if cfg.reorder { INITIAL_LINE } else { 0 }),
+            seq: 0,
+            last_release: 0,
+            held_bytes: 0,
+            scratch: Vec::new(),
+            stats: QStats::default(),
+            counters: EmuCounters::default(),
+            cfg,
+        })
+    }
+
+    fn backlog_capacity(cfg: &EmuConfig) -> usize {
+        if cfg.rate_bps.is_none() {
+            return 0;
+        }
+        let l = cfg.limits();
+        let by_bytes = l.bytes / 64 + 2;
+        (l.packets as u64).min(by_bytes).min(4096) as usize + 1
+    }
+
+    pub fn config(&self) -> &EmuConfig {
+        &self.cfg
+    }
+
+    /// The queue limits in force (defaults resolved).
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// The link's own statistics (duplicates count as arrivals).
+    pub fn stats(&self) -> &QStats {
+        &self.stats
+    }
+
+    pub fn counters(&self) -> &EmuCounters {
+        &self.counters
+    }
+
+    /// The loss model's state.
+    pub fn loss_state(&self) -> &Loss {
+        &self.loss
+    }
+
+    /// Verify the counter identities of [`EmuLink::stats`] against the packets held.
+    pub fn check(&self) -> Result<(), String> {
+        self.stats.check(Qdisc::len(self), self.held_bytes)
+    }
+
+    /// Release time (ns) of the packet that leaves next, if any.
+    #[inline]
+    pub fn head_release(&self) -> Option<u64> {
+        if self.cfg.reorder {
+            self.heap.peek().map(|r| r.0 .0)
+        } else {
+            self.line.front().map(|e| e.0)
+        }
+    }
+
+    /// The instant the serialiser finishes everything admitted so far (rounded up to a
+    /// whole ns), or `None` without a rate.
+    pub fn busy_until(&self) -> Option<Instant> {
+        self.rate
+            .map(|_| Instant(self.busy_ns.saturating_add((self.busy_ps > 0) as u64)))
+    }
+
+    /// Packets and bytes waiting for the serialiser at `now` (the frame being serialised
+    /// excluded).
+    pub fn queued_at(&self, now: Instant) -> (usize, u64) {
+        let mut n = 0;
+        let mut b = 0;
+        for tx in &self.backlog {
+            if tx.start > now.0 {
+                n += 1;
+                b += tx.len as u64;
+            }
+        }
+        (n, b)
+    }
+
+    /// Replace the configuration at run time. Held packets keep their release times (and
+    /// leave in release order if `reorder` changes); the serialiser's commitment, the loss
+    /// state (when the kind of loss model is unchanged) and the statistics are kept.
+    pub fn reconfigure(&mut self, cfg: EmuConfig) -> Result<(), EmuError> {
+        cfg.validate()?;
+        self.rate = cfg
+            .rate_bps
+            .map(|bps| Rate::with_overhead(bps, cfg.overhead));
+        if self.rate.is_none() {
+            // No serialiser any more: nothing waits.
+            self.backlog.clear();
+            self.backlog_bytes = 0;
+        }
+        self.limits = cfg.limits();
+        self.loss.set_model(cfg.loss);
+        if cfg.reorder != self.cfg.reorder {
+            if cfg.reorder {
+                self.heap.reserve(self.line.len());
+                while let Some((rel, id)) = self.line.pop_front() {
+                    self.heap.push(Reverse((rel, self.seq, id.0)));
+                    self.seq += 1;
+                }
+            } else {
+                self.line.reserve(self.heap.len());
+                while let Some(Reverse((rel, _, id))) = self.heap.pop() {
+                    self.line.push_back((rel, PktId(id)));
+                }
+                self.last_release = self.line.back().map_or(0, |e| e.0);
+            }
+        }
+        self.cfg = cfg;
+        Ok(())
+    }
+
+    /// Drop finished frames from the serialiser's ring.
+    #[inline]
+    fn retire(&mut self, now: u64) {
+        while let Some(tx) = self.backlog.front() {
+            if tx.end > now {
+                break;
+            }
+            self.backlog_bytes -= tx.len as u64;
+            self.backlog.pop_front();
+        }
+    }
+
+    /// Packets and bytes waiting at `now`, after `retire(now)`: the backlog minus the
+    /// frame in transmission (only the front can be).
+    #[inline]
+    fn waiting(&self, now: u64) -> (usize, u64) {
+        match self.backlog.front() {
+            Some(tx) if tx.start <= now => {
+                (self.backlog.len() - 1, self.backlog_bytes - tx.len as u64)
+            }
+            _ => (self.backlog.len(), self.backlog_bytes),
+        }
+    }
+
+    /// Admission by the queue limits at `now` (after `retire`).
+    #[inline]
+    fn admit(&self, now: u64, len: u32) -> Result<(), DropCause> {
+        if self.rate.is_none() {
+            return Ok(());
+        }
+        let (n, b) = self.waiting(now);
+        self.limits.admit(n, b, len)
+    }
+
+    /// Serialise and delay an admitted packet: compute its release time and put it in the
+    /// delay line.
+    #[inline]
+    fn schedule(&mut self, id: PktId, len: u32, cx: &mut Ctx<'_>) {
+        let now = cx.now.0;
+        let tx_end = match self.rate {
+            None => now,
+            Some(rate) => {
+                let (s_ns, s_ps) = if (now, 0) >= (self.busy_ns, self.busy_ps) {
+                    (now, 0)
+                } else {
+                    (self.busy_ns, self.busy_ps)
+                };
+                let total = s_ps + rate.tx_ps(len.min(MAX_FRAME));
+                self.busy_ns = s_ns.saturating_add(total / 1000);
+                self.busy_ps = total % 1000;
+                let end = self.busy_ns.saturating_add((self.busy_ps > 0) as u64);
+                self.backlog.push_back(Tx {
+                    start: s_ns,
+                    end,
+                    len,
+                });
+                self.backlog_bytes += len as u64;
+                let (n, b) = self.waiting(now);
+                self.counters.max_queue_packets = self.counters.max_queue_packets.max(n as u64);
+                self.counters.max_queue_bytes = self.counters.max_queue_bytes.max(b);
+                end
+            }
+        };
+        let offset = self.cfg.jitter.sample(cx.rng);
+        let release = tx_end.saturating_add(delay_with(self.cfg.delay.0, offset));
+        if self.cfg.reorder {
+            self.heap.push(Reverse((release, self.seq, id.0)));
+            self.seq += 1;
+        } else {
+            let release = release.max(self.last_release);
+            self.last_release = release;
+            self.line.push_back((release, id));
+        }
+        self.held_bytes += len as u64;
+        self.stats.enqueued.add(len);
+    }
+
+    #[inline]
+    fn refuse(&mut self, len: u32, cause: DropCause) {
+        self.stats.dropped_on_enqueue.add(len);
+        self.stats.drops[cause.index()].add(len);
+        if cause != DropCause::Emulated {
+            self.counters.queue_drops.add(len);
+        }
+    }
+
+    #[inline]
+    fn maybe_corrupt(&mut self, id: PktId, len: u32, cx: &mut Ctx<'_>) {
+        if self.cfg.corrupt > 0.0 && cx.rng.chance(self.cfg.corrupt) {
+            self.counters.corrupted.add(len);
+            if !corrupt(cx.pool, id, cx.rng) {
+                self.counters.corrupted_no_data += 1;
+            }
+        }
+    }
+
+    /// Make, admit, schedule and maybe corrupt a copy of `orig` (admitted, not yet
+    /// corrupted).
+    fn duplicate(&mut self, orig: PktId, len: u32, cx: &mut Ctx<'_>) {
+        let Some(copy) = cx.pool.alloc() else {
+            self.counters.dup_pool_empty += 1;
+            return;
+        };
+        let meta = cx.pool.meta(orig).clone();
+        *cx.pool.meta_mut(copy) = meta;
+        self.scratch.clear();
+        self.scratch.extend_from_slice(cx.pool.data(orig));
+        let n = self.scratch.len();
+        cx.pool.slot_mut(copy)[..n].copy_from_slice(&self.scratch);
+        self.counters.duplicated.add(len);
+        self.stats.received.add(len);
+        if let Err(cause) = self.admit(cx.now.0, len) {
+            self.refuse(len, cause);
+            cx.pool.free(copy);
+            return;
+        }
+        self.counters.dup_admitted.add(len);
+        self.schedule(copy, len, cx);
+        self.maybe_corrupt(copy, len, cx);
+    }
+}
+
+impl Qdisc for EmuLink {
+    fn enqueue(&mut self, pkt: PktId, cx: &mut Ctx<'_>) -> Result<(), DropCause> {
+        let len = cx.pool.len(pkt);
+        let now = cx.now.0;
+        self.stats.received.add(len);
+        self.retire(now);
+        if self.loss.lose(cx.rng) {
+            self.counters.lost.add(len);
+            self.refuse(len, DropCause::Emulated);
+            return Err(DropCause::Emulated);
+        }
+        if let Err(cause) = self.admit(now, len) {
+            self.refuse(len, cause);
+            return Err(cause);
+        }
+        self.schedule(pkt, len, cx);
+        if self.cfg.duplicate > 0.0 && cx.rng.chance(self.cfg.duplicate) {
+            // Copy the frame as it arrived, before it is corrupted (netem clones first).
+            self.duplicate(pkt, len, cx);
+        }
+        self.maybe_corrupt(pkt, len, cx);
+        Ok(())
+    }
+
+    fn dequeue(&mut self, cx: &mut Ctx<'_>) -> Option<PktId> {
+        let now = cx.now.0;
+        let id = if self.cfg.reorder {
+            match self.heap.peek() {
+                Some(Reverse((rel, _, id))) if *rel <= now => {
+                    let id = PktId(*id);
+                    self.heap.pop();
+                    id
+                }
+                _ => return None,
+            }
+        } else {
+            match self.line.front() {
+                Some(&(rel, id)) if rel <= now => {
+                    self.line.pop_front();
+                    id
+                }
+                _ => return None,
+            }
+        };
+        let len = cx.pool.len(id);
+        self.held_bytes = self.held_bytes.saturating_sub(len as u64);
+        self.stats.dequeued.add(len);
+        self.retire(now);
+        Some(id)
+    }
+
+    fn next_wakeup(&self) -> Option<Instant> {
+        self.head_release().map(Instant)
+    }
+
+    fn len(&self) -> usize {
+        self.line.len() + self.heap.len()
+    }
+
+    fn bytes(&self) -> u64 {
+        self.held_bytes
+    }
+
+    fn purge(&mut self, cx: &mut Ctx<'_>, cause: DropCause) {
+        while let Some((_, id)) = self.line.pop_front() {
+            self.purged(id, cx, cause);
+        }
+        while let Some(Reverse((_, _, id))) = self.heap.pop() {
+            self.purged(PktId(id), cx, cause);
+        }
+        self.held_bytes = 0;
+        self.last_release = 0;
+        self.backlog.clear();
+        self.backlog_bytes = 0;
+        self.busy_ns = 0;
+        self.busy_ps = 0;
+    }
+}
+
+impl EmuLink {
+    fn purged(&mut self, id: PktId, cx: &mut Ctx<'_>, cause: DropCause) {
+        let len = cx.pool.len(id);
+        self.stats.dropped_later.add(len);
+        self.stats.drops[cause.index()].add(len);
+        cx.drop_later(id, cause);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::emulate::{Jitter, LossModel};
+    use crate::pool::Pool;
+    use crate::rng::Rng;
+    use crate::time::Duration;
+
+    fn pkt(pool: &mut Pool, len: u32) -> PktId {
+        let id = pool.alloc().expect("pool");
+        pool.meta_mut(id).len = len;
+        id
+    }
+
+    #[test]
+    fn transparent_link_passes_immediately() {
+        let mut pool = Pool::new(8, 0);
+        let mut rng = Rng::new(1);
+        let mut dropped = Vec::new();
+        let mut cx = Ctx::new(Instant(1_000), &mut pool, &mut rng, &mut dropped);
+        let mut l = EmuLink::new(EmuConfig::default()).unwrap();
+        assert_eq!(l.limits(), Limits::UNLIMITED);
+        let p = pkt(cx.pool, 100);
+        l.enqueue(p, &mut cx).unwrap();
+        assert_eq!(l.next_wakeup(), Some(Instant(1_000)));
+        assert_eq!(l.dequeue(&mut cx), Some(p));
+        assert_eq!(l.next_wakeup(), None);
+        l.check().unwrap();
+    }
+
+    #[test]
+    fn serialiser_and_delay_hand_computed() {
+        // 8 Mbit/s = 1 byte/us; 1000-byte frames take 1 ms; delay 10 ms.
+        let cfg = EmuConfig {
+            rate_bps: Some(8_000_000),
+            delay: Duration::from_millis(10),
+            ..EmuConfig::default()
+        };
+        let mut l = EmuLink::new(cfg).unwrap();
+        // BDP = 10 000 bytes (> 2 MTU).
+        assert_eq!(l.limits(), Limits::new(Limits::UNLIMITED_PACKETS, 10_000));
+        let mut pool = Pool::new(64, 0);
+        let mut rng = Rng::new(1);
+        let mut dropped = Vec::new();
+        let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
+        let ids: Vec<_> = (0..3).map(|_| pkt(cx.pool, 1000)).collect();
+        for &id in &ids {
+            l.enqueue(id, &mut cx).unwrap();
+        }
+        // Frame 0 is on the wire, 1 and 2 wait.
+        assert_eq!(l.queued_at(Instant::ZERO), (2, 2000));
+        assert_eq!(l.counters().max_queue_packets, 2);
+        assert_eq!(l.busy_until(), Some(Instant(3_000_000)));
+        for (k, &id) in ids.iter().enumerate() {
+            let t = Instant((k as u64 + 1) * 1_000_000 + 10_000_000);
+            assert_eq!(l.next_wakeup(), Some(t));
+            cx.now = Instant(t.0 - 1);
+            assert_eq!(l.dequeue(&mut cx), None);
+            cx.now = t;
+            assert_eq!(l.dequeue(&mut cx), Some(id));
+        }
+        l.check().unwrap();
+        // Idle link: a new frame starts at its arrival.
+        cx.now = Instant(50_000_000);
+        let p = pkt(cx.pool, 500);
+        l.enqueue(p, &mut cx).unwrap();
+        assert_eq!(
+            l.next_wakeup(),
+            Some(Instant(50_000_000 + 500_000 + 10_000_000))
+        );
+    }
+
+    #[test]
+    fn queue_limit_counts_waiting_frames_only() {
+        let cfg = EmuConfig {
+            rate_bps: Some(8_000_000),
+            limit_packets: Some(2),
+            ..EmuConfig::default()
+        };
+        let mut l = EmuLink::new(cfg).unwrap();
+        let mut pool = Pool::new(64, 0);
+        let mut rng = Rng::new(1);
+        let mut dropped = Vec::new();
+        let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
+        // One on the wire + two waiting; the fourth is refused.
+        for _ in 0..3 {
+            let p = pkt(cx.pool, 1000);
+            l.enqueue(p, &mut cx).unwrap();
+        }
+        let p = pkt(cx.pool, 1000);
+        assert_eq!(l.enqueue(p, &mut cx), Err(DropCause::QueueFull));
+        // After the first frame is serialised there is room for one more.
+        cx.now = Instant(1_000_000);
+        assert_eq!(l.enqueue(p, &mut cx), Ok(()));
+        assert_eq!(l.counters().queue_drops.packets, 1);
+        l.check().unwrap();
+    }
+
+    #[test]
+    fn duplicates_and_pool_exhaustion_are_counted() {
+        let cfg = EmuConfig {
+            duplicate: 1.0,
+            ..EmuConfig::default()
+        };
+        let mut l = EmuLink::new(cfg).unwrap();
+        let mut pool = Pool::new(3, 16);
+        let mut rng = Rng::new(1);
+        let mut dropped = Vec::new();
+        let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
+        let a = pkt(cx.pool, 10);
+        cx.pool.slot_mut(a)[..10].copy_from_slice(b"0123456789");
+        cx.pool.meta_mut(a).flow = 77;
+        l.enqueue(a, &mut cx).unwrap();
+        assert_eq!(Qdisc::len(&l), 2);
+        let b = pkt(cx.pool, 10); // the last free slot: no room for its copy
+        l.enqueue(b, &mut cx).unwrap();
+        assert_eq!(l.counters().dup_pool_empty, 1);
+        assert_eq!(l.counters().duplicated.packets, 1);
+        assert_eq!(l.dequeue(&mut cx), Some(a));
+        let c = l.dequeue(&mut cx).unwrap();
+        assert_ne!(c, a);
+        assert_eq!(cx.pool.data(c), b"0123456789");
+        assert_eq!(cx.pool.meta(c).flow, 77);
+        assert_eq!(l.dequeue(&mut cx), Some(b));
+        l.check().unwrap();
+        assert_eq!(l.stats().received.packets, 3);
+        assert_eq!(l.stats().dequeued.packets, 3);
+    }
+
+    #[test]
+    fn reconfigure_keeps_packets_and_order() {
+        let cfg = EmuConfig {
+            delay: Duration::from_millis(5),
+            jitter: Jitter::Uniform {
+                half_width: 4_000_000,
+            },
+            reorder: true,
+            ..EmuConfig::default()
+        };
+        let mut l = EmuLink::new(cfg.clone()).unwrap();
+        let mut pool = Pool::new(256, 0);
+        let mut rng = Rng::new(3);
+        let mut dropped = Vec::new();
+        let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
+        for i in 0..100 {
+            cx.now = Instant(i * 10_000);
+            let p = pkt(cx.pool, 100);
+            l.enqueue(p, &mut cx).unwrap();
+        }
+        l.reconfigure(EmuConfig {
+            reorder: false,
+            loss: LossModel::Bernoulli { p: 0.5 },
+            ..cfg
+        })
+        .unwrap();
+        assert_eq!(Qdisc::len(&l), 100);
+        let mut last = 0;
+        cx.now = Instant(1_000_000_000);
+        while let Some(p) = l.dequeue(&mut cx) {
+            cx.pool.free(p);
+        }
+        for _ in 0..100 {
+            let p = pkt(cx.pool, 100);
+            if l.enqueue(p, &mut cx).is_err() {
+                cx.pool.free(p);
+            }
+        }
+        while let Some(t) = l.next_wakeup() {
+            assert!(t.0 >= last);
+            last = t.0;
+            cx.now = t;
+            let p = l.dequeue(&mut cx).unwrap();
+            cx.pool.free(p);
+        }
+        l.check().unwrap();
+        assert!(l.counters().lost.packets > 20);
+        assert!(l
+            .reconfigure(EmuConfig {
+                duplicate: 2.0,
+                ..EmuConfig::default()
+            })
+            .is_err());
+    }
+
+    #[test]
+    fn purge_returns_everything() {
+        let cfg = EmuConfig {
+            rate_bps: Some(1_000_000),
+            delay: Duration::from_millis(100),
+            jitter: Jitter::Normal { sigma: 10_000_000 },
+            reorder: true,
+            ..EmuConfig::default()
+        };
+        let mut l = EmuLink::new(cfg).unwrap();
+        let mut pool = Pool::new(64, 0);
+        let mut rng = Rng::new(3);
+        let mut dropped = Vec::new();
+        let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
+        let mut n = 0;
+        for _ in 0..40 {
+            let p = pkt(cx.pool, 1500);
+            match l.enqueue(p, &mut cx) {
+                Ok(()) => n += 1,
+                Err(_) => cx.pool.free(p),
+            }
+        }
+        l.purge(&mut cx, DropCause::Shutdown);
+        assert_eq!(dropped.len(), n);
+        assert!(l.is_empty());
+        assert_eq!(l.next_wakeup(), None);
+        l.check().unwrap();
+    }
+}
