@@ -467,18 +467,16 @@ fn report_memory(per_leaf: u32) {
     let buckets = per_leaf as usize * LEAVES;
     let bpf = Pfq::bytes_per_flow();
     let meta = std::mem::size_of::<Meta>();
-    // Pfq's `parked` IndexedHeap is allocated for every bucket up front: a `pos` u32 and
-    // a reserved `(u64, u32)` heap entry per bucket.
-    let heap = 4 + std::mem::size_of::<(u64, u32)>();
+    // Without a session cap Pfq allocates no parked heap, RED state or cap tokens: the
+    // bucket (tag + flow + back-link) is all the per-flow state.
     let per_flow_buckets = (buckets * bpf) as f64 / FLOWS as f64;
-    let per_flow_heap = (buckets * heap) as f64 / FLOWS as f64;
     let per_flow_pkts = (PKTS_PER_FLOW * meta) as f64;
     eprintln!("memory: Pfq::bytes_per_flow() = {bpf} B per bucket; Meta = {meta} B per packet");
     eprintln!(
         "memory per flow ({FLOWS} flows, {buckets} buckets, {PKTS_PER_FLOW} packets queued per flow): \
-         buckets {per_flow_buckets:.1} B + parked-heap {per_flow_heap:.1} B + packet metadata \
+         buckets {per_flow_buckets:.1} B + packet metadata \
          {per_flow_pkts:.0} B = {:.1} B/flow (pool slots themselves not counted; slot_size 0)",
-        per_flow_buckets + per_flow_heap + per_flow_pkts
+        per_flow_buckets + per_flow_pkts
     );
     // 8-way set-associative buckets: flows beyond 8 in one set share a queue.
     let nsets = (per_leaf as usize / 8) as u128;

@@ -1,21 +1,32 @@
-//! An indexed binary min-heap: ids `0..n` with a `u64` key each, supporting insert,
-//! update-key and remove by id in O(log n), and peek-min in O(1).
+//! An indexed `D`-ary min-heap ([`IndexedHeap`]: the binary one): ids `0..n` with a `u64`
+//! key each, supporting insert, update-key and remove by id in O(log n), and peek-min in
+//! O(1).
 //!
 //! Used for event queues keyed by time (class mode changes in the link-sharing scheduler,
-//! throttled queues). Memory: 12 bytes per heap entry + 4 bytes per id.
+//! throttled queues, parked flows). Memory: 16 bytes per heap entry + 4 bytes per id.
 //! Invariant: `pos[heap[i].1] == i` for every entry; `pos[id] == NIL` for absent ids.
+//!
+//! Which of several entries with equal keys `peek` returns depends on the arity and on the
+//! history of operations (deterministically). Users whose outcome depends on that choice
+//! (parked flows, the emulator's links) use the binary [`IndexedHeap`]. The link-sharing
+//! scheduler's `wait`, whose outcome does not, is 4-ary: half the depth, so a pop or sift
+//! does fewer comparisons (the smallest child is chosen by conditional moves).
 
 const NIL: u32 = u32::MAX;
 
+/// The binary heap.
+pub type IndexedHeap = IndexedDHeap<2>;
+
+/// An indexed min-heap in which every entry has up to `D` children.
 #[derive(Clone, Debug, Default)]
-pub struct IndexedHeap {
+pub struct IndexedDHeap<const D: usize> {
     heap: Vec<(u64, u32)>,
     pos: Vec<u32>,
 }
 
-impl IndexedHeap {
+impl<const D: usize> IndexedDHeap<D> {
     pub fn with_ids(n: usize) -> Self {
-        IndexedHeap {
+        IndexedDHeap {
             heap: Vec::with_capacity(n),
             pos: vec![NIL; n],
         }
@@ -54,11 +65,13 @@ impl IndexedHeap {
         if p == NIL {
             let i = self.heap.len();
             self.heap.push((key, id));
-            self.pos[id as usize] = i as u32;
             self.sift_up(i);
         } else {
             let i = p as usize;
             let old = self.heap[i].0;
+            if key == old {
+                return;
+            }
             self.heap[i].0 = key;
             if key < old {
                 self.sift_up(i);
@@ -87,58 +100,72 @@ impl IndexedHeap {
     }
 
     fn remove_at(&mut self, i: usize) {
-        let last = self.heap.len() - 1;
         let id = self.heap[i].1;
         self.pos[id as usize] = NIL;
-        if i != last {
-            self.heap[i] = self.heap[last];
-            self.pos[self.heap[i].1 as usize] = i as u32;
-            self.heap.pop();
+        let last = self.heap.pop().expect("remove_at on an empty heap");
+        if i < self.heap.len() {
+            // the last entry fills the hole, then moves whichever way its key requires
+            self.heap[i] = last;
             self.sift_down(i);
             self.sift_up(i);
-        } else {
-            self.heap.pop();
         }
     }
 
+    // The sifts move a hole instead of swapping: the entry is written once, at its final
+    // place, and every entry it passes moves by one store (and one `pos` update). They
+    // work on local slices, which lets the compiler drop most bounds checks.
+
+    /// Move the entry at `i` up while its parent's key is larger; records its position.
     fn sift_up(&mut self, mut i: usize) {
+        let (heap, pos) = (&mut self.heap[..], &mut self.pos[..]);
+        let e = heap[i];
         while i > 0 {
-            let parent = (i - 1) / 2;
-            if self.heap[parent].0 <= self.heap[i].0 {
+            let parent = (i - 1) / D;
+            let p = heap[parent];
+            if p.0 <= e.0 {
                 break;
             }
-            self.swap(i, parent);
+            place(heap, pos, i, p);
             i = parent;
         }
+        place(heap, pos, i, e);
     }
 
+    /// Move the entry at `i` down while a child's key is smaller (the smallest child, the
+    /// first one on ties); records its position.
     fn sift_down(&mut self, mut i: usize) {
-        let n = self.heap.len();
+        let (heap, pos) = (&mut self.heap[..], &mut self.pos[..]);
+        let n = heap.len();
+        let e = heap[i];
         loop {
-            let l = 2 * i + 1;
-            if l >= n {
+            let first = D * i + 1;
+            if first >= n {
                 break;
             }
-            let r = l + 1;
-            let c = if r < n && self.heap[r].0 < self.heap[l].0 {
-                r
-            } else {
-                l
-            };
-            if self.heap[i].0 <= self.heap[c].0 {
+            // the smallest child (conditional moves, not branches on the keys)
+            let kids = &heap[first..(first + D).min(n)];
+            let (mut c, mut ck) = (0, kids[0].0);
+            for (j, &(k, _)) in kids.iter().enumerate().skip(1) {
+                if k < ck {
+                    (c, ck) = (j, k);
+                }
+            }
+            let c = first + c;
+            if e.0 <= ck {
                 break;
             }
-            self.swap(i, c);
+            place(heap, pos, i, heap[c]);
             i = c;
         }
+        place(heap, pos, i, e);
     }
+}
 
-    #[inline]
-    fn swap(&mut self, a: usize, b: usize) {
-        self.heap.swap(a, b);
-        self.pos[self.heap[a].1 as usize] = a as u32;
-        self.pos[self.heap[b].1 as usize] = b as u32;
-    }
+/// Put entry `e` at index `i` and record its position.
+#[inline]
+fn place(heap: &mut [(u64, u32)], pos: &mut [u32], i: usize, e: (u64, u32)) {
+    heap[i] = e;
+    pos[e.1 as usize] = i as u32;
 }
 
 #[cfg(test)]
@@ -150,6 +177,27 @@ mod tests {
         #[test]
         fn behaves_like_a_sorted_map(ops in proptest::collection::vec((0u32..32, 0u64..1000, 0u8..3), 0..300)) {
             let mut h = IndexedHeap::with_ids(32);
+            let mut model: std::collections::BTreeMap<u32, u64> = Default::default();
+            for (id, key, op) in ops {
+                match op {
+                    0 => { h.set(id, key); model.insert(id, key); }
+                    1 => { prop_assert_eq!(h.remove(id), model.remove(&id).is_some()); }
+                    _ => {
+                        let want = model.iter().map(|(&i, &k)| (k, i)).min_by_key(|&(k, _)| k);
+                        let got = h.pop();
+                        prop_assert_eq!(got.map(|g| g.0), want.map(|w| w.0));
+                        if let Some((_, id)) = got { model.remove(&id); }
+                    }
+                }
+                prop_assert_eq!(h.len(), model.len());
+                for (&i, &k) in &model { prop_assert_eq!(h.key(i), Some(k)); }
+            }
+        }
+
+        /// The same model check for the 4-ary heap.
+        #[test]
+        fn four_ary_behaves_like_a_sorted_map(ops in proptest::collection::vec((0u32..32, 0u64..1000, 0u8..3), 0..300)) {
+            let mut h = IndexedDHeap::<4>::with_ids(32);
             let mut model: std::collections::BTreeMap<u32, u64> = Default::default();
             for (id, key, op) in ops {
                 match op {

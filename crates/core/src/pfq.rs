@@ -28,11 +28,20 @@
 //! `flows_active()`, `collisions`, `max_flows_seen`.
 //!
 //! # Memory
-//! `size_of::<Flow>()` bytes per bucket (reported by the benchmark), allocated up front.
+//! Allocated up front, per bucket: [`Pfq::bytes_per_flow`] = 44 bytes. An 8-byte tag; a
+//! 32-byte `Flow` (queue, deficit, next flow in the round), aligned so that no flow
+//! straddles two cache lines; and the 4-byte link to the previous flow, kept apart since
+//! only joining and leaving the round use it. A set's 8 tags share one cache line, apart
+//! from the flows, so a lookup reads that line and then the one flow it needs. State that
+//! only some configurations use lives in side arrays allocated only with them: RED adds a
+//! [`RedState`] (32 bytes) per bucket, a session cap 16 bytes of tokens plus 20 bytes of
+//! `parked` heap.
 //!
 //! # Invariants
-//! A flow is in the DRR list iff it holds packets and is not parked; parked flows hold
-//! packets; `len`/`bytes` equal the sums over flows.
+//! A flow is in the DRR list iff it holds packets and is not parked; a flow is parked iff
+//! it is in `parked`, and parked flows hold packets; `len`/`bytes` equal the sums over
+//! flows. `red` is empty unless `cfg.red` is set, `caps` and the `parked` ids unless
+//! `cfg.session_ceil` is; otherwise they have one entry per bucket.
 
 use crate::heap::IndexedHeap;
 use crate::pool::{PktId, PktQueue};
@@ -73,16 +82,25 @@ impl Default for PfqConfig {
     }
 }
 
+/// The tags of one set's ways (flow hash | 1; 0 = never used), in one cache line.
+#[derive(Clone, Copy, Default)]
+#[repr(align(64))]
+struct SetTags([u64; WAYS]);
+
+/// A flow queue's scheduling state: 32 bytes, aligned so that a flow never straddles two
+/// cache lines.
 #[derive(Clone)]
+#[repr(align(32))]
 struct Flow {
-    tag: u64,
     q: PktQueue,
     deficit: i32,
-    prev: u32,
+    /// Next flow in the DRR list (its predecessor is in `Pfq::prev`).
     next: u32,
-    parked: bool,
-    red: RedState,
-    /// Session-cap tokens in ns and their checkpoint.
+}
+
+/// A flow's session-cap token bucket: tokens in ns and their checkpoint.
+#[derive(Clone, Copy)]
+struct Cap {
     tokens: i64,
     t_c: Instant,
 }
@@ -90,11 +108,21 @@ struct Flow {
 /// Per-flow DRR queue (a [`Qdisc`]).
 pub struct Pfq {
     cfg: PfqConfig,
+    /// Tags by set; bucket `i` is way `i % WAYS` of set `i / WAYS`.
+    tags: Vec<SetTags>,
     flows: Vec<Flow>,
+    /// Predecessor of each flow in the DRR list (touched only when a flow joins or leaves
+    /// it).
+    prev: Vec<u32>,
+    /// Per-bucket RED state (empty without `cfg.red`).
+    red: Vec<RedState>,
+    /// Per-bucket session-cap tokens (empty without `cfg.session_ceil`).
+    caps: Vec<Cap>,
     nsets: u64,
     /// Head of the circular DRR list of active flows.
     head: u32,
     active: u32,
+    /// Capped flows waiting to conform, keyed by when they may send (ids only with a cap).
     parked: IndexedHeap,
     longest: u32,
     len: usize,
@@ -121,22 +149,29 @@ impl Pfq {
             .map_or(0, |(rate, burst)| rate.tx_ns(burst) as i64);
         let n = cfg.buckets as usize;
         let flow = Flow {
-            tag: 0,
             q: PktQueue::new(),
             deficit: 0,
-            prev: NIL,
             next: NIL,
-            parked: false,
-            red: RedState::default(),
+        };
+        let capped = cfg.session_ceil.is_some();
+        let cap = Cap {
             tokens: burst_ns,
             t_c: Instant::ZERO,
         };
         Ok(Pfq {
             nsets: (n / WAYS) as u64,
+            tags: vec![SetTags::default(); n / WAYS],
             flows: vec![flow; n],
+            prev: vec![NIL; n],
+            red: if cfg.red.is_some() {
+                vec![RedState::default(); n]
+            } else {
+                Vec::new()
+            },
+            caps: if capped { vec![cap; n] } else { Vec::new() },
             head: NIL,
             active: 0,
-            parked: IndexedHeap::with_ids(n),
+            parked: IndexedHeap::with_ids(if capped { n } else { 0 }),
             longest: NIL,
             len: 0,
             bytes: 0,
@@ -152,9 +187,11 @@ impl Pfq {
         n.div_ceil(WAYS as u32) * WAYS as u32
     }
 
-    /// Bytes of state per flow bucket.
+    /// Bytes of state per flow bucket every configuration allocates (tag, `Flow` and
+    /// link to the previous flow); RED and session caps add their side arrays (see the
+    /// module comment).
     pub const fn bytes_per_flow() -> usize {
-        core::mem::size_of::<Flow>()
+        core::mem::size_of::<u64>() + core::mem::size_of::<Flow>() + core::mem::size_of::<u32>()
     }
     /// Flows currently holding packets (active or parked).
     pub fn flows_active(&self) -> u32 {
@@ -169,41 +206,48 @@ impl Pfq {
     fn bucket(&mut self, h: u64) -> u32 {
         let tag = h | 1; // 0 marks a never-used way
                          // multiply-shift to pick the set: uses the high bits of the hash
-        let set = ((h as u128 * self.nsets as u128) >> 64) as usize * WAYS;
-        let mut free = NIL;
+        let set = ((h as u128 * self.nsets as u128) >> 64) as usize;
+        let base = set * WAYS;
+        // compare all ways at once (no branch per way); a tag is in at most one way
+        let mut hit = 0u32;
+        for (w, &t) in self.tags[set].0.iter().enumerate() {
+            hit |= ((t == tag) as u32) << w;
+        }
+        if hit != 0 {
+            return (base + hit.trailing_zeros() as usize) as u32;
+        }
+        // a new flow takes the first free way
         for w in 0..WAYS {
-            let i = set + w;
+            let i = base + w;
             let f = &self.flows[i];
-            if f.tag == tag {
+            // (a parked flow holds packets)
+            if f.q.is_empty() {
+                self.tags[set].0[w] = tag;
+                if let Some(red) = self.red.get_mut(i) {
+                    *red = RedState::default();
+                }
+                if let Some(cap) = self.caps.get_mut(i) {
+                    cap.tokens = self.burst_ns;
+                }
                 return i as u32;
             }
-            if free == NIL && f.q.is_empty() && !f.parked {
-                free = i as u32;
-            }
-        }
-        if free != NIL {
-            let f = &mut self.flows[free as usize];
-            f.tag = tag;
-            f.red = RedState::default();
-            f.tokens = self.burst_ns;
-            return free;
         }
         self.collisions += 1;
-        (set + (h as usize >> 3) % WAYS) as u32
+        (base + (h as usize >> 3) % WAYS) as u32
     }
 
     fn list_add(&mut self, i: u32) {
         if self.head == NIL {
-            self.flows[i as usize].prev = i;
+            self.prev[i as usize] = i;
             self.flows[i as usize].next = i;
             self.head = i;
         } else {
             let head = self.head;
-            let tail = self.flows[head as usize].prev;
-            self.flows[i as usize].prev = tail;
+            let tail = self.prev[head as usize];
+            self.prev[i as usize] = tail;
             self.flows[i as usize].next = head;
             self.flows[tail as usize].next = i;
-            self.flows[head as usize].prev = i;
+            self.prev[head as usize] = i;
         }
         self.active += 1;
         let seen = self.flows_active();
@@ -211,12 +255,12 @@ impl Pfq {
     }
 
     fn list_remove(&mut self, i: u32) {
-        let (prev, next) = (self.flows[i as usize].prev, self.flows[i as usize].next);
+        let (prev, next) = (self.prev[i as usize], self.flows[i as usize].next);
         if next == i {
             self.head = NIL;
         } else {
             self.flows[prev as usize].next = next;
-            self.flows[next as usize].prev = prev;
+            self.prev[next as usize] = prev;
             if self.head == i {
                 self.head = next;
             }
@@ -231,7 +275,6 @@ impl Pfq {
                 break;
             }
             self.parked.remove(i);
-            self.flows[i as usize].parked = false;
             self.list_add(i);
         }
     }
@@ -250,14 +293,12 @@ impl Pfq {
     }
 
     fn flow_emptied(&mut self, i: u32, now: Instant) {
-        let f = &mut self.flows[i as usize];
         if let Some(red) = &self.cfg.red {
-            red.on_queue_empty(&mut f.red, now);
+            red.on_queue_empty(&mut self.red[i as usize], now);
         }
-        if f.parked {
-            f.parked = false;
-            self.parked.remove(i);
-        } else {
+        // parked flows are out of the DRR list, in `parked` (which has ids only with caps)
+        let parked = !self.caps.is_empty() && self.parked.remove(i);
+        if !parked {
             self.list_remove(i);
         }
         if self.longest == i {
@@ -278,9 +319,8 @@ impl Qdisc for Pfq {
             return Err(DropCause::FlowLimit);
         }
         if let Some(red) = &self.cfg.red {
-            if let Some(cause) =
-                red.on_arrival(&mut f.red, f.q.len(), f.q.bytes(), len, cx.now, cx.rng)
-            {
+            let st = &mut self.red[i as usize];
+            if let Some(cause) = red.on_arrival(st, f.q.len(), f.q.bytes(), len, cx.now, cx.rng) {
                 return Err(cause);
             }
         }
@@ -302,7 +342,7 @@ impl Qdisc for Pfq {
         let flen = f.q.len();
         self.len += 1;
         self.bytes += len as u64;
-        if was_empty && !f.parked {
+        if was_empty {
             f.deficit = self.cfg.quantum as i32;
             self.list_add(i);
         }
@@ -331,21 +371,20 @@ impl Qdisc for Pfq {
             let id = f.q.head()?;
             let len = cx.pool.len(id);
             if let Some((rate, _)) = self.cfg.session_ceil {
-                let elapsed = (cx.now - f.t_c).as_nanos().min(i64::MAX as u64) as i64;
-                let toks = (f.tokens.saturating_add(elapsed)).min(self.burst_ns);
+                let cap = &mut self.caps[i as usize];
+                let elapsed = (cx.now - cap.t_c).as_nanos().min(i64::MAX as u64) as i64;
+                let toks = (cap.tokens.saturating_add(elapsed)).min(self.burst_ns);
                 let cost = rate.tx_ns(len) as i64;
+                cap.t_c = cx.now;
                 if toks < cost {
                     // park the session until it has earned `cost`
-                    f.tokens = toks;
-                    f.t_c = cx.now;
-                    f.parked = true;
+                    cap.tokens = toks;
                     let at = cx.now.as_nanos() + (cost - toks) as u64;
                     self.list_remove(i);
                     self.parked.set(i, at);
                     continue;
                 }
-                f.tokens = toks - cost;
-                f.t_c = cx.now;
+                cap.tokens = toks - cost;
             }
             let f = &mut self.flows[i as usize];
             f.q.pop_front(cx.pool);
@@ -618,6 +657,13 @@ mod tests {
         }
         assert!(drops[0] > 100, "{drops:?}");
         assert_eq!(drops[1], 0, "{drops:?}");
+    }
+
+    /// The memory the module comment states.
+    #[test]
+    fn a_bucket_is_44_bytes() {
+        assert_eq!(Pfq::bytes_per_flow(), 44);
+        assert_eq!(std::mem::size_of::<Flow>(), 32);
     }
 
     #[test]

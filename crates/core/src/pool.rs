@@ -171,7 +171,7 @@ impl Pool {
 }
 
 /// An intrusive FIFO of packets threaded through the pool's `Meta::next` links, with
-/// packet and byte counts. 16 bytes; no allocation.
+/// packet and byte counts. 24 bytes; no allocation.
 #[derive(Clone, Debug)]
 pub struct PktQueue {
     head: u32,

@@ -1,4 +1,4 @@
-//! An ordered round-robin set over slots `0..n`: a `u64` bitmap of members and a cursor.
+//! An ordered round-robin set over slots `0..n`: a bitmap of members and a cursor.
 //!
 //! `current()` is the first member at or after the cursor (wrapping), found with
 //! `trailing_zeros` one word at a time; `advance(slot)` moves the cursor just past a slot.
@@ -7,11 +7,18 @@
 //! turn — the property Linux HTB gets from its id-ordered rb-trees. Insert and remove are
 //! O(1); `current` is O(n/64) in the worst case and O(1) when members are dense.
 //!
+//! Slots 0..64 live in a word inside the set (no pointer to follow: a scheduler's sets
+//! are usually that small and are read on every packet); slots from 64 on, if any, in a
+//! heap-allocated array. 40 bytes plus 8 per 64 slots beyond the first 64.
+//!
 //! Invariant: `count` equals the number of set bits; bits at or beyond `n` are clear.
 
 #[derive(Clone, Debug, Default)]
 pub struct RrSet {
-    bits: Vec<u64>,
+    /// Slots 0..64.
+    low: u64,
+    /// Slots 64.., 64 a word (empty when `n <= 64`).
+    high: Box<[u64]>,
     n: u32,
     cursor: u32,
     count: u32,
@@ -20,27 +27,50 @@ pub struct RrSet {
 impl RrSet {
     pub fn new(n: usize) -> Self {
         RrSet {
-            bits: vec![0; n.div_ceil(64)],
+            low: 0,
+            high: vec![0; n.saturating_sub(64).div_ceil(64)].into_boxed_slice(),
             n: n as u32,
             cursor: 0,
             count: 0,
         }
     }
+    /// Members.
     #[inline]
     pub fn len(&self) -> usize {
         self.count as usize
+    }
+    /// Slots (`n`).
+    pub fn slots(&self) -> usize {
+        self.n as usize
     }
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }
+    /// Word `i` of the bitmap (slots `64 i .. 64 i + 64`).
+    #[inline]
+    fn word(&self, i: usize) -> u64 {
+        if i == 0 {
+            self.low
+        } else {
+            self.high[i - 1]
+        }
+    }
+    #[inline]
+    fn word_mut(&mut self, i: usize) -> &mut u64 {
+        if i == 0 {
+            &mut self.low
+        } else {
+            &mut self.high[i - 1]
+        }
+    }
     #[inline]
     pub fn contains(&self, slot: u32) -> bool {
-        self.bits[(slot / 64) as usize] & (1 << (slot % 64)) != 0
+        self.word((slot / 64) as usize) & (1 << (slot % 64)) != 0
     }
     #[inline]
     pub fn insert(&mut self, slot: u32) {
-        let w = &mut self.bits[(slot / 64) as usize];
+        let w = self.word_mut((slot / 64) as usize);
         let b = 1u64 << (slot % 64);
         debug_assert!(*w & b == 0, "slot {slot} inserted twice");
         *w |= b;
@@ -48,7 +78,7 @@ impl RrSet {
     }
     #[inline]
     pub fn remove(&mut self, slot: u32) {
-        let w = &mut self.bits[(slot / 64) as usize];
+        let w = self.word_mut((slot / 64) as usize);
         let b = 1u64 << (slot % 64);
         debug_assert!(*w & b != 0, "slot {slot} removed but absent");
         *w &= !b;
@@ -61,10 +91,17 @@ impl RrSet {
         if self.count == 0 {
             return None;
         }
-        let words = self.bits.len();
+        if self.high.is_empty() {
+            // one word (the cursor is below n <= 64): members from the cursor on, else
+            // the first member
+            let above = self.low & (!0u64 << self.cursor);
+            let w = if above != 0 { above } else { self.low };
+            return Some(w.trailing_zeros());
+        }
+        let words = self.high.len() + 1;
         let start = (self.cursor / 64) as usize;
         // the cursor's own word, bits at or above the cursor
-        let first = self.bits[start] & (!0u64 << (self.cursor % 64));
+        let first = self.word(start) & (!0u64 << (self.cursor % 64));
         if first != 0 {
             return Some((start * 64) as u32 + first.trailing_zeros());
         }
@@ -72,9 +109,9 @@ impl RrSet {
             let i = (start + k) % words;
             let w = if i == start {
                 // wrapped all the way: the bits below the cursor
-                self.bits[i] & !(!0u64 << (self.cursor % 64))
+                self.word(i) & !(!0u64 << (self.cursor % 64))
             } else {
-                self.bits[i]
+                self.word(i)
             };
             if w != 0 {
                 return Some((i * 64) as u32 + w.trailing_zeros());
@@ -91,17 +128,20 @@ impl RrSet {
 
     /// Members in slot order.
     pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        self.bits.iter().enumerate().flat_map(|(i, &w)| {
-            let mut w = w;
-            std::iter::from_fn(move || {
-                if w == 0 {
-                    return None;
-                }
-                let b = w.trailing_zeros();
-                w &= w - 1;
-                Some(i as u32 * 64 + b)
+        std::iter::once(self.low)
+            .chain(self.high.iter().copied())
+            .enumerate()
+            .flat_map(|(i, w)| {
+                let mut w = w;
+                std::iter::from_fn(move || {
+                    if w == 0 {
+                        return None;
+                    }
+                    let b = w.trailing_zeros();
+                    w &= w - 1;
+                    Some(i as u32 * 64 + b)
+                })
             })
-        })
     }
 }
 
