@@ -1,12 +1,23 @@
-//! One direction's engine: classifier → per-class queue → link-sharing scheduler.
+//! One direction's engine: classifier → shaping (per-class queues under the link-sharing
+//! scheduler) → link emulator.
 //!
 //! `ingress` reads the frame's headers (with `weir-wire`), classifies it, stamps the
 //! packet's metadata (class, rule, direction-independent flow hash, arrival time) and
-//! enqueues it; `dequeue`/`next_wakeup` are the scheduler's. Frames the parser rejects
-//! (truncated or malformed headers) are not dropped: they go to the default class and are
-//! counted in `malformed`, so unknown traffic still flows.
+//! enqueues it into the first stage present. Frames the parser rejects (truncated or
+//! malformed headers) are not dropped: they go to the default class and are counted in
+//! `malformed`, so unknown traffic still flows.
+//!
+//! Both stages are optional: a direction may be shaped, emulated, both (the shaper's output
+//! enters the emulator: a WAN behind a bandwidth manager), or neither (packets pass
+//! through a FIFO that never drops: the classifier's counters still count them).
+//! `dequeue` first moves everything the shaper releases into the emulator, then releases
+//! what the emulator has due; `next_wakeup` is the earlier of the two stages' wake-ups.
+//! Packets the emulator refuses on the way (loss, queue limit) are reported through
+//! `Ctx::drop_later`, so the driver frees and counts them like any other late drop.
 
 use crate::classify::{Classifier, Fields};
+use crate::emulate::Emulator;
+use crate::fifo::Fifo;
 use crate::linkshare::LinkShare;
 use crate::pool::PktId;
 use crate::qdisc::{Count, Ctx, DropCause, Qdisc};
@@ -28,9 +39,20 @@ pub fn frame_fields(frame: &[u8]) -> Result<Fields, weir_wire::Error> {
     })
 }
 
+/// The emulation stage: the emulator and its profiles' names (index = profile).
+pub struct EmuStage {
+    pub emu: Emulator,
+    pub names: Vec<String>,
+}
+
 pub struct Pipeline {
     pub classifier: Classifier,
-    pub sched: LinkShare,
+    /// The shaper; `None` when this direction is not shaped.
+    pub sched: Option<LinkShare>,
+    /// The link emulator; `None` when this direction is not emulated.
+    pub emu: Option<EmuStage>,
+    /// Used only when there is neither stage.
+    pass: Fifo,
     /// Seed of the flow hash (per-flow queuing buckets).
     pub flow_seed: u64,
     /// Frames whose headers could not be parsed (sent to the default class).
@@ -38,17 +60,24 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    pub fn new(classifier: Classifier, sched: LinkShare, flow_seed: u64) -> Self {
+    pub fn new(
+        classifier: Classifier,
+        sched: Option<LinkShare>,
+        emu: Option<EmuStage>,
+        flow_seed: u64,
+    ) -> Self {
         Pipeline {
             classifier,
             sched,
+            emu,
+            pass: Fifo::new(u32::MAX, u64::MAX),
             flow_seed,
             malformed: Count::default(),
         }
     }
 
     /// Classify the frame held in `pkt` and enqueue it. `Err` means it was dropped (the
-    /// caller frees it); its cause is counted by the class's queue statistics.
+    /// caller frees it); its cause is counted by the stage that refused it.
     pub fn ingress(&mut self, pkt: PktId, cx: &mut Ctx<'_>) -> Result<(), DropCause> {
         let len = cx.pool.len(pkt);
         let fields = match frame_fields(cx.pool.data(pkt)) {
@@ -64,15 +93,58 @@ impl Pipeline {
         m.rule = rule;
         m.flow = fields.flow_hash(self.flow_seed);
         m.arrival = cx.now;
-        self.sched.enqueue(pkt, cx)
+        match (&mut self.sched, &mut self.emu) {
+            (Some(s), _) => s.enqueue(pkt, cx),
+            (None, Some(e)) => e.emu.enqueue(pkt, cx),
+            (None, None) => self.pass.enqueue(pkt, cx),
+        }
     }
 
     pub fn dequeue(&mut self, cx: &mut Ctx<'_>) -> Option<PktId> {
-        self.sched.dequeue(cx)
+        match (&mut self.sched, &mut self.emu) {
+            (Some(s), None) => s.dequeue(cx),
+            (s, Some(e)) => {
+                if let Some(s) = s {
+                    while let Some(p) = s.dequeue(cx) {
+                        if let Err(cause) = e.emu.enqueue(p, cx) {
+                            cx.drop_later(p, cause);
+                        }
+                    }
+                }
+                e.emu.dequeue(cx)
+            }
+            (None, None) => self.pass.dequeue(cx),
+        }
     }
 
     pub fn next_wakeup(&self) -> Option<Instant> {
-        self.sched.next_wakeup()
+        let s = self.sched.as_ref().and_then(|s| s.next_wakeup());
+        let e = self.emu.as_ref().and_then(|e| e.emu.next_wakeup());
+        // the pass-through FIFO is work-conserving: it never needs a wake-up
+        s.into_iter().chain(e).min()
+    }
+
+    /// Packets held by all stages.
+    pub fn len(&self) -> usize {
+        self.sched.as_ref().map_or(0, |s| s.len())
+            + self.emu.as_ref().map_or(0, |e| e.emu.len())
+            + self.pass.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Discard everything held (e.g. at shutdown), reporting each packet through
+    /// `cx.drop_later` with `cause`.
+    pub fn purge(&mut self, cx: &mut Ctx<'_>, cause: DropCause) {
+        if let Some(s) = &mut self.sched {
+            s.purge(cx, cause);
+        }
+        if let Some(e) = &mut self.emu {
+            e.emu.purge(cx, cause);
+        }
+        self.pass.purge(cx, cause);
     }
 }
 
@@ -169,6 +241,6 @@ mod tests {
             out += 1;
         }
         assert_eq!(out, 4);
-        pipe.sched.check_counters().unwrap();
+        pipe.sched.as_ref().unwrap().check_counters().unwrap();
     }
 }

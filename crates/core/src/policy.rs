@@ -14,6 +14,9 @@
 //! `cbq+pfq`, `cbq+pfq+red`); a class's own `queue`/`red` keys override it.
 //! The full reference is docs/policy.md. Every error carries `file:line:col`.
 
+use crate::emulate::{self, EmuConfig, Emulator};
+use crate::pipeline::EmuStage;
+use crate::pool::Direction;
 use crate::classify::{parse_dscp, parse_vlan, Classifier, IpNet, Match, PortSet, Proto, Rule};
 use crate::fifo::Fifo;
 use crate::linkshare::{ClassId, ClassSpec, LinkShare, MAX_LEVEL, MAX_QUANTUM, PRIOS};
@@ -28,6 +31,9 @@ use serde::Deserialize;
 use std::collections::HashMap;
 use std::fmt;
 use toml::{Spanned, Value};
+
+/// RNG seed when `[link] seed` is not given.
+pub const DEFAULT_SEED: u64 = 1;
 
 /// Name of the implicit root class (the link).
 pub const ROOT: &str = "link";
@@ -109,6 +115,8 @@ pub enum Shapes {
     Outbound,
     Inbound,
     Both,
+    /// Shape nothing: classify (and emulate) only.
+    None,
 }
 
 impl Shapes {
@@ -117,8 +125,28 @@ impl Shapes {
             Shapes::Outbound => "outbound",
             Shapes::Inbound => "inbound",
             Shapes::Both => "both",
+            Shapes::None => "none",
         }
     }
+
+    /// Whether traffic travelling in `dir` is covered.
+    pub fn covers(self, dir: Direction) -> bool {
+        matches!(
+            (self, dir),
+            (Shapes::Both, _)
+                | (Shapes::Outbound, Direction::Outbound)
+                | (Shapes::Inbound, Direction::Inbound)
+        )
+    }
+}
+
+/// One named impairment profile (`[[emulate]]`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EmuDef {
+    pub name: String,
+    pub cfg: EmuConfig,
+    /// Which direction(s) it applies to (never `Shapes::None`).
+    pub direction: Shapes,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -237,6 +265,8 @@ pub struct RuleDef {
     pub name: String,
     pub class: usize,
     pub m: Match,
+    /// Index into `Policy::emulators` of the profile this rule's packets take.
+    pub emulate: Option<usize>,
 }
 
 /// A validated policy. `classes[0]` is the root (the link); parents precede children.
@@ -251,6 +281,12 @@ pub struct Policy {
     pub default_class: usize,
     pub classes: Vec<ClassDef>,
     pub rules: Vec<RuleDef>,
+    /// Impairment profiles (`[[emulate]]`), selected per rule.
+    pub emulators: Vec<EmuDef>,
+    /// The profile of packets whose rule names none (`[link] emulate`).
+    pub default_emulate: Option<usize>,
+    /// Seed of the random number generator (RED, per-flow hashing, emulation).
+    pub seed: u64,
     /// Advice that does not stop the policy from working.
     pub warnings: Vec<PolicyError>,
 }
@@ -265,6 +301,27 @@ struct RawPolicy {
     classes: Vec<Spanned<RawClass>>,
     #[serde(default, rename = "rule")]
     rules: Vec<Spanned<RawRule>>,
+    #[serde(default, rename = "emulate")]
+    emulators: Vec<Spanned<RawEmulate>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEmulate {
+    name: Spanned<String>,
+    rate: Option<Spanned<Value>>,
+    overhead: Option<Spanned<i64>>,
+    mtu: Option<Spanned<i64>>,
+    delay: Option<Spanned<Value>>,
+    jitter: Option<Spanned<Value>>,
+    distribution: Option<Spanned<String>>,
+    reorder: Option<bool>,
+    loss: Option<Spanned<Value>>,
+    duplicate: Option<Spanned<Value>>,
+    corrupt: Option<Spanned<Value>>,
+    limit: Option<Spanned<Value>>,
+    direction: Option<Spanned<String>>,
+    description: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -276,6 +333,8 @@ struct RawLink {
     technique: Option<Spanned<String>>,
     default: Option<Spanned<String>>,
     direction: Option<Spanned<String>>,
+    emulate: Option<Spanned<String>>,
+    seed: Option<Spanned<i64>>,
     description: Option<String>,
 }
 
@@ -320,7 +379,8 @@ struct RawRed {
 #[serde(deny_unknown_fields)]
 struct RawRule {
     name: Option<Spanned<String>>,
-    class: Spanned<String>,
+    class: Option<Spanned<String>>,
+    emulate: Option<Spanned<String>>,
     src: Option<Spanned<Value>>,
     dst: Option<Spanned<Value>>,
     proto: Option<Spanned<Value>>,
@@ -643,7 +703,69 @@ impl Policy {
             .collect();
         let classifier =
             Classifier::new(rules, self.default_class as u32).map_err(|e| e.to_string())?;
-        Ok(Pipeline::new(classifier, sched, 0x5eed_f10e))
+        Ok(Pipeline::new(classifier, Some(sched), None, 0x5eed_f10e))
+    }
+
+    /// The live pipeline for traffic travelling in `dir`: shaped if `[link] direction`
+    /// covers it, emulated if any `[[emulate]]` profile in use applies to it; `None` when
+    /// neither (the direction is forwarded untouched).
+    pub fn build_direction(&self, dir: Direction, now: Instant) -> Result<Option<Pipeline>, String> {
+        let emu = self.emulator_for(dir)?;
+        let shaped = self.shapes.covers(dir);
+        if !shaped && emu.is_none() {
+            return Ok(None);
+        }
+        let mut p = self.build(now)?;
+        if !shaped {
+            p.sched = None;
+        }
+        p.emu = emu;
+        Ok(Some(p))
+    }
+
+    /// The emulation stage for `dir`: profile 0 is `[link] emulate` (or transparent), one
+    /// profile per `[[emulate]]` used in that direction (others are transparent there),
+    /// rules routed to theirs. `None` when nothing is emulated in `dir`.
+    pub fn emulator_for(&self, dir: Direction) -> Result<Option<EmuStage>, String> {
+        let applies = |i: usize| self.emulators[i].direction.covers(dir);
+        let used_default = self.default_emulate.filter(|&i| applies(i));
+        let used_rules = self.rules.iter().any(|r| r.emulate.is_some_and(applies));
+        if used_default.is_none() && !used_rules {
+            return Ok(None);
+        }
+        let err = |e: emulate::EmuError| e.to_string();
+        let default_cfg = used_default.map_or_else(EmuConfig::default, |i| self.emulators[i].cfg.clone());
+        let mut emu = Emulator::new(default_cfg).map_err(err)?;
+        let mut names = vec![used_default.map_or("(none)".to_string(), |i| self.emulators[i].name.clone())];
+        let mut profile_of = vec![None; self.emulators.len()];
+        let mut transparent = None;
+        for (ri, r) in self.rules.iter().enumerate() {
+            let profile = match r.emulate {
+                Some(i) if applies(i) => match profile_of[i] {
+                    Some(p) => p,
+                    None => {
+                        let p = emu.add_profile(self.emulators[i].cfg.clone()).map_err(err)?;
+                        names.push(self.emulators[i].name.clone());
+                        profile_of[i] = Some(p);
+                        p
+                    }
+                },
+                // the rule's own profile is for the other direction: untouched here,
+                // not the link's default impairment
+                Some(_) if used_default.is_some() => match transparent {
+                    Some(p) => p,
+                    None => {
+                        let p = emu.add_profile(EmuConfig::default()).map_err(err)?;
+                        names.push("(none)".to_string());
+                        transparent = Some(p);
+                        p
+                    }
+                },
+                _ => continue,
+            };
+            emu.route(ri as u32, profile).map_err(err)?;
+        }
+        Ok(Some(EmuStage { emu, names }))
     }
 
     /// A human-readable tree of the compiled policy (what `weir check` prints).
@@ -680,6 +802,30 @@ impl Policy {
                 "  default          -> {}\n",
                 self.classes[self.default_class].name
             ));
+        }
+        if !self.emulators.is_empty() {
+            s.push_str(&format!("emulation (seed {}):\n", self.seed));
+            for e in &self.emulators {
+                s.push_str(&format!(
+                    "  {:<16} {:<9} {}\n",
+                    e.name,
+                    e.direction.name(),
+                    emulate::spec::describe(&e.cfg)
+                ));
+            }
+            for r in self.rules.iter().filter(|r| r.emulate.is_some()) {
+                s.push_str(&format!(
+                    "  rule {:<11} -> {}\n",
+                    r.name,
+                    self.emulators[r.emulate.unwrap()].name
+                ));
+            }
+            if let Some(d) = self.default_emulate {
+                s.push_str(&format!(
+                    "  other traffic    -> {}\n",
+                    self.emulators[d].name
+                ));
+            }
         }
         s
     }
@@ -861,11 +1007,12 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
         None | Some("outbound") => Shapes::Outbound,
         Some("inbound") => Shapes::Inbound,
         Some("both") => Shapes::Both,
+        Some("none") => Shapes::None,
         Some(other) => {
             let span = link.direction.as_ref().unwrap().span();
             src.err(
                 span,
-                format!("`direction`: '{other}' is not one of outbound, inbound, both"),
+                format!("`direction`: '{other}' is not one of outbound, inbound, both, none"),
             );
             Shapes::Outbound
         }
@@ -1305,6 +1452,29 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
             }
         },
     };
+    let (emulators, emu_index) = compile_emulators(src, &raw.emulators, mtu);
+    let default_emulate = link.emulate.as_ref().and_then(|e| {
+        let i = emu_index.get(e.get_ref()).copied();
+        if i.is_none() {
+            src.err(
+                e.span(),
+                format!(
+                    "`emulate`: '{}' is not a defined [[emulate]] profile",
+                    e.get_ref()
+                ),
+            );
+        }
+        i
+    });
+    let seed = match &link.seed {
+        None => DEFAULT_SEED,
+        Some(v) if *v.get_ref() >= 0 => *v.get_ref() as u64,
+        Some(v) => {
+            src.err(v.span(), "`seed`: must be a non-negative integer");
+            DEFAULT_SEED
+        }
+    };
+    let rule_spans: Vec<_> = raw.rules.iter().map(|r| r.span()).collect();
     let mut rules = Vec::new();
     for (ri, r) in raw.rules.iter().enumerate() {
         let r = r.get_ref();
@@ -1312,25 +1482,51 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
             .name
             .as_ref()
             .map_or(format!("rule{}", ri + 1), |n| n.get_ref().clone());
-        let class = match leaf_index(r.class.get_ref()) {
-            Some(i) if classes[i].leaf => i,
-            Some(_) => {
-                src.err(
-                    r.class.span(),
-                    format!(
-                        "`class`: '{}' has children; rules must name a leaf class",
-                        r.class.get_ref()
-                    ),
-                );
-                continue;
-            }
+        let emulate = match &r.emulate {
+            None => None,
+            Some(e) => match emu_index.get(e.get_ref()) {
+                Some(&i) => Some(i),
+                None => {
+                    src.err(
+                        e.span(),
+                        format!(
+                            "`emulate`: '{}' is not a defined [[emulate]] profile",
+                            e.get_ref()
+                        ),
+                    );
+                    continue;
+                }
+            },
+        };
+        let class = match &r.class {
+            None if emulate.is_some() => default_class,
             None => {
                 src.err(
-                    r.class.span(),
-                    format!("`class`: '{}' is not a defined class", r.class.get_ref()),
+                    rule_spans[ri].clone(),
+                    "a rule needs a `class` to send traffic to, an `emulate` profile, or both",
                 );
                 continue;
             }
+            Some(rc) => match leaf_index(rc.get_ref()) {
+                Some(i) if classes[i].leaf => i,
+                Some(_) => {
+                    src.err(
+                        rc.span(),
+                        format!(
+                            "`class`: '{}' has children; rules must name a leaf class",
+                            rc.get_ref()
+                        ),
+                    );
+                    continue;
+                }
+                None => {
+                    src.err(
+                        rc.span(),
+                        format!("`class`: '{}' is not a defined class", rc.get_ref()),
+                    );
+                    continue;
+                }
+            },
         };
         let mut m = Match::default();
         if let Some(v) = &r.src {
@@ -1363,7 +1559,12 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
             let span = r.proto.as_ref().unwrap().span();
             src.err(span, "port conditions only match TCP and UDP packets; with this `proto` the rule can never match");
         }
-        rules.push(RuleDef { name, class, m });
+        rules.push(RuleDef {
+            name,
+            class,
+            m,
+            emulate,
+        });
     }
     for (i, c) in classes.iter().enumerate() {
         if c.leaf && i != default_class && !rules.iter().any(|r| r.class == i) {
@@ -1385,8 +1586,163 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
         default_class,
         classes,
         rules,
+        emulators,
+        default_emulate,
+        seed,
         warnings: vec![],
     })
+}
+
+/// Compile the `[[emulate]]` profiles; returns them and a name → index map.
+fn compile_emulators(
+    src: &mut Src<'_>,
+    raw: &[Spanned<RawEmulate>],
+    link_mtu: u32,
+) -> (Vec<EmuDef>, HashMap<String, usize>) {
+    let mut out = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut spans: Vec<std::ops::Range<usize>> = Vec::new();
+    for e in raw {
+        let span = e.span();
+        let e = e.get_ref();
+        let _ = &e.description;
+        let name = e.name.get_ref().clone();
+        if let Some(&first) = index.get(&name) {
+            let line = src.line(spans[first].clone());
+            src.err(
+                e.name.span(),
+                format!("duplicate [[emulate]] name '{name}' (first defined at line {line})"),
+            );
+            continue;
+        }
+        let mut cfg = EmuConfig {
+            mtu: link_mtu,
+            ..EmuConfig::default()
+        };
+        if let Some(v) = &e.rate {
+            cfg.rate_bps = parse_with(src, "rate", v, units::parse_rate);
+        }
+        if let Some(o) = &e.overhead {
+            match i32::try_from(*o.get_ref()) {
+                Ok(x) if x.abs() <= EmuConfig::MAX_OVERHEAD => cfg.overhead = x,
+                _ => src.err(
+                    o.span(),
+                    format!(
+                        "`overhead`: {} is outside ±{} bytes per frame",
+                        o.get_ref(),
+                        EmuConfig::MAX_OVERHEAD
+                    ),
+                ),
+            }
+        }
+        if let Some(m) = &e.mtu {
+            match u32::try_from(*m.get_ref()) {
+                Ok(x) if (68..=65_535).contains(&x) => cfg.mtu = x,
+                _ => src.err(
+                    m.span(),
+                    format!("`mtu`: {} is outside 68..=65535 bytes", m.get_ref()),
+                ),
+            }
+        }
+        if let Some(v) = &e.delay {
+            if let Some(ns) = parse_with(src, "delay", v, units::parse_duration) {
+                cfg.delay = crate::time::Duration(ns);
+            }
+        }
+        let jitter_ns = e
+            .jitter
+            .as_ref()
+            .and_then(|v| parse_with(src, "jitter", v, units::parse_duration));
+        match (&e.distribution, jitter_ns) {
+            (Some(d), None) if e.jitter.is_none() => src.err(
+                d.span(),
+                "`distribution`: needs a `jitter` width to shape",
+            ),
+            (d, Some(ns)) => {
+                let (dist, dspan) = d
+                    .as_ref()
+                    .map_or(("uniform", span.clone()), |d| (d.get_ref().as_str(), d.span()));
+                match emulate::spec::parse_jitter(ns, dist) {
+                    Ok(j) => cfg.jitter = j,
+                    Err(msg) => src.err(dspan, format!("`distribution`: {msg}")),
+                }
+            }
+            _ => {}
+        }
+        cfg.reorder = e.reorder.unwrap_or(false);
+        if let Some(v) = &e.loss {
+            cfg.loss = parse_text(src, "loss", v, emulate::spec::parse_loss).unwrap_or_default();
+        }
+        if let Some(v) = &e.duplicate {
+            cfg.duplicate = parse_text(src, "duplicate", v, emulate::spec::parse_prob).unwrap_or(0.0);
+        }
+        if let Some(v) = &e.corrupt {
+            cfg.corrupt = parse_text(src, "corrupt", v, emulate::spec::parse_prob).unwrap_or(0.0);
+        }
+        if let Some(v) = &e.limit {
+            match parse_with(src, "limit", v, units::parse_limit) {
+                Some(Limit::Packets(n)) if n > 0 => cfg.limit_packets = Some(n),
+                Some(Limit::Bytes(b)) if b > 0 => cfg.limit_bytes = Some(b),
+                Some(_) => src.err(v.span(), "`limit`: must be positive"),
+                None => {}
+            }
+        }
+        let direction = match e.direction.as_ref().map(|d| (d.get_ref().as_str(), d.span())) {
+            None | Some(("outbound", _)) => Shapes::Outbound,
+            Some(("inbound", _)) => Shapes::Inbound,
+            Some(("both", _)) => Shapes::Both,
+            Some((other, dspan)) => {
+                src.err(
+                    dspan,
+                    format!("`direction`: '{other}' is not one of outbound, inbound, both"),
+                );
+                Shapes::Outbound
+            }
+        };
+        if let Err(err) = cfg.validate() {
+            src.err(span.clone(), format!("[[emulate]] '{name}': {err}"));
+        }
+        if cfg.is_transparent() {
+            src.warn(
+                span.clone(),
+                format!("[[emulate]] '{name}' changes nothing (no rate, delay, jitter, loss, duplication or corruption)"),
+            );
+        }
+        index.insert(name.clone(), out.len());
+        spans.push(span.clone());
+        out.push(EmuDef {
+            name,
+            cfg,
+            direction,
+        });
+    }
+    (out, index)
+}
+
+/// Parse a spanned scalar with a parser whose errors are plain strings.
+fn parse_text<T>(
+    src: &mut Src<'_>,
+    key: &str,
+    v: &Spanned<Value>,
+    f: impl Fn(&str) -> Result<T, String>,
+) -> Option<T> {
+    let Some(text) = scalar_text(v.get_ref()) else {
+        src.err(
+            v.span(),
+            format!(
+                "`{key}`: expected a string or number, found {}",
+                v.get_ref().type_str()
+            ),
+        );
+        return None;
+    };
+    match f(&text) {
+        Ok(x) => Some(x),
+        Err(e) => {
+            src.err(v.span(), format!("`{key}`: {e}"));
+            None
+        }
+    }
 }
 
 /// Warnings for leaves whose per-session settings the resolved queue cannot enforce.

@@ -134,7 +134,7 @@ pub trait Qdisc: Send {
 }
 
 /// A packet and byte count.
-#[derive(Copy, Clone, Default, Debug, PartialEq, Eq, Serialize)]
+#[derive(Copy, Clone, Default, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Count {
     pub packets: u64,
     pub bytes: u64,

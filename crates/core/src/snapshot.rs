@@ -22,7 +22,8 @@
 
 use crate::linkshare::ClassId;
 use crate::pipeline::Pipeline;
-use crate::qdisc::{Count, DropCause};
+use crate::emulate::EmuCounters;
+use crate::qdisc::{Count, DropCause, QStats, Qdisc};
 use crate::time::Instant;
 use crate::units::fmt_rate;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -48,6 +49,9 @@ pub struct PipelineSnapshot {
     /// in `default_rule`).
     #[serde(deserialize_with = "de_count")]
     pub malformed: Count,
+    /// Emulation profiles, profile 0 (the default) first; empty when not emulated.
+    #[serde(default)]
+    pub emulators: Vec<EmuSnapshot>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -108,6 +112,21 @@ pub struct RuleSnapshot {
     pub class: String,
     #[serde(deserialize_with = "de_count")]
     pub hits: Count,
+    /// The emulation profile the rule's packets take (`None`: the direction is not
+    /// emulated).
+    #[serde(default)]
+    pub emulate: Option<String>,
+}
+
+/// One emulation profile: its configuration, queue statistics (duplicates count as
+/// arrivals) and emulation events.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EmuSnapshot {
+    pub name: String,
+    /// One-line description of the configuration.
+    pub config: String,
+    pub queue: QueueSnapshot,
+    pub counters: EmuCounters,
 }
 
 // `Count` derives only `Serialize`; these read it back.
@@ -136,29 +155,96 @@ fn de_count_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Coun
 }
 
 /// Copy the statistics of `p` at `at`.
+fn queue_snapshot(q: &QStats, packets: usize, bytes: u64) -> QueueSnapshot {
+    QueueSnapshot {
+        packets: packets as u64,
+        bytes,
+        received: q.received,
+        enqueued: q.enqueued,
+        dequeued: q.dequeued,
+        dropped_on_enqueue: q.dropped_on_enqueue,
+        dropped_later: q.dropped_later,
+        drops: DropCause::ALL
+            .iter()
+            .map(|&cause| (cause, q.drops_by(cause)))
+            .filter(|(_, cnt)| cnt.packets != 0 || cnt.bytes != 0)
+            .map(|(cause, cnt)| (cause.as_str().to_string(), cnt))
+            .collect(),
+    }
+}
+
 pub fn snapshot(p: &Pipeline, at: Instant) -> PipelineSnapshot {
-    let s = &p.sched;
+    let mut classes = Vec::new();
+    let n = p.sched.as_ref().map_or(0, |s| s.num_classes());
+    if let Some(s) = &p.sched {
+        classes = class_snapshots(s);
+    }
+    let class_name = |c: u32| match &p.sched {
+        Some(s) if (c as usize) < n => s.name(c).to_string(),
+        Some(_) => format!("#{c}"),
+        None => "(unshaped)".to_string(),
+    };
+    let emu_name = |rule: u16| {
+        p.emu.as_ref().map(|e| {
+            let i = match e.emu.select() {
+                crate::emulate::Select::Rule => e.emu.profile_for_key(rule as u32),
+                crate::emulate::Select::Class => 0,
+            };
+            e.names.get(i).cloned().unwrap_or_else(|| format!("#{i}"))
+        })
+    };
+    let emulators = p
+        .emu
+        .as_ref()
+        .map(|e| {
+            e.emu
+                .profiles()
+                .iter()
+                .enumerate()
+                .map(|(i, l)| EmuSnapshot {
+                    name: e.names.get(i).cloned().unwrap_or_else(|| format!("#{i}")),
+                    config: crate::emulate::spec::describe(l.config()),
+                    queue: queue_snapshot(l.stats(), l.len(), l.bytes()),
+                    counters: l.counters().clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let cl = &p.classifier;
+    let rules = cl
+        .rules
+        .iter()
+        .enumerate()
+        .map(|(i, r)| RuleSnapshot {
+            name: if r.name.is_empty() {
+                format!("rule {}", i + 1)
+            } else {
+                r.name.clone()
+            },
+            class: class_name(r.class),
+            hits: cl.hits.get(i).copied().unwrap_or_default(),
+            emulate: emu_name(i as u16),
+        })
+        .collect();
+    PipelineSnapshot {
+        at_ns: at.as_nanos(),
+        classes,
+        rules,
+        default_rule: cl.default_hits,
+        default_class: class_name(cl.default_class),
+        malformed: p.malformed,
+        emulators,
+    }
+}
+
+fn class_snapshots(s: &crate::linkshare::LinkShare) -> Vec<ClassSnapshot> {
     let n = s.num_classes();
     let mut classes = Vec::with_capacity(n);
     for c in 0..n as ClassId {
         let st = s.class_stats(c);
         let queue = s.queue_stats(c).map(|q| {
             let (packets, bytes) = s.backlog(c);
-            QueueSnapshot {
-                packets: packets as u64,
-                bytes,
-                received: q.received,
-                enqueued: q.enqueued,
-                dequeued: q.dequeued,
-                dropped_on_enqueue: q.dropped_on_enqueue,
-                dropped_later: q.dropped_later,
-                drops: DropCause::ALL
-                    .iter()
-                    .map(|&cause| (cause, q.drops_by(cause)))
-                    .filter(|(_, cnt)| cnt.packets != 0 || cnt.bytes != 0)
-                    .map(|(cause, cnt)| (cause.as_str().to_string(), cnt))
-                    .collect(),
-            }
+            queue_snapshot(q, packets, bytes)
         });
         classes.push(ClassSnapshot {
             name: s.name(c).to_string(),
@@ -174,36 +260,7 @@ pub fn snapshot(p: &Pipeline, at: Instant) -> PipelineSnapshot {
             rate_now_bps: 0.0,
         });
     }
-    let class_name = |c: u32| {
-        if (c as usize) < n {
-            s.name(c).to_string()
-        } else {
-            format!("#{c}")
-        }
-    };
-    let cl = &p.classifier;
-    let rules = cl
-        .rules
-        .iter()
-        .enumerate()
-        .map(|(i, r)| RuleSnapshot {
-            name: if r.name.is_empty() {
-                format!("rule {}", i + 1)
-            } else {
-                r.name.clone()
-            },
-            class: class_name(r.class),
-            hits: cl.hits.get(i).copied().unwrap_or_default(),
-        })
-        .collect();
-    PipelineSnapshot {
-        at_ns: at.as_nanos(),
-        classes,
-        rules,
-        default_rule: cl.default_hits,
-        default_class: class_name(cl.default_class),
-        malformed: p.malformed,
-    }
+    classes
 }
 
 /// Fills in `rate_now_bps` from the difference between successive snapshots.
@@ -436,6 +493,35 @@ pub fn format_table(s: &PipelineSnapshot, direction: &str) -> String {
             "unparsable frames (sent to the default class): {} packets, {} bytes",
             s.malformed.packets, s.malformed.bytes
         );
+    }
+    if !s.emulators.is_empty() {
+        let nw = s
+            .emulators
+            .iter()
+            .map(|e| e.name.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(7);
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "{:<nw$} {:>10} {:>10} {:>8} {:>8} {:>8} {:>6}  config",
+            "emulate", "in pkts", "out pkts", "lost", "q-drops", "dups", "queued"
+        );
+        for e in &s.emulators {
+            let _ = writeln!(
+                out,
+                "{:<nw$} {:>10} {:>10} {:>8} {:>8} {:>8} {:>6}  {}",
+                e.name,
+                e.queue.received.packets,
+                e.queue.dequeued.packets,
+                e.counters.lost.packets,
+                e.counters.queue_drops.packets,
+                e.counters.dup_admitted.packets,
+                e.queue.packets,
+                e.config
+            );
+        }
     }
     out
 }

@@ -189,8 +189,12 @@ pub fn run(policy: &Policy, w: &WhatIf) -> Result<WhatIfReport, String> {
         seed: w.seed,
         ..Default::default()
     };
-    let res = sim::run(&mut pipe.sched, &sessions, &cfg)?;
-    pipe.sched.check_counters()?;
+    let sched = pipe
+        .sched
+        .as_mut()
+        .ok_or("the policy built no shaper")?;
+    let res = sim::run(sched, &sessions, &cfg)?;
+    sched.check_counters()?;
     let measured = res.measured.as_secs_f64();
     let nint = res.sessions.first().map_or(0, |s| s.series.len());
     let mut classes: Vec<ClassReport> = policy

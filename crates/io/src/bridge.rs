@@ -30,7 +30,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use weir_core::pipeline::Pipeline;
 use weir_core::snapshot::{snapshot, PipelineSnapshot, RateMeter};
-use weir_core::{Count, Ctx, Direction, DropCause, Duration, Instant, PktId, Pool, Qdisc, Rng};
+use weir_core::{Count, Ctx, Direction, DropCause, Duration, Instant, PktId, Pool, Rng};
 
 /// Extra room in a pool slot for a VLAN tag put back into a frame.
 const VLAN_ROOM: usize = 4;
@@ -117,6 +117,9 @@ pub struct LaneStats {
     pub kernel_rx_drops: u64,
     /// Packets still queued at shutdown, discarded.
     pub shutdown_drops: Count,
+    /// Copies the link emulator made and admitted (`duplicate`): they leave on top of
+    /// what was received, so `rx + duplicated = tx + every drop + queued`.
+    pub duplicated: Count,
 }
 
 /// Where captures go.
@@ -435,6 +438,13 @@ impl Bridge {
     fn publish(&mut self, now: Instant, start: Instant) {
         for lane in [&mut self.out, &mut self.inb] {
             lane.stats.kernel_rx_drops += lane.rx.kernel_drops();
+            if let Some(e) = lane.pipe.as_ref().and_then(|p| p.emu.as_ref()) {
+                let mut dup = Count::default();
+                for l in e.emu.profiles() {
+                    dup = dup + l.counters().dup_admitted;
+                }
+                lane.stats.duplicated = dup;
+            }
             lane.stats.tx_rejected = lane.tx.rejected;
             if let Some(p) = &mut lane.pcap {
                 let _ = p.flush();
@@ -475,7 +485,7 @@ impl Bridge {
         for lane in [&mut self.out, &mut self.inb] {
             let mut cx = Ctx::new(now, &mut self.pool, &mut self.rng, &mut self.dropped);
             if let Some(p) = &mut lane.pipe {
-                p.sched.purge(&mut cx, DropCause::Shutdown);
+                p.purge(&mut cx, DropCause::Shutdown);
             }
             while let Some(id) = lane.backlog.pop_front() {
                 cx.drop_later(id, DropCause::Shutdown);

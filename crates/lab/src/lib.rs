@@ -3,3 +3,5 @@
 
 pub mod agents;
 pub mod netns;
+pub mod plot;
+pub mod table4;

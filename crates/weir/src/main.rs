@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use weir_core::policy::{Policy, Technique};
 
 mod check;
+mod emu;
 mod run;
 mod sim;
 mod stats;
@@ -37,6 +38,8 @@ enum Cmd {
     Sim(sim::Args),
     /// Shape real traffic as a transparent bridge between two interfaces.
     Run(run::Args),
+    /// Emulate a WAN link between two interfaces (rate, delay, jitter, loss, ...), netem-style.
+    Emu(emu::Args),
     /// Print the counters of a running `weir run`.
     Stats(stats::Args),
 }
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
         Cmd::Check(a) => check::run(a),
         Cmd::Sim(a) => sim::run(a),
         Cmd::Run(a) => run::run(a),
+        Cmd::Emu(a) => emu::run(a),
         Cmd::Stats(a) => stats::run(a),
     };
     match r {

@@ -227,3 +227,112 @@ fn run_forwards_reports_captures_and_stops_cleanly() {
     assert!(n >= 8, "{n} records: ARP and 3 pings each way");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn emu_refuses_bad_options_clearly() {
+    let base = ["emu", "--lan", "a0", "--wan", "a1"];
+    for (extra, want) in [
+        (&["--loss", "often"][..], "--loss: loss 'often': expected"),
+        (&["--delay", "5 parsecs"][..], "--delay:"),
+        (&["--rate", "4bit"][..], "rate must be at least 8 bit/s"),
+        (&["--jitter", "1ms", "--distribution", "gauss"][..], "--distribution:"),
+        (&["--duplicate", "150%"][..], "--duplicate: '150%' is outside"),
+        (&["--direction", "up"][..], "--direction: 'up'"),
+    ] {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        let (code, _, err) = weir(&args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+/// `weir emu` as a process: one-way delay on the outbound direction shows in the ping RTT,
+/// periodic loss loses exactly every Nth echo request, and the stats socket reports the
+/// emulated link.
+#[test]
+fn emu_delays_and_loses_as_asked() {
+    if skip_unless_root("emu_delays_and_loses_as_asked") {
+        return;
+    }
+    let t = BridgeTopo::new("emu").unwrap();
+    let dir = std::env::temp_dir().join(format!("weir-live-emu-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("e.sock");
+    let start = |extra: &[&str]| {
+        let g = KillOnDrop(Some(
+            Command::new("ip")
+                .args(["netns", "exec", t.dut.name(), WEIR])
+                .arg(if extra.first() == Some(&"--policy") { "run" } else { "emu" })
+                .args(["--lan", &t.dut_lan, "--wan", &t.dut_wan])
+                .arg("--stats-socket")
+                .arg(&sock)
+                .args(extra)
+                .current_dir(ROOT)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        ));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !sock.exists() {
+            assert!(Instant::now() < deadline, "weir emu did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        g
+    };
+    let stop = |mut g: KillOnDrop| {
+        let child = g.0.take().unwrap();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while sock.exists() {
+            assert!(Instant::now() < deadline, "socket not removed");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+
+    // no emulation: the baseline RTT through the bridge
+    let g = start(&[]);
+    let base = icmp_ping(&t.snd, BridgeTopo::RCV_ADDR, 5, Duration::from_secs(1)).unwrap();
+    stop(g);
+    let base_min = base.iter().flatten().min().copied().expect("baseline replies");
+
+    let g = start(&["--delay", "30ms"]);
+    let rtts = icmp_ping(&t.snd, BridgeTopo::RCV_ADDR, 5, Duration::from_secs(1)).unwrap();
+    std::thread::sleep(Duration::from_millis(400)); // a stats publication
+    let (code, json, err) = weir(&["stats", "--socket", sock.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    stop(g);
+    for r in &rtts {
+        let r = r.expect("every echo answered");
+        assert!(
+            r >= Duration::from_millis(30) && r < Duration::from_millis(30) + base_min * 4 + Duration::from_millis(2),
+            "rtt {r:?} (baseline {base_min:?})"
+        );
+    }
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let emu = &v["outbound"]["pipeline"]["emulators"][0];
+    assert_eq!(emu["config"], "delay 30ms", "{json}");
+    assert!(emu["queue"]["dequeued"]["packets"].as_u64().unwrap() >= 5, "{json}");
+    assert!(v["inbound"]["pipeline"].is_null(), "inbound untouched: {json}");
+
+    // a policy's per-rule profile: every 3rd ICMP packet lost (other traffic, such as
+    // ARP, untouched): of 9 echo requests, the 3rd, 6th and 9th
+    let policy = dir.join("lossy.toml");
+    std::fs::write(
+        &policy,
+        "[link]\nrate = \"1Gbit\"\ndirection = \"none\"\ndefault = \"all\"\n\
+         [[class]]\nname = \"all\"\nrate = \"1Gbit\"\n\
+         [[emulate]]\nname = \"lossy\"\nloss = \"every 3\"\n\
+         [[rule]]\nproto = \"icmp\"\nemulate = \"lossy\"\n",
+    )
+    .unwrap();
+    let g = start(&["--policy", policy.to_str().unwrap()]);
+    let rtts = icmp_ping(&t.snd, BridgeTopo::RCV_ADDR, 9, Duration::from_millis(300)).unwrap();
+    let out = stop(g);
+    let lost: Vec<usize> = (0..9).filter(|&i| rtts[i].is_none()).collect();
+    assert_eq!(lost, [2, 5, 8], "{rtts:?}\n{out}");
+}

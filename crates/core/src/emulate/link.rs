@@ -115,7 +115,7 @@ pub const OVERHEAD_ETHERNET: i32 = 24;
 const INITIAL_LINE: usize = 256;
 
 /// Emulation events of one link (see the module comment).
-#[derive(Clone, Default, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Default, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct EmuCounters {
     /// Packets the loss model lost (refused with `DropCause::Emulated`).
     pub lost: Count,

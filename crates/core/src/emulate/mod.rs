@@ -39,6 +39,7 @@
 pub mod dist;
 pub mod link;
 pub mod loss;
+pub mod spec;
 
 pub use dist::Jitter;
 pub use link::{EmuCounters, EmuLink, OVERHEAD_ETHERNET, OVERHEAD_FCS};
@@ -327,6 +328,14 @@ impl Emulator {
 
     pub fn profile(&self, i: usize) -> Option<&EmuLink> {
         self.links.get(i)
+    }
+
+    /// The profile packets with routing key `key` go to.
+    pub fn profile_for_key(&self, key: u32) -> usize {
+        match self.route.get(key as usize) {
+            Some(&p) if p != NO_ROUTE => p as usize,
+            _ => 0,
+        }
     }
 
     /// The profile a packet with metadata `m` goes to.

@@ -1,0 +1,332 @@
+//! Text forms of the emulator's parameters, shared by the policy language (`[[emulate]]`)
+//! and `weir emu`'s options, so that both accept exactly the same spellings.
+//!
+//! * probability: `"1%"`, `"0.5 %"`, `"0.01"` (a plain number is a fraction in [0, 1]).
+//! * loss model (netem-like):
+//!   - `"1%"` or `"random 1%"` — Bernoulli, each packet lost independently;
+//!   - `"periodic 1%"` — every round(1/p)-th packet (seed 000's "periodic loss"), or
+//!     `"every 100"` — every 100th packet;
+//!   - `"gilbert P R"` — simple Gilbert: P = P(good→bad), R = P(bad→good), every packet
+//!     lost in bad, none in good (mean burst 1/R, loss P/(P+R));
+//!   - `"gilbert-elliott P R K H"` (alias `"ge"`) — with K = P(deliver | good) and
+//!     H = P(deliver | bad), as in RFC 3611's and netem's `gemodel` (netem's 3rd and 4th
+//!     arguments are 1−H and 1−K; weir takes the delivery probabilities, as Elliott wrote).
+//!   - `"none"` or `"0%"` — no loss.
+//! * jitter distribution: `uniform` (netem's default: ±jitter), `normal` (σ = jitter),
+//!   `pareto` (netem's: shape 3, scale 4σ/3, shifted to mean 0), `paretonormal` (σ).
+//!
+//! Errors are plain strings saying what was expected; callers add the file, line and
+//! field (policy) or the option name (command line).
+
+use super::{EmuConfig, Jitter, LossModel};
+use crate::units::{fmt_duration, fmt_rate, fmt_size};
+
+/// A probability: `"1%"` (percent) or `"0.01"` (fraction).
+pub fn parse_prob(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (num, scale) = match t.strip_suffix('%') {
+        Some(n) => (n.trim(), 100.0),
+        None => (t, 1.0),
+    };
+    let v: f64 = num.parse().map_err(|_| {
+        format!("'{s}' is not a probability; expected a percentage like \"1%\" or a fraction like \"0.01\"")
+    })?;
+    let p = v / scale;
+    if !(0.0..=1.0).contains(&p) {
+        return Err(format!("'{s}' is outside 0%..100%"));
+    }
+    Ok(p)
+}
+
+/// A loss model (see the module comment for the grammar).
+pub fn parse_loss(s: &str) -> Result<LossModel, String> {
+    let words: Vec<&str> = s.split_whitespace().collect();
+    let probs = |args: &[&str], names: &[&str]| -> Result<Vec<f64>, String> {
+        if args.len() != names.len() {
+            return Err(format!(
+                "loss '{s}': '{}' takes {} values ({}), got {}",
+                words[0],
+                names.len(),
+                names.join(" "),
+                args.len()
+            ));
+        }
+        args.iter()
+            .zip(names)
+            .map(|(a, n)| parse_prob(a).map_err(|e| format!("loss '{s}': {n}: {e}")))
+            .collect()
+    };
+    let model = match words.as_slice() {
+        [] | ["none"] => LossModel::None,
+        [p] => match parse_prob(p) {
+            Ok(p) => LossModel::Bernoulli { p },
+            Err(e) if p.trim_end_matches('%').trim().parse::<f64>().is_ok() => {
+                return Err(format!("loss: {e}"))
+            }
+            Err(_) => return Err(grammar(s)),
+        },
+        ["random" | "bernoulli", p] => {
+            let p = parse_prob(p).map_err(|e| format!("loss: {e}"))?;
+            LossModel::Bernoulli { p }
+        }
+        ["periodic", p] => {
+            let p = parse_prob(p).map_err(|e| format!("loss: {e}"))?;
+            if p == 0.0 {
+                LossModel::None
+            } else {
+                LossModel::periodic(p).ok_or_else(|| format!("loss '{s}': rate must be > 0"))?
+            }
+        }
+        ["every", n] => match n.parse::<u64>() {
+            Ok(every) if every >= 1 => LossModel::Periodic { every },
+            _ => {
+                return Err(format!(
+                    "loss '{s}': 'every N' needs a whole number N >= 1 (lose every Nth packet)"
+                ))
+            }
+        },
+        ["gilbert", args @ ..] => {
+            let v = probs(args, &["P(good->bad)", "P(bad->good)"])?;
+            LossModel::gilbert(v[0], v[1])
+        }
+        ["gilbert-elliott" | "ge", args @ ..] => {
+            let v = probs(
+                args,
+                &[
+                    "P(good->bad)",
+                    "P(bad->good)",
+                    "P(deliver|good)",
+                    "P(deliver|bad)",
+                ],
+            )?;
+            LossModel::GilbertElliott {
+                p: v[0],
+                r: v[1],
+                k: v[2],
+                h: v[3],
+            }
+        }
+        _ => return Err(grammar(s)),
+    };
+    model.validate().map_err(|e| e.to_string())?;
+    Ok(model)
+}
+
+fn grammar(s: &str) -> String {
+    format!(
+        "loss '{s}': expected \"P%\", \"random P%\", \"periodic P%\", \"every N\", \
+         \"gilbert P R\" or \"gilbert-elliott P R K H\""
+    )
+}
+
+/// The jitter distribution `dist` with width `ns` (half-width for uniform, σ otherwise).
+pub fn parse_jitter(ns: u64, dist: &str) -> Result<Jitter, String> {
+    let j = match dist.trim() {
+        "uniform" => Jitter::Uniform { half_width: ns },
+        "normal" => Jitter::Normal { sigma: ns },
+        "pareto" => Jitter::netem_pareto(ns),
+        "paretonormal" => Jitter::ParetoNormal { sigma: ns },
+        other => {
+            return Err(format!(
+                "distribution '{other}' is not one of uniform, normal, pareto, paretonormal"
+            ))
+        }
+    };
+    j.validate().map_err(|e| e.to_string())?;
+    Ok(j)
+}
+
+fn pct(p: f64) -> String {
+    format!("{}%", (p * 100.0 * 1e6).round() / 1e6)
+}
+
+/// One line describing a loss model, in the grammar [`parse_loss`] reads.
+pub fn describe_loss(m: &LossModel) -> String {
+    match *m {
+        LossModel::None => "none".into(),
+        LossModel::Bernoulli { p } => format!("random {}", pct(p)),
+        LossModel::Periodic { every } => format!("every {every}"),
+        LossModel::GilbertElliott { p, r, k, h } if k == 1.0 && h == 0.0 => {
+            format!("gilbert {} {}", pct(p), pct(r))
+        }
+        LossModel::GilbertElliott { p, r, k, h } => format!(
+            "gilbert-elliott {} {} {} {}",
+            pct(p),
+            pct(r),
+            pct(k),
+            pct(h)
+        ),
+    }
+}
+
+/// One line describing a whole emulated link (what `weir check` and `weir emu` print).
+pub fn describe(c: &EmuConfig) -> String {
+    if c.is_transparent() {
+        return "transparent".into();
+    }
+    let mut parts = Vec::new();
+    if let Some(r) = c.rate_bps {
+        let mut s = format!("rate {}", fmt_rate(r));
+        if c.overhead != 0 {
+            s += &format!(" ({:+} B/frame)", c.overhead);
+        }
+        parts.push(s);
+    }
+    if c.delay.0 > 0 || !c.jitter.is_none() {
+        let mut s = format!("delay {}", fmt_duration(c.delay.0));
+        match c.jitter {
+            Jitter::None => {}
+            Jitter::Uniform { half_width } => s += &format!(" ± {} uniform", fmt_duration(half_width)),
+            Jitter::Normal { sigma } => s += &format!(" σ {} normal", fmt_duration(sigma)),
+            Jitter::Pareto { scale, alpha } => {
+                s += &format!(" pareto (scale {}, α {alpha})", fmt_duration(scale))
+            }
+            Jitter::ParetoNormal { sigma } => {
+                s += &format!(" σ {} paretonormal", fmt_duration(sigma))
+            }
+        }
+        if !c.jitter.is_none() && c.reorder {
+            s += ", may reorder";
+        }
+        parts.push(s);
+    }
+    if c.loss != LossModel::None {
+        parts.push(format!("loss {}", describe_loss(&c.loss)));
+    }
+    if c.duplicate > 0.0 {
+        parts.push(format!("duplicate {}", pct(c.duplicate)));
+    }
+    if c.corrupt > 0.0 {
+        parts.push(format!("corrupt {}", pct(c.corrupt)));
+    }
+    if c.rate_bps.is_some() {
+        let l = c.limits();
+        let mut q = Vec::new();
+        if l.packets != crate::fifo::Limits::UNLIMITED_PACKETS {
+            q.push(format!("{} packets", l.packets));
+        }
+        if l.bytes != crate::fifo::Limits::UNLIMITED_BYTES {
+            q.push(fmt_size(l.bytes));
+        }
+        let origin = if c.limit_packets.is_some() || c.limit_bytes.is_some() {
+            ""
+        } else if c.bdp_bytes().is_some() {
+            " (bandwidth-delay product)"
+        } else {
+            " (default)"
+        };
+        parts.push(format!("queue {}{origin}", q.join(" / ")));
+    }
+    parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::Duration;
+
+    #[test]
+    fn probabilities() {
+        assert_eq!(parse_prob("1%").unwrap(), 0.01);
+        assert_eq!(parse_prob(" 0.5 % ").unwrap(), 0.005);
+        assert_eq!(parse_prob("0.25").unwrap(), 0.25);
+        assert!(parse_prob("101%").is_err());
+        assert!(parse_prob("1.5").is_err());
+        assert!(parse_prob("-1%").is_err());
+        assert!(parse_prob("NaN").is_err());
+        assert!(parse_prob("lots").unwrap_err().contains("percentage"));
+    }
+
+    #[test]
+    fn loss_grammar() {
+        assert_eq!(parse_loss("1%").unwrap(), LossModel::Bernoulli { p: 0.01 });
+        assert_eq!(
+            parse_loss("random 2%").unwrap(),
+            LossModel::Bernoulli { p: 0.02 }
+        );
+        // seed 000's periodic loss rates: 0.5 % = every 200th packet, 8 % = every 12.5th → 13
+        assert_eq!(
+            parse_loss("periodic 0.5%").unwrap(),
+            LossModel::Periodic { every: 200 }
+        );
+        assert_eq!(
+            parse_loss("periodic 8%").unwrap(),
+            LossModel::Periodic { every: 13 }
+        );
+        assert_eq!(
+            parse_loss("every 100").unwrap(),
+            LossModel::Periodic { every: 100 }
+        );
+        assert_eq!(
+            parse_loss("gilbert 1% 25%").unwrap(),
+            LossModel::gilbert(0.01, 0.25)
+        );
+        assert_eq!(
+            parse_loss("ge 1% 25% 100% 10%").unwrap(),
+            LossModel::GilbertElliott {
+                p: 0.01,
+                r: 0.25,
+                k: 1.0,
+                h: 0.1
+            }
+        );
+        assert_eq!(parse_loss("none").unwrap(), LossModel::None);
+        assert_eq!(parse_loss("periodic 0%").unwrap(), LossModel::None);
+        assert!(parse_loss("every 0").unwrap_err().contains("N >= 1"));
+        assert!(parse_loss("gilbert 1%").unwrap_err().contains("takes 2 values"));
+        assert!(parse_loss("ge 1% 2% 3% x").unwrap_err().contains("P(deliver|bad)"));
+        assert!(parse_loss("sometimes").unwrap_err().contains("expected"));
+        for m in [
+            LossModel::Bernoulli { p: 0.015 },
+            LossModel::Periodic { every: 7 },
+            LossModel::gilbert(0.01, 0.3),
+            LossModel::GilbertElliott {
+                p: 0.01,
+                r: 0.3,
+                k: 0.99,
+                h: 0.2,
+            },
+        ] {
+            assert_eq!(parse_loss(&describe_loss(&m)).unwrap(), m, "round trip");
+        }
+    }
+
+    #[test]
+    fn jitter_distributions() {
+        assert_eq!(
+            parse_jitter(1000, "uniform").unwrap(),
+            Jitter::Uniform { half_width: 1000 }
+        );
+        assert_eq!(
+            parse_jitter(1000, "normal").unwrap(),
+            Jitter::Normal { sigma: 1000 }
+        );
+        assert_eq!(
+            parse_jitter(3000, "pareto").unwrap(),
+            Jitter::Pareto {
+                scale: 4000,
+                alpha: 3.0
+            }
+        );
+        assert!(parse_jitter(1, "gaussian").unwrap_err().contains("normal"));
+    }
+
+    #[test]
+    fn describes_a_link() {
+        let c = EmuConfig {
+            rate_bps: Some(155_000_000),
+            overhead: 24,
+            delay: Duration::from_millis(125),
+            jitter: Jitter::Normal { sigma: 1_000_000 },
+            loss: LossModel::Bernoulli { p: 0.01 },
+            ..EmuConfig::default()
+        };
+        let d = describe(&c);
+        assert!(d.contains("rate 155Mbit"), "{d}");
+        assert!(d.contains("+24 B/frame"), "{d}");
+        assert!(d.contains("delay 125ms σ 1ms normal"), "{d}");
+        assert!(d.contains("loss random 1%"), "{d}");
+        assert!(d.contains("bandwidth-delay product"), "{d}");
+        assert_eq!(describe(&EmuConfig::default()), "transparent");
+    }
+}

@@ -1,0 +1,256 @@
+//! The policy language's `[[emulate]]` profiles: parsing, errors, routing per rule and per
+//! direction, and a shaped-then-emulated pipeline on the virtual clock.
+
+use std::collections::HashMap;
+use weir_core::emulate::{Jitter, LossModel};
+use weir_core::policy::{Policy, Shapes};
+use weir_core::pool::Direction;
+use weir_core::{Ctx, DropCause, Duration, Instant, PktId, Pool, Rng};
+use weir_wire::build::{self, EthSpec, Ipv4Spec};
+
+const POLICY: &str = r#"
+[link]
+rate = "10Mbit"
+default = "bulk"
+emulate = "wan"
+seed = 7
+
+[[class]]
+name = "bulk"
+rate = "10Mbit"
+limit = "1000p"
+
+[[emulate]]
+name = "wan"
+delay = "20ms"
+
+[[emulate]]
+name = "far"
+delay = "150ms"
+jitter = "1ms"
+distribution = "normal"
+loss = "periodic 1%"
+
+[[emulate]]
+name = "acks"
+delay = "5ms"
+direction = "inbound"
+
+[[rule]]
+name = "far-hosts"
+src = "10.1.4.0/24"
+emulate = "far"
+
+[[rule]]
+name = "ack-path"
+dst = "10.1.5.0/24"
+emulate = "acks"
+"#;
+
+fn errors(text: &str) -> Vec<String> {
+    match Policy::parse("p.toml", text) {
+        Ok(_) => panic!("policy accepted:\n{text}"),
+        Err(e) => e.0.iter().map(|e| e.to_string()).collect(),
+    }
+}
+
+fn has(errs: &[String], want: &str) {
+    assert!(
+        errs.iter().any(|e| e.contains(want)),
+        "expected an error containing {want:?}, got {errs:#?}"
+    );
+}
+
+#[test]
+fn profiles_parse_and_describe() {
+    let p = Policy::parse("p.toml", POLICY).unwrap();
+    assert_eq!(p.seed, 7);
+    assert_eq!(p.emulators.len(), 3);
+    let far = &p.emulators[1];
+    assert_eq!(far.cfg.delay, Duration::from_millis(150));
+    assert_eq!(far.cfg.jitter, Jitter::Normal { sigma: 1_000_000 });
+    assert_eq!(far.cfg.loss, LossModel::Periodic { every: 100 });
+    assert_eq!(far.direction, Shapes::Outbound);
+    assert_eq!(p.emulators[2].direction, Shapes::Inbound);
+    assert_eq!(p.default_emulate, Some(0));
+    assert_eq!(p.rules[0].emulate, Some(1));
+    assert_eq!(p.rules[0].class, 0 + p.default_class, "no class: the default class");
+    let d = p.describe();
+    assert!(d.contains("emulation (seed 7)"), "{d}");
+    assert!(d.contains("far-hosts"), "{d}");
+    assert!(d.contains("delay 150ms σ 1ms normal"), "{d}");
+    assert!(d.contains("other traffic    -> wan"), "{d}");
+}
+
+#[test]
+fn routing_per_rule_and_direction() {
+    let p = Policy::parse("p.toml", POLICY).unwrap();
+    let out = p.emulator_for(Direction::Outbound).unwrap().unwrap();
+    // profile 0 = wan (the link default), far added for rule 0; the inbound-only "acks"
+    // rule is routed to a transparent profile, not to the link default
+    assert_eq!(out.names, ["wan", "far", "(none)"]);
+    assert_eq!(out.emu.profile_for_key(0), 1);
+    assert_eq!(out.emu.profile_for_key(1), 2);
+    assert!(out.emu.profiles()[2].config().is_transparent());
+    assert_eq!(out.emu.profile_for_key(u16::MAX as u32), 0, "no rule: default");
+    let inb = p.emulator_for(Direction::Inbound).unwrap().unwrap();
+    assert_eq!(inb.names, ["(none)", "acks"]);
+    assert_eq!(inb.emu.profile_for_key(1), 1);
+    assert_eq!(inb.emu.profile_for_key(0), 0);
+    // shaping outbound only: inbound pipeline exists (emulated) but has no shaper
+    let pi = p.build_direction(Direction::Inbound, Instant::ZERO).unwrap().unwrap();
+    assert!(pi.sched.is_none() && pi.emu.is_some());
+    let po = p.build_direction(Direction::Outbound, Instant::ZERO).unwrap().unwrap();
+    assert!(po.sched.is_some() && po.emu.is_some());
+    // a policy without emulation: no emulator, inbound not touched at all
+    let plain = Policy::parse(
+        "q.toml",
+        "[link]\nrate = \"1Mbit\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"1Mbit\"\n",
+    )
+    .unwrap();
+    assert!(plain.build_direction(Direction::Inbound, Instant::ZERO).unwrap().is_none());
+    assert!(plain
+        .build_direction(Direction::Outbound, Instant::ZERO)
+        .unwrap()
+        .unwrap()
+        .emu
+        .is_none());
+}
+
+#[test]
+fn emulate_mistakes_have_specific_messages() {
+    let head = "[link]\nrate = \"1Mbit\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"1Mbit\"\n";
+    let errs = errors(&format!("{head}[[emulate]]\nname = \"x\"\nloss = \"often\"\n"));
+    has(&errs, "p.toml:9:8:");
+    has(&errs, "`loss`");
+    let errs = errors(&format!("{head}[[emulate]]\nname = \"x\"\nloss = \"2\"\n"));
+    has(&errs, "outside 0%..100%");
+    let errs = errors(&format!(
+        "{head}[[emulate]]\nname = \"x\"\ndelay = \"1ms\"\n[[emulate]]\nname = \"x\"\ndelay = \"2ms\"\n"
+    ));
+    has(&errs, "duplicate [[emulate]] name 'x' (first defined at line 7)");
+    let errs = errors(&format!("{head}[[rule]]\nclass = \"a\"\nemulate = \"nowhere\"\n"));
+    has(&errs, "'nowhere' is not a defined [[emulate]] profile");
+    let errs = errors(&format!("{head}[[rule]]\nport = 80\n"));
+    has(&errs, "a rule needs a `class`");
+    let errs = errors(&format!(
+        "{head}[[emulate]]\nname = \"x\"\ndistribution = \"normal\"\ndelay = \"1ms\"\n"
+    ));
+    has(&errs, "needs a `jitter`");
+    let errs = errors(&format!(
+        "{head}[[emulate]]\nname = \"x\"\njitter = \"1ms\"\ndistribution = \"gauss\"\n"
+    ));
+    has(&errs, "not one of uniform, normal, pareto, paretonormal");
+    let errs = errors(&format!("{head}[[emulate]]\nname = \"x\"\nrate = \"4bit\"\n"));
+    has(&errs, "rate must be at least 8 bit/s");
+    let errs = errors(&format!("{head}[[emulate]]\nname = \"x\"\ndelay = \"1ms\"\ndirection = \"up\"\n"));
+    has(&errs, "`direction`: 'up'");
+    let errs = errors(&format!("{head}[[emulate]]\nname = \"x\"\ndelay = \"1ms\"\nlimit = \"0p\"\n"));
+    has(&errs, "limit must be positive");
+    let errs = errors(&format!("{head}[[emulate]]\nname = \"x\"\ndelya = \"1ms\"\n"));
+    has(&errs, "unknown field `delya`");
+    let p = Policy::parse("p.toml", &format!("{head}[[emulate]]\nname = \"x\"\n")).unwrap();
+    assert!(p.warnings.iter().any(|w| w.msg.contains("changes nothing")));
+}
+
+fn udp(pool: &mut Pool, src: &str, n: u16) -> PktId {
+    let id = pool.alloc().unwrap();
+    let ip = Ipv4Spec {
+        src: src.parse().unwrap(),
+        dst: "10.77.0.2".parse().unwrap(),
+        ..Default::default()
+    };
+    let len = build::udp_v4_frame(
+        pool.slot_mut(id),
+        &EthSpec::default(),
+        &ip,
+        5000 + n,
+        9,
+        &[0u8; 1472],
+    )
+    .unwrap();
+    pool.meta_mut(id).len = len as u32;
+    id
+}
+
+/// Offer 200 frames at t = 0 (even ones from a near host, odd ones from 10.1.4.0/24)
+/// and run `pipe` to empty; returns the departure time of every packet by pool id, the
+/// ids of near and far packets, and the number lost.
+fn drive(
+    mut pipe: weir_core::policy::Pipeline,
+    seed: u64,
+) -> (HashMap<u32, u64>, Vec<PktId>, Vec<PktId>, usize) {
+    let mut pool = Pool::new(512, 2048);
+    let mut rng = Rng::new(seed);
+    let mut dropped: Vec<(PktId, DropCause)> = Vec::new();
+    let mut near = Vec::new();
+    let mut far = Vec::new();
+    {
+        let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
+        for n in 0..200u16 {
+            let (src, list) = if n % 2 == 0 {
+                ("10.1.1.1", &mut near)
+            } else {
+                ("10.1.4.1", &mut far)
+            };
+            let id = udp(cx.pool, src, n);
+            list.push(id);
+            pipe.ingress(id, &mut cx).unwrap();
+        }
+    }
+    let mut departs = HashMap::new();
+    let mut now = Instant::ZERO;
+    let mut lost = 0;
+    loop {
+        let mut cx = Ctx::new(now, &mut pool, &mut rng, &mut dropped);
+        while let Some(id) = pipe.dequeue(&mut cx) {
+            departs.insert(id.0, now.as_nanos());
+            cx.pool.free(id);
+        }
+        for (id, cause) in cx.dropped.drain(..) {
+            assert_eq!(cause, DropCause::Emulated);
+            cx.pool.free(id);
+            lost += 1;
+        }
+        match pipe.next_wakeup() {
+            Some(w) => now = now.max(w),
+            None if pipe.is_empty() => break,
+            None => panic!("packets held but no wake-up"),
+        }
+    }
+    (departs, near, far, lost)
+}
+
+/// 1514-byte frames shaped to 10 Mbit/s, then delayed 20 ms (link default) or 150 ms with
+/// every 100th lost (rule "far-hosts"): each departure is exactly the shaper's departure
+/// (the same policy without emulation) plus the profile's delay.
+#[test]
+fn shaped_then_delayed_on_the_virtual_clock() {
+    let mut p = Policy::parse("p.toml", POLICY).unwrap();
+    p.emulators[1].cfg.jitter = Jitter::None; // exact departures
+    let shaped = p.build(Instant::ZERO).unwrap();
+    let both = p
+        .build_direction(Direction::Outbound, Instant::ZERO)
+        .unwrap()
+        .unwrap();
+    let (base, near, far, lost0) = drive(shaped, p.seed);
+    assert_eq!((base.len(), lost0), (200, 0));
+    let (emu, _, _, lost) = drive(both, p.seed);
+    assert_eq!(lost, 1, "every 100th of the 100 far packets");
+    assert_eq!(emu.len(), 199);
+    // the shaper spaces frames one transmission time (1514 B at 10 Mbit/s) apart
+    let mut t: Vec<u64> = base.values().copied().collect();
+    t.sort_unstable();
+    assert_eq!(t[199] - t[198], 1_211_200);
+    for id in &near {
+        assert_eq!(emu[&id.0], base[&id.0] + 20_000_000, "near {id:?}");
+    }
+    let mut kept = 0;
+    for id in &far {
+        if let Some(&d) = emu.get(&id.0) {
+            assert_eq!(d, base[&id.0] + 150_000_000, "far {id:?}");
+            kept += 1;
+        }
+    }
+    assert_eq!(kept, 99);
+}

@@ -1,0 +1,128 @@
+//! `weir emu`: the netem-style one-liner — one emulated WAN link between two interfaces.
+//!
+//! The same engine as `weir run` (a pipeline with only the emulation stage; no shaping,
+//! no classification rules), built from command-line options instead of a policy file.
+//! Options accept exactly what a policy's `[[emulate]]` table accepts (shared parsers in
+//! `weir_core::emulate::spec`).
+
+use std::process::ExitCode;
+use weir_core::classify::Classifier;
+use weir_core::emulate::{spec, EmuConfig, Emulator};
+use weir_core::pipeline::{EmuStage, Pipeline};
+use weir_core::units::{parse_duration, parse_limit, parse_rate, Limit};
+use weir_core::Duration;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    bridge: crate::run::BridgeArgs,
+    /// Link rate (e.g. 155Mbit); default: no rate limit (no serialisation, no queue).
+    #[arg(long)]
+    rate: Option<String>,
+    /// Bytes added to every frame for serialisation: 4 = FCS, 24 = FCS + preamble + IFG.
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+    overhead: i32,
+    /// One-way delay added to every packet (e.g. 125ms, 500us).
+    #[arg(long, default_value = "0s")]
+    delay: String,
+    /// Jitter width: half-width for uniform, sigma for normal/pareto/paretonormal.
+    #[arg(long)]
+    jitter: Option<String>,
+    /// Jitter distribution: uniform, normal, pareto, paretonormal.
+    #[arg(long, default_value = "uniform", requires = "jitter")]
+    distribution: String,
+    /// Let jitter reorder packets (default: keep order).
+    #[arg(long)]
+    reorder: bool,
+    /// Loss: "1%", "random 1%", "periodic 1%", "every 100", "gilbert P R",
+    /// "gilbert-elliott P R K H".
+    #[arg(long)]
+    loss: Option<String>,
+    /// Probability of duplicating a packet (e.g. 0.1%).
+    #[arg(long)]
+    duplicate: Option<String>,
+    /// Probability of flipping one bit of a packet (e.g. 0.01%).
+    #[arg(long)]
+    corrupt: Option<String>,
+    /// Queue limit before the serialiser: packets ("1000p") or bytes ("2MB"); default the
+    /// bandwidth-delay product (rate and delay given) or 1000 packets (rate only).
+    #[arg(long)]
+    limit: Option<String>,
+    /// Largest frame in bytes (sizes the default queue).
+    #[arg(long, default_value_t = EmuConfig::DEFAULT_MTU)]
+    mtu: u32,
+    /// Which traffic to impair: outbound (LAN → WAN), inbound, or both (each its own link).
+    #[arg(long, default_value = "outbound")]
+    direction: String,
+    /// Seed of the random number generator (loss, jitter, duplication, corruption).
+    #[arg(long, default_value_t = weir_core::policy::DEFAULT_SEED)]
+    seed: u64,
+}
+
+fn opt<T>(name: &str, r: Result<T, String>) -> anyhow::Result<T> {
+    r.map_err(|e| anyhow::anyhow!("--{name}: {e}"))
+}
+
+/// The link the options describe, validated.
+pub fn config(a: &Args) -> anyhow::Result<EmuConfig> {
+    let mut c = EmuConfig {
+        overhead: a.overhead,
+        mtu: a.mtu,
+        reorder: a.reorder,
+        ..EmuConfig::default()
+    };
+    if let Some(r) = &a.rate {
+        c.rate_bps = Some(opt("rate", parse_rate(r).map_err(|e| e.to_string()))?);
+    }
+    c.delay = Duration(opt("delay", parse_duration(&a.delay).map_err(|e| e.to_string()))?);
+    if let Some(j) = &a.jitter {
+        let ns = opt("jitter", parse_duration(j).map_err(|e| e.to_string()))?;
+        c.jitter = opt("distribution", spec::parse_jitter(ns, &a.distribution))?;
+    }
+    if let Some(l) = &a.loss {
+        c.loss = opt("loss", spec::parse_loss(l))?;
+    }
+    if let Some(d) = &a.duplicate {
+        c.duplicate = opt("duplicate", spec::parse_prob(d))?;
+    }
+    if let Some(d) = &a.corrupt {
+        c.corrupt = opt("corrupt", spec::parse_prob(d))?;
+    }
+    if let Some(l) = &a.limit {
+        match opt("limit", parse_limit(l).map_err(|e| e.to_string()))? {
+            Limit::Packets(n) => c.limit_packets = Some(n),
+            Limit::Bytes(b) => c.limit_bytes = Some(b),
+        }
+    }
+    c.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(c)
+}
+
+fn pipeline(c: &EmuConfig) -> anyhow::Result<Pipeline> {
+    let classifier = Classifier::new(Vec::new(), 0).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let emu = Emulator::new(c.clone()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let stage = EmuStage {
+        emu,
+        names: vec!["emu".into()],
+    };
+    Ok(Pipeline::new(classifier, None, Some(stage), 0x5eed_f10e))
+}
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    let c = config(&a)?;
+    let (out, inb) = match a.direction.as_str() {
+        "outbound" => (true, false),
+        "inbound" => (false, true),
+        "both" => (true, true),
+        other => anyhow::bail!("--direction: '{other}' is not one of outbound, inbound, both"),
+    };
+    let outbound = out.then(|| pipeline(&c)).transpose()?;
+    let inbound = inb.then(|| pipeline(&c)).transpose()?;
+    let what = format!(
+        "an emulated link ({} {}; seed {})",
+        a.direction,
+        spec::describe(&c),
+        a.seed
+    );
+    crate::run::bridge(&a.bridge, outbound, inbound, a.seed, &what)
+}
