@@ -41,10 +41,10 @@ use crate::netns::{Error, Netns, Result};
 
 /// A level-triggered stop signal that `poll` can wait on (an eventfd).
 #[derive(Debug)]
-struct Waker(OwnedFd);
+pub(crate) struct Waker(OwnedFd);
 
 impl Waker {
-    fn new() -> Result<Waker> {
+    pub(crate) fn new() -> Result<Waker> {
         // SAFETY: eventfd has no memory preconditions; the result is checked.
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         if fd < 0 {
@@ -54,7 +54,7 @@ impl Waker {
         Ok(Waker(unsafe { OwnedFd::from_raw_fd(fd) }))
     }
 
-    fn wake(&self) {
+    pub(crate) fn wake(&self) {
         let one: u64 = 1;
         // SAFETY: writes 8 bytes from a valid u64 to an eventfd we own.
         unsafe {
@@ -62,13 +62,13 @@ impl Waker {
         }
     }
 
-    fn fd(&self) -> RawFd {
+    pub(crate) fn fd(&self) -> RawFd {
         self.0.as_raw_fd()
     }
 }
 
 /// `poll` on `fds` for at most `timeout` (`None`: forever). EINTR counts as "nothing ready".
-fn poll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<usize> {
+pub(crate) fn poll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<usize> {
     let ms: libc::c_int = match timeout {
         None => -1,
         // Round up so that a short remaining time does not turn into a busy loop.
@@ -86,7 +86,7 @@ fn poll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<usize
     Ok(r as usize)
 }
 
-fn pollfd(fd: RawFd, events: libc::c_short) -> libc::pollfd {
+pub(crate) fn pollfd(fd: RawFd, events: libc::c_short) -> libc::pollfd {
     libc::pollfd {
         fd,
         events,
@@ -94,7 +94,7 @@ fn pollfd(fd: RawFd, events: libc::c_short) -> libc::pollfd {
     }
 }
 
-fn join_thread<T>(h: JoinHandle<T>) -> T {
+pub(crate) fn join_thread<T>(h: JoinHandle<T>) -> T {
     match h.join() {
         Ok(t) => t,
         Err(p) => std::panic::resume_unwind(p),

@@ -2,6 +2,7 @@
 //! agents, collectors and statistics.
 
 pub mod agents;
+pub mod cbr;
 pub mod netns;
 pub mod plot;
 pub mod table4;
