@@ -14,14 +14,14 @@
 //! `cbq+pfq`, `cbq+pfq+red`); a class's own `queue`/`red` keys override it.
 //! The full reference is docs/policy.md. Every error carries `file:line:col`.
 
-use crate::emulate::{self, EmuConfig, Emulator};
-use crate::pipeline::EmuStage;
-use crate::pool::Direction;
 use crate::classify::{parse_dscp, parse_vlan, Classifier, IpNet, Match, PortSet, Proto, Rule};
+use crate::emulate::{self, EmuConfig, Emulator};
 use crate::fifo::Fifo;
 use crate::linkshare::{ClassId, ClassSpec, LinkShare, MAX_LEVEL, MAX_QUANTUM, PRIOS};
 use crate::pfq::{Pfq, PfqConfig};
+use crate::pipeline::EmuStage;
 pub use crate::pipeline::Pipeline;
+use crate::pool::Direction;
 use crate::qdisc::Qdisc;
 use crate::rate::Rate;
 use crate::red::{RedMode, RedParams, RedQueue};
@@ -709,7 +709,11 @@ impl Policy {
     /// The live pipeline for traffic travelling in `dir`: shaped if `[link] direction`
     /// covers it, emulated if any `[[emulate]]` profile in use applies to it; `None` when
     /// neither (the direction is forwarded untouched).
-    pub fn build_direction(&self, dir: Direction, now: Instant) -> Result<Option<Pipeline>, String> {
+    pub fn build_direction(
+        &self,
+        dir: Direction,
+        now: Instant,
+    ) -> Result<Option<Pipeline>, String> {
         let emu = self.emulator_for(dir)?;
         let shaped = self.shapes.covers(dir);
         if !shaped && emu.is_none() {
@@ -734,9 +738,11 @@ impl Policy {
             return Ok(None);
         }
         let err = |e: emulate::EmuError| e.to_string();
-        let default_cfg = used_default.map_or_else(EmuConfig::default, |i| self.emulators[i].cfg.clone());
+        let default_cfg =
+            used_default.map_or_else(EmuConfig::default, |i| self.emulators[i].cfg.clone());
         let mut emu = Emulator::new(default_cfg).map_err(err)?;
-        let mut names = vec![used_default.map_or("(none)".to_string(), |i| self.emulators[i].name.clone())];
+        let mut names =
+            vec![used_default.map_or("(none)".to_string(), |i| self.emulators[i].name.clone())];
         let mut profile_of = vec![None; self.emulators.len()];
         let mut transparent = None;
         for (ri, r) in self.rules.iter().enumerate() {
@@ -744,7 +750,9 @@ impl Policy {
                 Some(i) if applies(i) => match profile_of[i] {
                     Some(p) => p,
                     None => {
-                        let p = emu.add_profile(self.emulators[i].cfg.clone()).map_err(err)?;
+                        let p = emu
+                            .add_profile(self.emulators[i].cfg.clone())
+                            .map_err(err)?;
                         names.push(self.emulators[i].name.clone());
                         profile_of[i] = Some(p);
                         p
@@ -1654,14 +1662,13 @@ fn compile_emulators(
             .as_ref()
             .and_then(|v| parse_with(src, "jitter", v, units::parse_duration));
         match (&e.distribution, jitter_ns) {
-            (Some(d), None) if e.jitter.is_none() => src.err(
-                d.span(),
-                "`distribution`: needs a `jitter` width to shape",
-            ),
+            (Some(d), None) if e.jitter.is_none() => {
+                src.err(d.span(), "`distribution`: needs a `jitter` width to shape")
+            }
             (d, Some(ns)) => {
-                let (dist, dspan) = d
-                    .as_ref()
-                    .map_or(("uniform", span.clone()), |d| (d.get_ref().as_str(), d.span()));
+                let (dist, dspan) = d.as_ref().map_or(("uniform", span.clone()), |d| {
+                    (d.get_ref().as_str(), d.span())
+                });
                 match emulate::spec::parse_jitter(ns, dist) {
                     Ok(j) => cfg.jitter = j,
                     Err(msg) => src.err(dspan, format!("`distribution`: {msg}")),
@@ -1674,7 +1681,8 @@ fn compile_emulators(
             cfg.loss = parse_text(src, "loss", v, emulate::spec::parse_loss).unwrap_or_default();
         }
         if let Some(v) = &e.duplicate {
-            cfg.duplicate = parse_text(src, "duplicate", v, emulate::spec::parse_prob).unwrap_or(0.0);
+            cfg.duplicate =
+                parse_text(src, "duplicate", v, emulate::spec::parse_prob).unwrap_or(0.0);
         }
         if let Some(v) = &e.corrupt {
             cfg.corrupt = parse_text(src, "corrupt", v, emulate::spec::parse_prob).unwrap_or(0.0);
@@ -1687,7 +1695,11 @@ fn compile_emulators(
                 None => {}
             }
         }
-        let direction = match e.direction.as_ref().map(|d| (d.get_ref().as_str(), d.span())) {
+        let direction = match e
+            .direction
+            .as_ref()
+            .map(|d| (d.get_ref().as_str(), d.span()))
+        {
             None | Some(("outbound", _)) => Shapes::Outbound,
             Some(("inbound", _)) => Shapes::Inbound,
             Some(("both", _)) => Shapes::Both,

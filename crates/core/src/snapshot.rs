@@ -20,9 +20,9 @@
 //! queued`, the `drops` map sums to `dropped_on_enqueue + dropped_later`; the rule hits
 //! plus `default_rule` equal the packets that entered the pipeline.
 
+use crate::emulate::EmuCounters;
 use crate::linkshare::ClassId;
 use crate::pipeline::Pipeline;
-use crate::emulate::EmuCounters;
 use crate::qdisc::{Count, DropCause, QStats, Qdisc};
 use crate::time::Instant;
 use crate::units::fmt_rate;

@@ -74,7 +74,10 @@ fn profiles_parse_and_describe() {
     assert_eq!(p.emulators[2].direction, Shapes::Inbound);
     assert_eq!(p.default_emulate, Some(0));
     assert_eq!(p.rules[0].emulate, Some(1));
-    assert_eq!(p.rules[0].class, 0 + p.default_class, "no class: the default class");
+    assert_eq!(
+        p.rules[0].class, p.default_class,
+        "no class: the default class"
+    );
     let d = p.describe();
     assert!(d.contains("emulation (seed 7)"), "{d}");
     assert!(d.contains("far-hosts"), "{d}");
@@ -92,15 +95,25 @@ fn routing_per_rule_and_direction() {
     assert_eq!(out.emu.profile_for_key(0), 1);
     assert_eq!(out.emu.profile_for_key(1), 2);
     assert!(out.emu.profiles()[2].config().is_transparent());
-    assert_eq!(out.emu.profile_for_key(u16::MAX as u32), 0, "no rule: default");
+    assert_eq!(
+        out.emu.profile_for_key(u16::MAX as u32),
+        0,
+        "no rule: default"
+    );
     let inb = p.emulator_for(Direction::Inbound).unwrap().unwrap();
     assert_eq!(inb.names, ["(none)", "acks"]);
     assert_eq!(inb.emu.profile_for_key(1), 1);
     assert_eq!(inb.emu.profile_for_key(0), 0);
     // shaping outbound only: inbound pipeline exists (emulated) but has no shaper
-    let pi = p.build_direction(Direction::Inbound, Instant::ZERO).unwrap().unwrap();
+    let pi = p
+        .build_direction(Direction::Inbound, Instant::ZERO)
+        .unwrap()
+        .unwrap();
     assert!(pi.sched.is_none() && pi.emu.is_some());
-    let po = p.build_direction(Direction::Outbound, Instant::ZERO).unwrap().unwrap();
+    let po = p
+        .build_direction(Direction::Outbound, Instant::ZERO)
+        .unwrap()
+        .unwrap();
     assert!(po.sched.is_some() && po.emu.is_some());
     // a policy without emulation: no emulator, inbound not touched at all
     let plain = Policy::parse(
@@ -108,7 +121,10 @@ fn routing_per_rule_and_direction() {
         "[link]\nrate = \"1Mbit\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"1Mbit\"\n",
     )
     .unwrap();
-    assert!(plain.build_direction(Direction::Inbound, Instant::ZERO).unwrap().is_none());
+    assert!(plain
+        .build_direction(Direction::Inbound, Instant::ZERO)
+        .unwrap()
+        .is_none());
     assert!(plain
         .build_direction(Direction::Outbound, Instant::ZERO)
         .unwrap()
@@ -119,8 +135,11 @@ fn routing_per_rule_and_direction() {
 
 #[test]
 fn emulate_mistakes_have_specific_messages() {
-    let head = "[link]\nrate = \"1Mbit\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"1Mbit\"\n";
-    let errs = errors(&format!("{head}[[emulate]]\nname = \"x\"\nloss = \"often\"\n"));
+    let head =
+        "[link]\nrate = \"1Mbit\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"1Mbit\"\n";
+    let errs = errors(&format!(
+        "{head}[[emulate]]\nname = \"x\"\nloss = \"often\"\n"
+    ));
     has(&errs, "p.toml:9:8:");
     has(&errs, "`loss`");
     let errs = errors(&format!("{head}[[emulate]]\nname = \"x\"\nloss = \"2\"\n"));
@@ -128,8 +147,13 @@ fn emulate_mistakes_have_specific_messages() {
     let errs = errors(&format!(
         "{head}[[emulate]]\nname = \"x\"\ndelay = \"1ms\"\n[[emulate]]\nname = \"x\"\ndelay = \"2ms\"\n"
     ));
-    has(&errs, "duplicate [[emulate]] name 'x' (first defined at line 7)");
-    let errs = errors(&format!("{head}[[rule]]\nclass = \"a\"\nemulate = \"nowhere\"\n"));
+    has(
+        &errs,
+        "duplicate [[emulate]] name 'x' (first defined at line 7)",
+    );
+    let errs = errors(&format!(
+        "{head}[[rule]]\nclass = \"a\"\nemulate = \"nowhere\"\n"
+    ));
     has(&errs, "'nowhere' is not a defined [[emulate]] profile");
     let errs = errors(&format!("{head}[[rule]]\nport = 80\n"));
     has(&errs, "a rule needs a `class`");
@@ -141,13 +165,21 @@ fn emulate_mistakes_have_specific_messages() {
         "{head}[[emulate]]\nname = \"x\"\njitter = \"1ms\"\ndistribution = \"gauss\"\n"
     ));
     has(&errs, "not one of uniform, normal, pareto, paretonormal");
-    let errs = errors(&format!("{head}[[emulate]]\nname = \"x\"\nrate = \"4bit\"\n"));
+    let errs = errors(&format!(
+        "{head}[[emulate]]\nname = \"x\"\nrate = \"4bit\"\n"
+    ));
     has(&errs, "rate must be at least 8 bit/s");
-    let errs = errors(&format!("{head}[[emulate]]\nname = \"x\"\ndelay = \"1ms\"\ndirection = \"up\"\n"));
+    let errs = errors(&format!(
+        "{head}[[emulate]]\nname = \"x\"\ndelay = \"1ms\"\ndirection = \"up\"\n"
+    ));
     has(&errs, "`direction`: 'up'");
-    let errs = errors(&format!("{head}[[emulate]]\nname = \"x\"\ndelay = \"1ms\"\nlimit = \"0p\"\n"));
+    let errs = errors(&format!(
+        "{head}[[emulate]]\nname = \"x\"\ndelay = \"1ms\"\nlimit = \"0p\"\n"
+    ));
     has(&errs, "limit must be positive");
-    let errs = errors(&format!("{head}[[emulate]]\nname = \"x\"\ndelya = \"1ms\"\n"));
+    let errs = errors(&format!(
+        "{head}[[emulate]]\nname = \"x\"\ndelya = \"1ms\"\n"
+    ));
     has(&errs, "unknown field `delya`");
     let p = Policy::parse("p.toml", &format!("{head}[[emulate]]\nname = \"x\"\n")).unwrap();
     assert!(p.warnings.iter().any(|w| w.msg.contains("changes nothing")));

@@ -15,8 +15,8 @@
 //! "Frame size" is the Ethernet frame without the 4-byte FCS, as everywhere in weir:
 //! frame = 14 (Ethernet) + 20 (IPv4) + 8 (UDP) + payload, so payload = frame − 42 (a 64-byte
 //! frame carries 22 bytes); over IPv6, payload = frame − 62. Frames below the Ethernet minimum
-//! of 60 bytes, and frames whose payload cannot hold the 20-byte header (below 62 bytes over
-//! IPv4, 82 over IPv6), are refused ([`payload_len`]). Frames larger than the path MTU + 14
+//! of 60 bytes, and frames whose payload cannot hold the 18-byte header (below 80 bytes over
+//! IPv6), are refused ([`payload_len`]). Frames larger than the path MTU + 14
 //! are fragmented by IP and then are not single frames any more: keep `frame ≤ MTU + 14`.
 //!
 //! # Payload layout
@@ -26,9 +26,12 @@
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0  | 4 | flow id, also the magic the sink filters on (default [`DEFAULT_FLOW`], "WEIR") |
-//! | 4  | 8 | sequence number, 0, 1, 2, … per sender |
-//! | 12 | 8 | send time, ns since the Unix epoch (`CLOCK_REALTIME`) |
-//! | 20 | … | zero padding up to the frame size |
+//! | 4  | 6 | sequence number, 0, 1, 2, … per sender (48 bits) |
+//! | 10 | 8 | send time, ns since the Unix epoch (`CLOCK_REALTIME`) |
+//! | 18 | … | zero padding up to the frame size |
+//!
+//! 18 bytes is exactly the UDP payload of a minimum Ethernet frame (60 bytes without FCS,
+//! seed 002's "64-byte frame" with it), so every size of the seed can be sent.
 //!
 //! # Clocks
 //!
@@ -113,7 +116,9 @@ pub const IPV6_UDP_OVERHEAD: usize = 14 + 40 + 8;
 /// Smallest Ethernet frame without FCS.
 pub const MIN_FRAME: usize = 60;
 /// Bytes of the CBR header at the start of every payload.
-pub const HEADER_LEN: usize = 20;
+pub const HEADER_LEN: usize = 18;
+/// Sequence numbers are carried in 48 bits (they wrap after 2.8 × 10¹⁴ packets).
+pub const SEQ_MASK: u64 = (1 << 48) - 1;
 /// Default flow id: ASCII "WEIR".
 pub const DEFAULT_FLOW: u32 = 0x5745_4952;
 /// Largest `max_batch` (datagrams per `sendmmsg`).
@@ -174,8 +179,8 @@ impl CbrHeader {
 
     fn encode_into(&self, b: &mut [u8; HEADER_LEN]) {
         b[0..4].copy_from_slice(&self.flow.to_be_bytes());
-        b[4..12].copy_from_slice(&self.seq.to_be_bytes());
-        b[12..20].copy_from_slice(&self.tx_ns.to_be_bytes());
+        b[4..10].copy_from_slice(&(self.seq & SEQ_MASK).to_be_bytes()[2..]);
+        b[10..18].copy_from_slice(&self.tx_ns.to_be_bytes());
     }
 
     /// Parses the header at the start of `payload`; `None` if it is shorter than
@@ -184,8 +189,8 @@ impl CbrHeader {
         let b: &[u8; HEADER_LEN] = payload.get(..HEADER_LEN)?.try_into().ok()?;
         Some(CbrHeader {
             flow: u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
-            seq: u64::from_be_bytes(b[4..12].try_into().ok()?),
-            tx_ns: u64::from_be_bytes(b[12..20].try_into().ok()?),
+            seq: u64::from_be_bytes([0, 0, b[4], b[5], b[6], b[7], b[8], b[9]]),
+            tx_ns: u64::from_be_bytes(b[10..18].try_into().ok()?),
         })
     }
 }
@@ -257,7 +262,7 @@ fn spin_until(t: u64, stop: &AtomicBool) -> bool {
 }
 
 /// Pins the calling thread to `cpu`.
-fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+pub(crate) fn pin_to_cpu(cpu: usize) -> io::Result<()> {
     if cpu >= libc::CPU_SETSIZE as usize {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     }
@@ -1458,7 +1463,7 @@ mod tests {
     fn header_layout_and_roundtrip() {
         let h = CbrHeader {
             flow: 0x0102_0304,
-            seq: 0x1112_1314_1516_1718,
+            seq: 0x1314_1516_1718,
             tx_ns: 0x2122_2324_2526_2728,
         };
         let b = h.encode();
@@ -1466,7 +1471,7 @@ mod tests {
             b,
             [
                 0x01, 0x02, 0x03, 0x04, // flow
-                0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, // seq
+                0x13, 0x14, 0x15, 0x16, 0x17, 0x18, // seq (48 bits)
                 0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, // tx_ns
             ]
         );
@@ -1485,13 +1490,13 @@ mod tests {
         assert_eq!(payload_len(64, false).unwrap(), 22);
         assert_eq!(payload_len(800, false).unwrap(), 758);
         assert_eq!(payload_len(1518, false).unwrap(), 1476);
-        assert_eq!(payload_len(62, false).unwrap(), HEADER_LEN);
-        assert_eq!(payload_len(82, true).unwrap(), HEADER_LEN);
+        assert_eq!(payload_len(60, false).unwrap(), HEADER_LEN);
+        assert_eq!(payload_len(80, true).unwrap(), HEADER_LEN);
         assert_eq!(payload_len(1518, true).unwrap(), 1456);
         let e = payload_len(59, false).unwrap_err().to_string();
         assert!(e.contains("Ethernet minimum"), "{e}");
-        let e = payload_len(61, false).unwrap_err().to_string();
-        assert!(e.contains("at least 62"), "{e}");
+        let e = payload_len(79, true).unwrap_err().to_string();
+        assert!(e.contains("at least 80"), "{e}");
         assert!(payload_len(64, true).is_err());
         assert_eq!(payload_len(65_549, false).unwrap(), 65_507);
         assert!(payload_len(65_550, false).is_err());

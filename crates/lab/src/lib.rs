@@ -3,6 +3,10 @@
 
 pub mod agents;
 pub mod cbr;
+pub mod fidelity;
+pub mod meta;
 pub mod netns;
 pub mod plot;
 pub mod table4;
+
+pub use meta::meta;

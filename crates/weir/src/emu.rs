@@ -74,7 +74,10 @@ pub fn config(a: &Args) -> anyhow::Result<EmuConfig> {
     if let Some(r) = &a.rate {
         c.rate_bps = Some(opt("rate", parse_rate(r).map_err(|e| e.to_string()))?);
     }
-    c.delay = Duration(opt("delay", parse_duration(&a.delay).map_err(|e| e.to_string()))?);
+    c.delay = Duration(opt(
+        "delay",
+        parse_duration(&a.delay).map_err(|e| e.to_string()),
+    )?);
     if let Some(j) = &a.jitter {
         let ns = opt("jitter", parse_duration(j).map_err(|e| e.to_string()))?;
         c.jitter = opt("distribution", spec::parse_jitter(ns, &a.distribution))?;

@@ -8,6 +8,7 @@ use weir_core::policy::{Policy, Technique};
 
 mod check;
 mod emu;
+mod lab;
 mod run;
 mod sim;
 mod stats;
@@ -40,6 +41,8 @@ enum Cmd {
     Run(run::Args),
     /// Emulate a WAN link between two interfaces (rate, delay, jitter, loss, ...), netem-style.
     Emu(emu::Args),
+    /// The namespace testbed: run the papers' tests and report (root).
+    Lab(lab::Args),
     /// Print the counters of a running `weir run`.
     Stats(stats::Args),
 }
@@ -57,6 +60,7 @@ fn main() -> ExitCode {
         Cmd::Sim(a) => sim::run(a),
         Cmd::Run(a) => run::run(a),
         Cmd::Emu(a) => emu::run(a),
+        Cmd::Lab(a) => lab::run(a),
         Cmd::Stats(a) => stats::run(a),
     };
     match r {

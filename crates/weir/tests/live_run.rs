@@ -235,8 +235,14 @@ fn emu_refuses_bad_options_clearly() {
         (&["--loss", "often"][..], "--loss: loss 'often': expected"),
         (&["--delay", "5 parsecs"][..], "--delay:"),
         (&["--rate", "4bit"][..], "rate must be at least 8 bit/s"),
-        (&["--jitter", "1ms", "--distribution", "gauss"][..], "--distribution:"),
-        (&["--duplicate", "150%"][..], "--duplicate: '150%' is outside"),
+        (
+            &["--jitter", "1ms", "--distribution", "gauss"][..],
+            "--distribution:",
+        ),
+        (
+            &["--duplicate", "150%"][..],
+            "--duplicate: '150%' is outside",
+        ),
         (&["--direction", "up"][..], "--direction: 'up'"),
     ] {
         let args: Vec<&str> = base.iter().chain(extra).copied().collect();
@@ -262,7 +268,11 @@ fn emu_delays_and_loses_as_asked() {
         let g = KillOnDrop(Some(
             Command::new("ip")
                 .args(["netns", "exec", t.dut.name(), WEIR])
-                .arg(if extra.first() == Some(&"--policy") { "run" } else { "emu" })
+                .arg(if extra.first() == Some(&"--policy") {
+                    "run"
+                } else {
+                    "emu"
+                })
                 .args(["--lan", &t.dut_lan, "--wan", &t.dut_wan])
                 .arg("--stats-socket")
                 .arg(&sock)
@@ -285,7 +295,11 @@ fn emu_delays_and_loses_as_asked() {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
         let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let deadline = Instant::now() + Duration::from_secs(5);
         while sock.exists() {
             assert!(Instant::now() < deadline, "socket not removed");
@@ -298,7 +312,12 @@ fn emu_delays_and_loses_as_asked() {
     let g = start(&[]);
     let base = icmp_ping(&t.snd, BridgeTopo::RCV_ADDR, 5, Duration::from_secs(1)).unwrap();
     stop(g);
-    let base_min = base.iter().flatten().min().copied().expect("baseline replies");
+    let base_min = base
+        .iter()
+        .flatten()
+        .min()
+        .copied()
+        .expect("baseline replies");
 
     let g = start(&["--delay", "30ms"]);
     let rtts = icmp_ping(&t.snd, BridgeTopo::RCV_ADDR, 5, Duration::from_secs(1)).unwrap();
@@ -309,15 +328,22 @@ fn emu_delays_and_loses_as_asked() {
     for r in &rtts {
         let r = r.expect("every echo answered");
         assert!(
-            r >= Duration::from_millis(30) && r < Duration::from_millis(30) + base_min * 4 + Duration::from_millis(2),
+            r >= Duration::from_millis(30)
+                && r < Duration::from_millis(30) + base_min * 4 + Duration::from_millis(2),
             "rtt {r:?} (baseline {base_min:?})"
         );
     }
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     let emu = &v["outbound"]["pipeline"]["emulators"][0];
     assert_eq!(emu["config"], "delay 30ms", "{json}");
-    assert!(emu["queue"]["dequeued"]["packets"].as_u64().unwrap() >= 5, "{json}");
-    assert!(v["inbound"]["pipeline"].is_null(), "inbound untouched: {json}");
+    assert!(
+        emu["queue"]["dequeued"]["packets"].as_u64().unwrap() >= 5,
+        "{json}"
+    );
+    assert!(
+        v["inbound"]["pipeline"].is_null(),
+        "inbound untouched: {json}"
+    );
 
     // a policy's per-rule profile: every 3rd ICMP packet lost (other traffic, such as
     // ARP, untouched): of 9 echo requests, the 3rd, 6th and 9th

@@ -176,7 +176,9 @@ pub fn describe(c: &EmuConfig) -> String {
         let mut s = format!("delay {}", fmt_duration(c.delay.0));
         match c.jitter {
             Jitter::None => {}
-            Jitter::Uniform { half_width } => s += &format!(" ± {} uniform", fmt_duration(half_width)),
+            Jitter::Uniform { half_width } => {
+                s += &format!(" ± {} uniform", fmt_duration(half_width))
+            }
             Jitter::Normal { sigma } => s += &format!(" σ {} normal", fmt_duration(sigma)),
             Jitter::Pareto { scale, alpha } => {
                 s += &format!(" pareto (scale {}, α {alpha})", fmt_duration(scale))
@@ -273,8 +275,12 @@ mod tests {
         assert_eq!(parse_loss("none").unwrap(), LossModel::None);
         assert_eq!(parse_loss("periodic 0%").unwrap(), LossModel::None);
         assert!(parse_loss("every 0").unwrap_err().contains("N >= 1"));
-        assert!(parse_loss("gilbert 1%").unwrap_err().contains("takes 2 values"));
-        assert!(parse_loss("ge 1% 2% 3% x").unwrap_err().contains("P(deliver|bad)"));
+        assert!(parse_loss("gilbert 1%")
+            .unwrap_err()
+            .contains("takes 2 values"));
+        assert!(parse_loss("ge 1% 2% 3% x")
+            .unwrap_err()
+            .contains("P(deliver|bad)"));
         assert!(parse_loss("sometimes").unwrap_err().contains("expected"));
         for m in [
             LossModel::Bernoulli { p: 0.015 },
