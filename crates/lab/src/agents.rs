@@ -956,7 +956,7 @@ fn sender_loop(
             continue;
         }
         loop {
-            match sock.send(&buf) {
+            match sock.send_with_flags(&buf, libc::MSG_NOSIGNAL) {
                 Ok(n) => written += n as u64,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

@@ -2,11 +2,31 @@
 //! agents, collectors and statistics.
 
 pub mod agents;
+pub mod basic;
 pub mod cbr;
+pub mod dut;
 pub mod fidelity;
 pub mod meta;
 pub mod netns;
 pub mod plot;
 pub mod table4;
+pub mod testbed;
 
 pub use meta::meta;
+
+/// Write each `(name, contents)` into `dir` (created if needed); returns the paths.
+pub fn write_files(
+    dir: &std::path::Path,
+    files: &[(String, String)],
+) -> netns::Result<Vec<std::path::PathBuf>> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| netns::Error::io(format!("create {}", dir.display()), e))?;
+    let mut out = Vec::new();
+    for (name, text) in files {
+        let f = dir.join(name);
+        std::fs::write(&f, text)
+            .map_err(|e| netns::Error::io(format!("write {}", f.display()), e))?;
+        out.push(f);
+    }
+    Ok(out)
+}

@@ -739,6 +739,9 @@ pub struct BridgeTopo {
     pub dut_wan: String,
     /// Receiver interface (`eth0`).
     pub rcv_if: String,
+    /// The WAN-emulator stage between the DUT and the receiver, when made with
+    /// [`BridgeTopo::with_wan_stage`]: `dut wan0 ── lan0 emu wan0 ── eth0 rcv`.
+    pub emu: Option<Netns>,
     /// How many sender aliases exist so far.
     aliases: Mutex<usize>,
     /// Whether the kernel bridge is in place.
@@ -761,10 +764,29 @@ impl BridgeTopo {
     /// pairs and the addresses; returns once every interface is operationally up. On error,
     /// whatever was made is removed.
     pub fn new(label: &str) -> Result<BridgeTopo> {
+        Self::build(label, false)
+    }
+
+    /// Like [`BridgeTopo::new`], with a fourth namespace `{label}-emu` between the DUT and
+    /// the receiver (seed 000's wan-emu position: the sink-side last hop). Its interfaces
+    /// are `lan0` (towards the DUT) and `wan0` (towards the receiver); until something
+    /// forwards there too (a weir emulator, or [`BridgeTopo::with_kernel_bridge_in`]),
+    /// nothing passes.
+    pub fn with_wan_stage(label: &str) -> Result<BridgeTopo> {
+        Self::build(label, true)
+    }
+
+    fn build(label: &str, wan_stage: bool) -> Result<BridgeTopo> {
         let snd = Netns::new(&format!("{label}-snd"))?;
         let dut = Netns::new(&format!("{label}-dut"))?;
+        let emu = if wan_stage {
+            Some(Netns::new(&format!("{label}-emu"))?)
+        } else {
+            None
+        };
         let rcv = Netns::new(&format!("{label}-rcv"))?;
         let topo = BridgeTopo {
+            emu,
             snd,
             dut,
             rcv,
@@ -776,11 +798,22 @@ impl BridgeTopo {
             kernel_bridge: Mutex::new(false),
         };
         // Before the veths exist, so they are born without IPv6.
-        topo.dut
-            .set_sysctl("net.ipv6.conf.default.disable_ipv6", "1")?;
-        topo.dut.set_sysctl("net.ipv6.conf.all.disable_ipv6", "1")?;
+        for ns in std::iter::once(&topo.dut).chain(topo.emu.as_ref()) {
+            ns.set_sysctl("net.ipv6.conf.default.disable_ipv6", "1")?;
+            ns.set_sysctl("net.ipv6.conf.all.disable_ipv6", "1")?;
+        }
         link_veth(&topo.snd, &topo.snd_if, &topo.dut, &topo.dut_lan)?;
-        link_veth(&topo.dut, &topo.dut_wan, &topo.rcv, &topo.rcv_if)?;
+        match &topo.emu {
+            None => link_veth(&topo.dut, &topo.dut_wan, &topo.rcv, &topo.rcv_if)?,
+            Some(emu) => {
+                link_veth(&topo.dut, &topo.dut_wan, emu, "lan0")?;
+                link_veth(emu, "wan0", &topo.rcv, &topo.rcv_if)?;
+                set_up(emu, "lan0")?;
+                set_up(emu, "wan0")?;
+                wait_link_up(emu, "lan0", Self::LINK_UP_TIMEOUT)?;
+                wait_link_up(emu, "wan0", Self::LINK_UP_TIMEOUT)?;
+            }
+        }
         add_addr(&topo.snd, &topo.snd_if, &format!("{}/24", Self::SND_ADDR))?;
         add_addr(&topo.rcv, &topo.rcv_if, &format!("{}/24", Self::RCV_ADDR))?;
         set_up(&topo.dut, &topo.dut_lan)?;
@@ -793,8 +826,8 @@ impl BridgeTopo {
         Ok(topo)
     }
 
-    /// The four veth ends, with their namespaces: sender, DUT LAN side, DUT WAN side,
-    /// receiver.
+    /// The four veth ends at the hosts and the DUT, with their namespaces: sender, DUT LAN
+    /// side, DUT WAN side, receiver (the WAN stage's ends are not included).
     pub fn interfaces(&self) -> [(&Netns, &str); 4] {
         [
             (&self.snd, self.snd_if.as_str()),
@@ -805,12 +838,13 @@ impl BridgeTopo {
     }
 
     /// The three namespaces' names.
-    pub fn namespace_names(&self) -> [String; 3] {
-        [
-            self.snd.name().to_string(),
-            self.dut.name().to_string(),
-            self.rcv.name().to_string(),
-        ]
+    pub fn namespace_names(&self) -> Vec<String> {
+        let mut v = vec![self.snd.name().to_string(), self.dut.name().to_string()];
+        if let Some(e) = &self.emu {
+            v.push(e.name().to_string());
+        }
+        v.push(self.rcv.name().to_string());
+        v
     }
 
     /// Adds `n` more source addresses to the sender (see the type's documentation for the
@@ -865,6 +899,43 @@ impl BridgeTopo {
         *on = true;
         wait_link_up(&self.dut, br, Self::LINK_UP_TIMEOUT)?;
         Ok(())
+    }
+
+    /// Makes the WAN stage a plain kernel bridge (`br0` over its `lan0` and `wan0`): the
+    /// stage forwards without impairment. An error without a WAN stage.
+    pub fn with_kernel_bridge_in_wan_stage(&self) -> Result<()> {
+        let emu = self
+            .emu
+            .as_ref()
+            .ok_or_else(|| Error::Invalid("this topology has no WAN stage".into()))?;
+        let br = Self::KERNEL_BRIDGE;
+        emu.ip_batch(&[
+            format!("link add {br} type bridge stp_state 0 forward_delay 0"),
+            format!("link set dev lan0 master {br}"),
+            format!("link set dev wan0 master {br}"),
+            format!("link set dev {br} up"),
+        ])?;
+        wait_link_up(emu, br, Self::LINK_UP_TIMEOUT)
+    }
+
+    /// Gives the sender the addresses `addrs` (as /32s on its interface) and the receiver an
+    /// on-link route back to each, so that sessions can bind to them whatever subnet a
+    /// policy's rules expect (seed 000's IP aliasing). Addresses already present are an
+    /// error from `ip`.
+    pub fn add_sender_addrs(&self, addrs: &[Ipv4Addr]) -> Result<()> {
+        if addrs.is_empty() {
+            return Ok(());
+        }
+        let snd: Vec<String> = addrs
+            .iter()
+            .map(|a| format!("addr add {a}/32 dev {}", self.snd_if))
+            .collect();
+        let rcv: Vec<String> = addrs
+            .iter()
+            .map(|a| format!("route add {a}/32 dev {}", self.rcv_if))
+            .collect();
+        self.snd.ip_batch(&snd)?;
+        self.rcv.ip_batch(&rcv)
     }
 
     /// Removes the kernel bridge again (the DUT interfaces stay up, unbridged).

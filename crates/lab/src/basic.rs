@@ -1,0 +1,421 @@
+//! Seed 000's Basic Test: class-based bandwidth limitation and per-session guarantee.
+//!
+//! A T1 (1.544 Mbit/s) partitioned into five classes of 20, 40, 128, 256 and 1100 kbit/s
+//! (the policy: `examples/basic-test.toml` by default, any policy in general), each class
+//! matching four TCP sessions from distinct source addresses, each session guaranteed a
+//! quarter of its class. All sessions pump bulk TCP for the whole run; the receiver counts
+//! bytes per second per session; goodput over the analysis window feeds seed 000's Table 4
+//! statistics ([`crate::table4`]): **accuracy** (class goodput / class rate, mean over runs)
+//! with its stability (CoV over runs), **fairness** (CoV of the sessions' goodputs, mean over
+//! runs) with its stability (std dev over runs), Jain's index, and the **retransmission
+//! ratio** (retransmitted / data segments sent).
+//!
+//! Paper mode: 5 runs of 250 s, analysis window 30-230 s. Quick mode (`--quick`): 2 runs of
+//! 45 s, window 10-40 s. Hosts as in seed 000 Table 3: 1500-byte packets (MSS 1460), SACK,
+//! timestamps and window scaling off; congestion control Reno (the paper's senders) unless
+//! asked otherwise.
+//!
+//! Note on accuracy: goodput counts TCP payload, the class rate counts Ethernet frames
+//! (weir's and the kernel's rates count frames without FCS), so a perfectly enforced class
+//! reads 1460/1514 = 0.964, not 1.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use weir_core::policy::Policy;
+
+use crate::dut::DutSpec;
+use crate::fidelity::Check;
+use crate::netns::{Error, Result};
+use crate::plot;
+use crate::table4::{self, ClassStats};
+use crate::testbed::{self, HostTcp, Plan, RunOutcome, SessionPlan};
+
+/// Ideal accuracy with 1460-byte payloads in 1514-byte frames.
+pub const PAYLOAD_SHARE: f64 = 1460.0 / 1514.0;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BasicConfig {
+    pub runs: u32,
+    pub duration_s: f64,
+    pub window_s: (f64, f64),
+    pub sessions_per_class: usize,
+    pub cc: String,
+    pub duts: Vec<String>,
+    pub busy_poll: bool,
+}
+
+impl BasicConfig {
+    pub fn paper() -> Self {
+        BasicConfig {
+            runs: 5,
+            duration_s: 250.0,
+            window_s: (30.0, 230.0),
+            sessions_per_class: 4,
+            cc: "reno".into(),
+            duts: vec!["weir:cbq+pfq".into()],
+            busy_poll: false,
+        }
+    }
+
+    pub fn quick() -> Self {
+        BasicConfig {
+            runs: 2,
+            duration_s: 45.0,
+            window_s: (10.0, 40.0),
+            ..Self::paper()
+        }
+    }
+}
+
+/// The plan: `sessions_per_class` sessions in every leaf class of the policy.
+pub fn plan(policy_file: &str, policy_text: &str, c: &BasicConfig) -> Result<Plan> {
+    let p = Policy::parse(policy_file, policy_text)
+        .map_err(|e| Error::Invalid(format!("policy: {e}")))?;
+    let mut sessions = Vec::new();
+    let mut used = Vec::new();
+    for ci in p.leaves() {
+        let class = p.classes[ci].name.clone();
+        let addrs = testbed::addresses_for_class(&p, &class, c.sessions_per_class, &used)?;
+        for (k, a) in addrs.into_iter().enumerate() {
+            used.push(a);
+            sessions.push(SessionPlan {
+                name: format!("{class}-{}", k + 1),
+                class: class.clone(),
+                src: a,
+                cc: c.cc.clone(),
+                mss: Some(1460),
+                rcvbuf: None,
+                start_s: 0.0,
+                stop_s: c.duration_s,
+                wan: None,
+            });
+        }
+    }
+    let plan = Plan {
+        name: "basic".into(),
+        policy_text: policy_text.into(),
+        policy_file: policy_file.into(),
+        sessions,
+        tcp: HostTcp::seed000(),
+        duration_s: c.duration_s,
+        window_s: c.window_s,
+        interval_ms: 1000,
+        busy_poll: c.busy_poll,
+    };
+    plan.validate()?;
+    Ok(plan)
+}
+
+/// A whole Basic Test: every run of every DUT, and what follows from them.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BasicResult {
+    pub kind: String,
+    pub meta: BTreeMap<String, String>,
+    pub config: BasicConfig,
+    pub plan: Plan,
+    pub runs: Vec<RunOutcome>,
+    /// (DUT, class, statistics), recomputed from `runs` by [`stats`].
+    #[serde(default)]
+    pub stats: Vec<(String, String, ClassStats)>,
+    #[serde(default)]
+    pub checks: Vec<Check>,
+}
+
+/// Run the test: for each DUT, `runs` runs.
+pub fn run(
+    policy_file: &str,
+    policy_text: &str,
+    c: &BasicConfig,
+    progress: &mut dyn FnMut(&str),
+) -> Result<BasicResult> {
+    let plan = plan(policy_file, policy_text, c)?;
+    let specs: Vec<DutSpec> = c
+        .duts
+        .iter()
+        .map(|d| DutSpec::parse(d))
+        .collect::<Result<_>>()?;
+    crate::netns::require_root()?;
+    let mut runs = Vec::new();
+    for spec in &specs {
+        for r in 0..c.runs {
+            runs.push(testbed::run_plan(&plan, spec, r, progress)?);
+        }
+    }
+    let mut res = BasicResult {
+        kind: "basic".into(),
+        meta: crate::meta(),
+        config: c.clone(),
+        plan,
+        runs,
+        stats: Vec::new(),
+        checks: Vec::new(),
+    };
+    finish(&mut res)?;
+    Ok(res)
+}
+
+/// Recompute the statistics and checks from the runs (also for `weir lab report`).
+pub fn finish(res: &mut BasicResult) -> Result<()> {
+    res.stats = stats(res)?;
+    res.checks = checks(res);
+    Ok(())
+}
+
+/// Table 4 per DUT and class, classes in policy order.
+pub fn stats(res: &BasicResult) -> Result<Vec<(String, String, ClassStats)>> {
+    let policy = res.plan.policy()?;
+    let mut out = Vec::new();
+    for dut in &res.config.duts {
+        let mut per_class: BTreeMap<String, Vec<table4::RunMeasure>> = BTreeMap::new();
+        for r in res.runs.iter().filter(|r| &r.dut == dut) {
+            for (class, m) in testbed::class_measures(&policy, r) {
+                per_class.entry(class).or_default().push(m);
+            }
+        }
+        for ci in policy.leaves() {
+            let name = &policy.classes[ci].name;
+            if let Some(runs) = per_class.get(name) {
+                let s = table4::class_stats(runs)
+                    .map_err(|e| Error::Invalid(format!("{dut} {name}: {e}")))?;
+                out.push((dut.clone(), name.clone(), s));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The issue's acceptance criteria for `weir:cbq+pfq`: accuracy in [0.95, 1.05] and fairness
+/// CoV <= 0.10 in every class of 128 kbit/s and above.
+pub fn checks(res: &BasicResult) -> Vec<Check> {
+    let Ok(policy) = res.plan.policy() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for dut in res
+        .config
+        .duts
+        .iter()
+        .filter(|d| d.as_str() == "weir:cbq+pfq")
+    {
+        let rows: Vec<&(String, String, ClassStats)> = res
+            .stats
+            .iter()
+            .filter(|(d, c, _)| {
+                d == dut
+                    && policy
+                        .class_index(c)
+                        .is_some_and(|i| policy.classes[i].rate >= 128_000)
+            })
+            .collect();
+        let acc_bad: Vec<String> = rows
+            .iter()
+            .filter(|(_, _, s)| !(0.95..=1.05).contains(&s.accuracy))
+            .map(|(_, c, s)| format!("{c} {:.3}", s.accuracy))
+            .collect();
+        out.push(Check {
+            name: format!("{dut}: accuracy in [0.95, 1.05] in classes >= 128 kbit/s"),
+            passed: !rows.is_empty() && acc_bad.is_empty(),
+            cells: rows.len(),
+            detail: if acc_bad.is_empty() {
+                rows.iter()
+                    .map(|(_, c, s)| format!("{c} {:.3}", s.accuracy))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            } else {
+                format!("outside: {}", acc_bad.join(", "))
+            },
+        });
+        let fair_bad: Vec<String> = rows
+            .iter()
+            .filter(|(_, _, s)| !s.fairness_cov_mean.is_some_and(|f| f <= 0.10))
+            .map(|(_, c, s)| format!("{c} {:?}", s.fairness_cov_mean))
+            .collect();
+        out.push(Check {
+            name: format!("{dut}: fairness CoV <= 0.10 in classes >= 128 kbit/s"),
+            passed: !rows.is_empty() && fair_bad.is_empty(),
+            cells: rows.len(),
+            detail: if fair_bad.is_empty() {
+                rows.iter()
+                    .map(|(_, c, s)| format!("{c} {:.3}", s.fairness_cov_mean.unwrap_or(f64::NAN)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            } else {
+                format!("above: {}", fair_bad.join(", "))
+            },
+        });
+    }
+    out
+}
+
+/// The Table 4 text for all DUTs side by side, then the checks.
+pub fn text(res: &BasicResult) -> String {
+    let mut s = format!(
+        "Basic Test (seed 000 Table 4): {} runs of {} s, window {:.1}-{:.1} s, {} sessions per class, {}\n\
+         accuracy = class goodput / class rate (ideal {:.3}: payload in frames); fairness = CoV of session goodputs\n\n",
+        res.config.runs,
+        res.config.duration_s,
+        res.config.window_s.0,
+        res.config.window_s.1,
+        res.config.sessions_per_class,
+        res.config.cc,
+        PAYLOAD_SHARE
+    );
+    s += &table4::format_table(&res.stats);
+    s += "\n";
+    for c in &res.checks {
+        s += &format!(
+            "{} {} [{} classes] {}\n",
+            if c.passed { "PASS" } else { "FAIL" },
+            c.name,
+            c.cells,
+            c.detail
+        );
+    }
+    s
+}
+
+/// Bar charts in the style of seed 000 Figs. 8-10 (accuracy, fairness, retransmissions per
+/// class, one bar per DUT) and, per DUT, the per-second goodput of every session in run 1.
+pub fn charts(res: &BasicResult) -> Vec<(String, String)> {
+    let classes: Vec<String> = {
+        let mut v: Vec<String> = Vec::new();
+        for (_, c, _) in &res.stats {
+            if !v.contains(c) {
+                v.push(c.clone());
+            }
+        }
+        v
+    };
+    let duts = &res.config.duts;
+    let get = |d: &str, c: &str| {
+        res.stats
+            .iter()
+            .find(|(dd, cc, _)| dd == d && cc == c)
+            .map(|(_, _, s)| s)
+    };
+    let grid = |f: &dyn Fn(&ClassStats) -> Option<(f64, f64)>| -> Vec<Vec<Option<(f64, f64)>>> {
+        classes
+            .iter()
+            .map(|c| duts.iter().map(|d| get(d, c).and_then(f)).collect())
+            .collect()
+    };
+    let mut out = Vec::new();
+    let acc = grid(&|s| Some((s.accuracy, s.accuracy * s.accuracy_cov.unwrap_or(0.0))));
+    out.push((
+        "accuracy.svg".to_string(),
+        plot::bar_chart(
+            "Accuracy (mean normalised goodput; bars: std dev over runs)",
+            "class goodput / class rate",
+            &classes,
+            duts,
+            &acc,
+            &plot::BarOpts {
+                hlines: vec![(PAYLOAD_SHARE, "ideal 0.964".into())],
+                ..Default::default()
+            },
+        ),
+    ));
+    let fair = grid(&|s| {
+        s.fairness_cov_mean
+            .map(|m| (m, s.fairness_cov_std.unwrap_or(0.0)))
+    });
+    out.push((
+        "fairness.svg".to_string(),
+        plot::bar_chart(
+            "Fairness (mean CoV among sessions; bars: std dev over runs)",
+            "CoV",
+            &classes,
+            duts,
+            &fair,
+            &plot::BarOpts::default(),
+        ),
+    ));
+    let rtx = grid(&|s| s.retransmission_ratio.map(|r| (r, 0.0)));
+    out.push((
+        "retransmissions.svg".to_string(),
+        plot::bar_chart(
+            "Retransmission ratio",
+            "retransmitted / sent",
+            &classes,
+            duts,
+            &rtx,
+            &plot::BarOpts::default(),
+        ),
+    ));
+    for d in duts {
+        let Some(r) = res.runs.iter().find(|r| &r.dut == d) else {
+            continue;
+        };
+        let series: Vec<plot::Series> = r
+            .sessions
+            .iter()
+            .map(|s| {
+                plot::Series::new(
+                    s.name.clone(),
+                    s.series
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &b)| (i as f64 + 0.5, b as f64 * 8.0 / 1000.0))
+                        .collect(),
+                )
+            })
+            .collect();
+        let name = format!("goodput-{}.svg", d.replace([':', '+', '/'], "_"));
+        out.push((
+            name,
+            plot::line_chart(
+                &format!("{d}: goodput per session, run {}", r.run + 1),
+                "time (s)",
+                "kbit/s",
+                &series,
+                &plot::ChartOpts {
+                    y_include_zero: true,
+                    ..Default::default()
+                },
+            ),
+        ));
+    }
+    out
+}
+
+/// Write result.json, table.txt, table.csv, the SVGs and report.html into `dir`.
+pub fn write_outputs(res: &BasicResult, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
+    let charts = charts(res);
+    let mut html = vec![
+        plot::Section::new("Run").pre(
+            res.meta
+                .iter()
+                .map(|(k, v)| format!("{k}: {v}\n"))
+                .collect::<String>(),
+        ),
+        plot::Section::new("Table 4").pre(text(res)),
+        plot::Section::new("Policy").pre(res.plan.policy_text.clone()),
+    ];
+    let mut figs = plot::Section::new("Figures (seed 000 Figs. 8-10 style)");
+    for (_, svg) in &charts {
+        figs = figs.svg(svg.clone());
+    }
+    html.push(figs);
+    let mut what = plot::Section::new("What ran");
+    for r in res.runs.iter().filter(|r| r.run == 0) {
+        let d = r.dut_report["description"].as_str().unwrap_or("");
+        what = what.pre(format!("{}:\n{d}", r.dut));
+    }
+    html.push(what);
+    let mut files = vec![
+        (
+            "result.json".to_string(),
+            serde_json::to_string_pretty(res)
+                .map_err(|e| Error::Invalid(format!("serialise: {e}")))?,
+        ),
+        ("table.txt".to_string(), text(res)),
+        ("table.csv".to_string(), table4::format_csv(&res.stats)),
+        (
+            "report.html".to_string(),
+            plot::html_report("weir lab basic", &html),
+        ),
+    ];
+    files.extend(charts);
+    crate::write_files(dir, &files)
+}
