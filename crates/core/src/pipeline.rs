@@ -76,9 +76,26 @@ impl Pipeline {
         }
     }
 
-    /// Classify the frame held in `pkt` and enqueue it. `Err` means it was dropped (the
-    /// caller frees it); its cause is counted by the stage that refused it.
+    /// Classify the frame held in `pkt` and enqueue it, arriving now. `Err` means it was
+    /// dropped (the caller frees it); its cause is counted by the stage that refused it.
     pub fn ingress(&mut self, pkt: PktId, cx: &mut Ctx<'_>) -> Result<(), DropCause> {
+        let now = cx.now;
+        self.ingress_at(pkt, cx, now)
+    }
+
+    /// [`Pipeline::ingress`] for a frame that arrived at `arrival` (≤ `cx.now`), e.g. the
+    /// kernel's receive timestamp of a frame the driver reads a little later. The
+    /// arrival is recorded in the packet's metadata; an emulator fed directly (no shaper
+    /// in front) times the frame from it, so the driver's own reading latency does not
+    /// add to the emulated delay. A shaper always works on `cx.now` (its clock never
+    /// runs backwards), and an emulator behind it sees the shaper's release time.
+    pub fn ingress_at(
+        &mut self,
+        pkt: PktId,
+        cx: &mut Ctx<'_>,
+        arrival: Instant,
+    ) -> Result<(), DropCause> {
+        let arrival = arrival.min(cx.now);
         let len = cx.pool.len(pkt);
         let fields = match frame_fields(cx.pool.data(pkt)) {
             Ok(f) => f,
@@ -92,10 +109,16 @@ impl Pipeline {
         m.class = class;
         m.rule = rule;
         m.flow = fields.flow_hash(self.flow_seed);
-        m.arrival = cx.now;
+        m.arrival = arrival;
         match (&mut self.sched, &mut self.emu) {
             (Some(s), _) => s.enqueue(pkt, cx),
-            (None, Some(e)) => e.emu.enqueue(pkt, cx),
+            (None, Some(e)) => {
+                let now = cx.now;
+                cx.now = arrival;
+                let r = e.emu.enqueue(pkt, cx);
+                cx.now = now;
+                r
+            }
             (None, None) => self.pass.enqueue(pkt, cx),
         }
     }

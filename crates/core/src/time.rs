@@ -32,6 +32,11 @@ impl Instant {
     pub fn as_secs_f64(self) -> f64 {
         self.0 as f64 / 1e9
     }
+    /// `self - d`, or zero.
+    #[inline]
+    pub fn saturating_sub(self, d: Duration) -> Instant {
+        Instant(self.0.saturating_sub(d.0))
+    }
 }
 
 impl Duration {
@@ -127,5 +132,7 @@ mod tests {
         assert_eq!(a - b, Duration::ZERO);
         assert_eq!(Instant::MAX + Duration(1), Instant::MAX);
         assert_eq!(Duration::from_millis(5).as_nanos(), 5_000_000);
+        assert_eq!(b.saturating_sub(Duration(4)), a);
+        assert_eq!(a.saturating_sub(Duration(9)), Instant::ZERO);
     }
 }

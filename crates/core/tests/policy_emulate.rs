@@ -286,3 +286,32 @@ fn shaped_then_delayed_on_the_virtual_clock() {
     }
     assert_eq!(kept, 99);
 }
+
+/// A frame that arrived at 1 ms but is read at 3 ms leaves an emulated 10 ms link at
+/// 11 ms: the emulator times it from its arrival, not from when the driver read it. Behind
+/// a shaper, the shaper's clock (the read time) is used instead.
+#[test]
+fn emulated_delay_counts_from_the_arrival_time() {
+    let text = "[link]\nrate = \"10Gbit\"\ndirection = \"none\"\nemulate = \"wan\"\n\
+                [[emulate]]\nname = \"wan\"\ndelay = \"10ms\"\n";
+    let p = Policy::parse("p.toml", text).unwrap();
+    let mut pipe = p
+        .build_direction(Direction::Outbound, Instant::ZERO)
+        .unwrap()
+        .unwrap();
+    assert!(pipe.sched.is_none());
+    let mut pool = Pool::new(8, 2048);
+    let mut rng = Rng::new(1);
+    let mut dropped = Vec::new();
+    let now = Instant(3_000_000);
+    let mut cx = Ctx::new(now, &mut pool, &mut rng, &mut dropped);
+    let id = udp(cx.pool, "10.1.1.1", 0);
+    pipe.ingress_at(id, &mut cx, Instant(1_000_000)).unwrap();
+    assert_eq!(cx.now, now, "the driver's clock is restored");
+    assert_eq!(cx.pool.meta(id).arrival, Instant(1_000_000));
+    assert_eq!(pipe.next_wakeup(), Some(Instant(11_000_000)));
+    // an arrival "after" now is clamped to now
+    let id2 = udp(cx.pool, "10.1.1.1", 1);
+    pipe.ingress_at(id2, &mut cx, Instant(9_000_000)).unwrap();
+    assert_eq!(cx.pool.meta(id2).arrival, now);
+}

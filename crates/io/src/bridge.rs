@@ -299,6 +299,7 @@ impl Bridge {
                     &mut self.rng,
                     &mut self.dropped,
                     now,
+                    &self.clock,
                     self.batch,
                 );
                 let cap = match &mut self.pcap_both {
@@ -535,6 +536,7 @@ fn receive(
     rng: &mut Rng,
     dropped: &mut Vec<(PktId, DropCause)>,
     now: Instant,
+    clock: &crate::clock::Clock,
     batch: usize,
 ) -> bool {
     let mut got = false;
@@ -542,6 +544,15 @@ fn receive(
         let Some(f) = lane.rx.peek() else { break };
         got = true;
         let wire_len = f.wire_len;
+        // the kernel's receive timestamp: when the frame really arrived (the loop may read
+        // it some microseconds later); bounded to the last second in case of a clock step
+        let arrival = match f.ts_ns {
+            0 => now,
+            ts => clock
+                .from_unix_ns(ts)
+                .max(now.saturating_sub(Duration::from_secs(1)))
+                .min(now),
+        };
         lane.stats.rx.add(wire_len);
         if (f.data.len() as u32) < wire_len {
             lane.stats.truncated.add(wire_len);
@@ -587,7 +598,7 @@ fn receive(
             None => lane.backlog.push_back(id),
             Some(p) => {
                 let mut cx = Ctx::new(now, pool, rng, dropped);
-                if p.ingress(id, &mut cx).is_err() {
+                if p.ingress_at(id, &mut cx, arrival).is_err() {
                     lane.stats.dropped.add(len as u32);
                     pool.free(id);
                 }

@@ -40,6 +40,11 @@ impl Clock {
     pub fn now(&self) -> Instant {
         Instant(read(libc::CLOCK_MONOTONIC))
     }
+    /// The monotonic instant of a Unix-epoch timestamp (e.g. a kernel receive timestamp);
+    /// 0 for times before the clock's epoch.
+    pub fn from_unix_ns(&self, unix_ns: u64) -> Instant {
+        Instant((unix_ns as i128 - self.realtime_offset).max(0) as u64)
+    }
     /// Nanoseconds since the Unix epoch for a monotonic instant.
     pub fn to_unix_ns(&self, t: Instant) -> u64 {
         (t.0 as i128 + self.realtime_offset).max(0) as u64

@@ -318,6 +318,17 @@ pub struct Cell {
     /// weir's bridge counters for this cell's path (JSON), when weir ran it.
     #[serde(default)]
     pub weir: Option<serde_json::Value>,
+    /// Frames the kernel dropped during this cell because weir's receive ring was full:
+    /// weir did not keep up with the offered packet rate (weir paths only).
+    #[serde(default)]
+    pub dut_rx_drops: Option<u64>,
+}
+
+impl Cell {
+    /// Whether the device kept up: no receive-ring overflow (always true for non-weir paths).
+    pub fn sustained(&self) -> bool {
+        self.dut_rx_drops.unwrap_or(0) == 0
+    }
 }
 
 /// A whole run: configuration, environment, cells, checks.
@@ -373,6 +384,8 @@ enum Dut<'a> {
     Weir {
         stop: Arc<AtomicBool>,
         handle: Option<JoinHandle<std::result::Result<weir_io::bridge::BridgeReport, String>>>,
+        /// The bridge's statistics socket (per-cell receive-ring drops).
+        sock: std::path::PathBuf,
     },
     Kernel {
         topo: &'a BridgeTopo,
@@ -434,6 +447,12 @@ impl<'a> Dut<'a> {
                 }
                 bc.seed = policy.seed;
                 bc.busy_poll = cfg.busy_poll;
+                let sock = std::env::temp_dir().join(format!(
+                    "weir-fidelity-{}-{}.sock",
+                    std::process::id(),
+                    path.name
+                ));
+                bc.stats_socket = Some(sock.clone());
                 let stop = Arc::new(AtomicBool::new(false));
                 let s = stop.clone();
                 let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -454,6 +473,7 @@ impl<'a> Dut<'a> {
                     Ok(Ok(())) => Ok(Dut::Weir {
                         stop,
                         handle: Some(handle),
+                        sock,
                     }),
                     Ok(Err(e)) => Err(Error::Invalid(format!("weir bridge: {e}"))),
                     Err(_) => Err(Error::Invalid("weir bridge did not start in 5 s".into())),
@@ -470,6 +490,22 @@ impl<'a> Dut<'a> {
         }
     }
 
+    /// Frames the kernel dropped because weir's receive ring was full, so far (weir only;
+    /// from the statistics it publishes every 250 ms).
+    fn rx_drops(&self) -> Option<u64> {
+        let Dut::Weir { sock, .. } = self else {
+            return None;
+        };
+        let doc: serde_json::Value =
+            serde_json::from_str(&weir_io::stats::query(sock).ok()?).ok()?;
+        Some(
+            ["outbound", "inbound"]
+                .iter()
+                .filter_map(|d| doc[d]["lane"]["kernel_rx_drops"].as_u64())
+                .sum(),
+        )
+    }
+
     /// Stop; weir's report as JSON.
     fn stop(mut self) -> Option<serde_json::Value> {
         self.halt()
@@ -477,7 +513,7 @@ impl<'a> Dut<'a> {
 
     fn halt(&mut self) -> Option<serde_json::Value> {
         match self {
-            Dut::Weir { stop, handle } => {
+            Dut::Weir { stop, handle, .. } => {
                 stop.store(true, Ordering::SeqCst);
                 let r = handle.take()?.join().ok()?;
                 r.ok().and_then(|r| serde_json::to_value(r).ok())
@@ -535,6 +571,7 @@ fn measure(
         delay_us: Pcts::default(),
         gaps_window_us: Vec::new(),
         weir: None,
+        dut_rx_drops: None,
     };
     if offered_bps > cfg.line_rate_bps {
         cell.status = CellStatus::OverLineRate;
@@ -627,10 +664,22 @@ pub fn run(cfg: &FidelityConfig, mut progress: impl FnMut(&str)) -> Result<Fidel
         for repeat in 0..cfg.repeats {
             for &size in &cfg.sizes {
                 for &pps in &cfg.rates {
+                    crate::check_interrupted()?;
                     flow += 1;
                     done += 1;
+                    let before = dut.as_ref().and_then(|d| d.rx_drops());
                     let cell = match measure(snd, rcv, path, size, pps, repeat, flow, cfg) {
-                        Ok(c) => c,
+                        Ok(mut c) => {
+                            if let Some(b) = before {
+                                // the bridge publishes every 250 ms
+                                std::thread::sleep(Duration::from_millis(300));
+                                c.dut_rx_drops = dut
+                                    .as_ref()
+                                    .and_then(|d| d.rx_drops())
+                                    .map(|a| a.saturating_sub(b));
+                            }
+                            c
+                        }
                         Err(e) => {
                             let mut c = measure_skeleton(path, size, pps, repeat);
                             c.status = CellStatus::Failed(e.to_string());
@@ -694,6 +743,7 @@ fn measure_skeleton(path: &Path, size: u32, pps: u32, repeat: u32) -> Cell {
         delay_us: Pcts::default(),
         gaps_window_us: Vec::new(),
         weir: None,
+        dut_rx_drops: None,
     }
 }
 
@@ -749,11 +799,13 @@ pub fn check(r: &FidelityResult) -> Vec<Check> {
             |p| matches!(p.kind, PathKind::Weir { delay_ns, rate_bps: None } if delay_ns > 0),
         )
     {
-        let cells: Vec<&Cell> = r
+        let all: Vec<&Cell> = r
             .cells
             .iter()
             .filter(|c| c.path == p.name && c.status == CellStatus::Ok)
             .collect();
+        let cells: Vec<&Cell> = all.iter().copied().filter(|c| c.sustained()).collect();
+        let excluded = unsustained_note(&all);
         let worst = cells
             .iter()
             .filter_map(|c| c.delay_us.spread().map(|s| (s, c)))
@@ -763,7 +815,7 @@ pub fn check(r: &FidelityResult) -> Vec<Check> {
             passed: !cells.is_empty() && worst.is_some_and(|(s, _)| s <= 100.0),
             cells: cells.len(),
             detail: worst.map_or("no cells".into(), |(s, c)| {
-                format!("widest {s:.1} us ({} B at {} pps)", c.size, c.pps)
+                format!("widest {s:.1} us ({} B at {} pps){excluded}", c.size, c.pps)
             }),
         });
     }
@@ -811,18 +863,20 @@ pub fn check(r: &FidelityResult) -> Vec<Check> {
     }
     // 3. no artefact loss below the rate
     for p in r.config.paths.iter().filter(|p| p.is_weir()) {
-        let cells: Vec<&Cell> = r
+        let all: Vec<&Cell> = r
             .cells
             .iter()
             .filter(|c| c.path == p.name && ran(c) && !c.over_path_rate)
             .collect();
+        let cells: Vec<&Cell> = all.iter().copied().filter(|c| c.sustained()).collect();
+        let excluded = unsustained_note(&all);
         let lossy: Vec<&&Cell> = cells.iter().filter(|c| c.loss_ratio > 0.0).collect();
         out.push(Check {
             name: format!("{}: zero loss below the link rate", p.name),
             passed: !cells.is_empty() && lossy.is_empty(),
             cells: cells.len(),
             detail: if lossy.is_empty() {
-                "no loss".into()
+                format!("no loss{excluded}")
             } else {
                 lossy
                     .iter()
@@ -903,6 +957,30 @@ pub fn check(r: &FidelityResult) -> Vec<Check> {
     out
 }
 
+/// "; excluded: ..." naming the cells where weir's receive ring overflowed, or "".
+fn unsustained_note(cells: &[&Cell]) -> String {
+    let out: Vec<String> = cells
+        .iter()
+        .filter(|c| !c.sustained())
+        .map(|c| {
+            format!(
+                "{} B at {} pps ({} frames dropped at weir's receive ring)",
+                c.size,
+                c.pps,
+                c.dut_rx_drops.unwrap_or(0)
+            )
+        })
+        .collect();
+    if out.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; not sustained by weir on this machine, excluded: {}",
+            out.join(", ")
+        )
+    }
+}
+
 // ---- reports -------------------------------------------------------------------------
 
 /// Mean over repeats of one statistic of the cells of (path, size, pps) that ran.
@@ -979,11 +1057,16 @@ pub fn tables(r: &FidelityResult) -> String {
                         .filter(|c| c.path == p.name && c.size == z && c.pps == pps && ran(c))
                         .collect();
                     let limited = cs.iter().any(|c| c.status == CellStatus::GeneratorLimited);
+                    let lagged = cs.iter().any(|c| !c.sustained());
                     for (_, f) in cols {
                         let cell = match avg(&cs, f) {
                             None => String::new(),
                             Some(v) if name.starts_with("loss") => format!("{v:.3}"),
-                            Some(v) => format!("{v:.1}{}", if limited { "*" } else { "" }),
+                            Some(v) => format!(
+                                "{v:.1}{}{}",
+                                if limited { "*" } else { "" },
+                                if lagged { "!" } else { "" }
+                            ),
                         };
                         s += &format!("{cell:>w$} ");
                     }
@@ -992,7 +1075,7 @@ pub fn tables(r: &FidelityResult) -> String {
             }
         }
     }
-    s += "\n(means over repeats; * generator-limited: the sender did not reach the rate; blank: over the line rate, not run)\n";
+    s += "\n(means over repeats; * generator-limited: the sender did not reach the rate; ! weir's receive ring overflowed: weir did not keep up; blank: over the line rate, not run)\n";
     s
 }
 

@@ -30,3 +30,20 @@ pub fn write_files(
     }
     Ok(out)
 }
+
+/// Whether SIGINT/SIGTERM arrived (when the caller installed weir's handlers with
+/// `weir_io::signals::install`). Long runs check it between steps and return
+/// [`netns::Error::Invalid`] ("interrupted") so that everything they made is dropped and
+/// removed on the way out.
+pub fn interrupted() -> bool {
+    weir_io::signals::flag().load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// `Err("interrupted")` once a stop signal arrived.
+pub fn check_interrupted() -> netns::Result<()> {
+    if interrupted() {
+        Err(netns::Error::Invalid("interrupted".into()))
+    } else {
+        Ok(())
+    }
+}

@@ -458,7 +458,7 @@ pub fn run_plan(
                 t0.elapsed().as_secs_f64().min(plan.duration_s),
                 plan.duration_s
             ));
-            if !running.is_running() {
+            if !running.is_running() || crate::interrupted() {
                 break;
             }
         }
@@ -474,6 +474,7 @@ pub fn run_plan(
     });
     let dut_report = running.stop();
     let wan_report = wan_stage.and_then(|w| w.stop());
+    crate::check_interrupted()?;
     let seconds = t0.elapsed().as_secs_f64();
     let (from, to) = (
         Duration::from_secs_f64(plan.window_s.0),

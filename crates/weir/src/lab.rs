@@ -115,6 +115,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
+    // Ctrl-C / SIGTERM: the run stops at its next step and removes what it made
+    weir_io::signals::install();
     match a.cmd {
         LabCmd::Fidelity(f) => run_fidelity(f),
         LabCmd::Basic(b) => run_basic(b),

@@ -1,0 +1,185 @@
+//! `weir lab basic` end to end: bad input is refused before anything runs; as root, a
+//! quick run compares weir:cbq, weir:cbq+pfq and kernel:htb side by side, weir:cbq+pfq meets
+//! the issue's accuracy and fairness checks, and `weir lab report` re-makes the outputs.
+
+use std::process::Command;
+use weir_lab::netns::skip_unless_root;
+
+const WEIR: &str = env!("CARGO_BIN_EXE_weir");
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(WEIR).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn basic_refuses_bad_input_before_running() {
+    for (args, want) in [
+        (
+            &["lab", "basic", "--dut", "weir:fast"][..],
+            "unknown weir technique 'fast'",
+        ),
+        (&["lab", "basic", "--dut", "nope"][..], "expected one of"),
+        (
+            &["lab", "basic", "--window", "30"][..],
+            "--window: expected FROM-TO",
+        ),
+        (
+            &["lab", "basic", "--window", "30-300"][..],
+            "must lie within the 250 s run",
+        ),
+        (
+            &["lab", "basic", "--policy", "/nonexistent.toml"][..],
+            "/nonexistent.toml",
+        ),
+        (
+            &["lab", "basic", "--runs", "0"][..],
+            "--runs: must be at least 1",
+        ),
+    ] {
+        let (code, _, err) = run(args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    // a policy whose classes the testbed cannot address
+    let dir = std::env::temp_dir().join(format!("weir-basic-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("p.toml");
+    std::fs::write(
+        &p,
+        "[link]\nrate = \"1Mbit\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"500kbit\"\n\
+         [[class]]\nname = \"b\"\nrate = \"500kbit\"\n[[rule]]\nclass = \"b\"\nport = 80\n",
+    )
+    .unwrap();
+    let (code, _, err) = run(&["lab", "basic", "--policy", p.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("class 'b'") && err.contains("IPv4 `src` prefix"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn quick_basic_compares_three_duts() {
+    if skip_unless_root("quick_basic_compares_three_duts") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("weir-basic-{}", std::process::id()));
+    let out = dir.to_str().unwrap();
+    let (code, stdout, err) = run(&[
+        "lab",
+        "basic",
+        "--quick",
+        "--runs",
+        "1",
+        "--dut",
+        "weir:cbq,weir:cbq+pfq,kernel:htb",
+        "--strict",
+        "--out",
+        out,
+    ]);
+    eprintln!("{stdout}\n{err}");
+    assert_eq!(code, 0, "checks failed or the run broke:\n{stdout}\n{err}");
+    for d in ["weir:cbq ", "weir:cbq+pfq", "kernel:htb"] {
+        assert!(stdout.contains(d), "{d} missing:\n{stdout}");
+    }
+    assert!(stdout.contains("PASS weir:cbq+pfq: accuracy"), "{stdout}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap();
+    assert_eq!(v["kind"], "basic");
+    assert_eq!(v["runs"].as_array().unwrap().len(), 3);
+    assert_eq!(v["runs"][0]["sessions"].as_array().unwrap().len(), 20);
+    // every DUT report says what ran; the kernel's lists its tc commands
+    let kernel = v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["dut"] == "kernel:htb")
+        .unwrap();
+    assert!(kernel["dut_report"]["description"]
+        .as_str()
+        .unwrap()
+        .contains("tc class add"));
+    for f in [
+        "table.txt",
+        "table.csv",
+        "accuracy.svg",
+        "fairness.svg",
+        "report.html",
+    ] {
+        assert!(dir.join(f).exists(), "{f} missing");
+    }
+    let again = dir.join("again");
+    let (code, stdout2, err) = run(&[
+        "lab",
+        "report",
+        dir.join("result.json").to_str().unwrap(),
+        "--out",
+        again.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(stdout2, stdout, "re-made from the JSON alone");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Ctrl-C in the middle of a run: weir exits promptly and leaves no namespace behind.
+#[test]
+fn ctrl_c_cleans_up() {
+    if skip_unless_root("ctrl_c_cleans_up") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("weir-basic-int-{}", std::process::id()));
+    let child = Command::new(WEIR)
+        .args([
+            "lab",
+            "basic",
+            "--quick",
+            "--runs",
+            "1",
+            "--duration",
+            "30s",
+            "--out",
+        ])
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let prefix = format!("weir-{pid}-");
+    let mine = || {
+        weir_lab::netns::list_testbed_namespaces()
+            .into_iter()
+            .filter(|n| n.starts_with(&prefix))
+            .count()
+    };
+    let t0 = std::time::Instant::now();
+    while mine() < 3 {
+        assert!(t0.elapsed().as_secs() < 15, "the testbed never came up");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let t1 = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        t1.elapsed().as_secs() < 10,
+        "took {:?} to stop",
+        t1.elapsed()
+    );
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    assert_eq!(
+        mine(),
+        0,
+        "namespaces left behind: {:?}",
+        weir_lab::netns::list_testbed_namespaces()
+    );
+}
