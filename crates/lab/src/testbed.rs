@@ -546,9 +546,11 @@ pub fn class_measures(
                 sessions: Vec::new(),
             })
             .sessions
+            // all segments sent (SYNs included): a SYN retransmitted into a full queue
+            // counts as a retransmission, so it must count as sent too
             .push(crate::table4::SessionMeasure::with_segments(
                 s.goodput_bps,
-                s.data_segs_out,
+                s.segs_out,
                 s.retrans,
             ));
     }
