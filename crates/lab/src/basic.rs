@@ -190,18 +190,25 @@ pub fn stats(res: &BasicResult) -> Result<Vec<(String, String, ClassStats)>> {
 /// The acceptance criteria for `weir:cbq+pfq`: accuracy in [0.95, 1.05] and fairness
 /// CoV <= 0.10 in every class of 128 kbit/s and above.
 pub fn checks(res: &BasicResult) -> Vec<Check> {
-    let Ok(policy) = res.plan.policy() else {
-        return Vec::new();
-    };
+    match res.plan.policy() {
+        Ok(policy) => table4_checks(&policy, &res.config.duts, &res.stats, ""),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The Basic Test's criteria on Table 4 rows `stats` (DUT, class, statistics) of `policy`:
+/// for `weir:cbq+pfq` among `duts`, accuracy in [0.95, 1.05] and fairness CoV <= 0.10 in
+/// every class of 128 kbit/s and above. `prefix` starts every check's name.
+pub fn table4_checks(
+    policy: &Policy,
+    duts: &[String],
+    stats: &[(String, String, ClassStats)],
+    prefix: &str,
+) -> Vec<Check> {
     let mut out = Vec::new();
-    for dut in res
-        .config
-        .duts
-        .iter()
-        .filter(|d| d.as_str() == "weir:cbq+pfq")
-    {
-        let rows: Vec<&(String, String, ClassStats)> = res
-            .stats
+    let fmt = |x: Option<f64>| x.map_or("n/a".to_string(), |v| format!("{v:.3}"));
+    for dut in duts.iter().filter(|d| d.as_str() == "weir:cbq+pfq") {
+        let rows: Vec<&(String, String, ClassStats)> = stats
             .iter()
             .filter(|(d, c, _)| {
                 d == dut
@@ -210,42 +217,42 @@ pub fn checks(res: &BasicResult) -> Vec<Check> {
                         .is_some_and(|i| policy.classes[i].rate >= 128_000)
             })
             .collect();
-        let acc_bad: Vec<String> = rows
-            .iter()
-            .filter(|(_, _, s)| !(0.95..=1.05).contains(&s.accuracy))
-            .map(|(_, c, s)| format!("{c} {:.3}", s.accuracy))
-            .collect();
-        out.push(Check {
-            name: format!("{dut}: accuracy in [0.95, 1.05] in classes >= 128 kbit/s"),
-            passed: !rows.is_empty() && acc_bad.is_empty(),
-            cells: rows.len(),
-            detail: if acc_bad.is_empty() {
-                rows.iter()
-                    .map(|(_, c, s)| format!("{c} {:.3}", s.accuracy))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            } else {
-                format!("outside: {}", acc_bad.join(", "))
-            },
-        });
-        let fair_bad: Vec<String> = rows
-            .iter()
-            .filter(|(_, _, s)| !s.fairness_cov_mean.is_some_and(|f| f <= 0.10))
-            .map(|(_, c, s)| format!("{c} {:?}", s.fairness_cov_mean))
-            .collect();
-        out.push(Check {
-            name: format!("{dut}: fairness CoV <= 0.10 in classes >= 128 kbit/s"),
-            passed: !rows.is_empty() && fair_bad.is_empty(),
-            cells: rows.len(),
-            detail: if fair_bad.is_empty() {
-                rows.iter()
-                    .map(|(_, c, s)| format!("{c} {:.3}", s.fairness_cov_mean.unwrap_or(f64::NAN)))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            } else {
-                format!("above: {}", fair_bad.join(", "))
-            },
-        });
+        type Get = fn(&ClassStats) -> Option<f64>;
+        type Criterion = (&'static str, &'static str, Get, fn(f64) -> bool);
+        let criteria: [Criterion; 2] = [
+            (
+                "accuracy in [0.95, 1.05]",
+                "outside",
+                |s| Some(s.accuracy),
+                |v| (0.95..=1.05).contains(&v),
+            ),
+            (
+                "fairness CoV <= 0.10",
+                "above",
+                |s| s.fairness_cov_mean,
+                |v| v <= 0.10,
+            ),
+        ];
+        for (what, bad_word, get, ok) in criteria {
+            let bad: Vec<String> = rows
+                .iter()
+                .filter(|(_, _, s)| !get(s).is_some_and(ok))
+                .map(|(_, c, s)| format!("{c} {}", fmt(get(s))))
+                .collect();
+            out.push(Check {
+                name: format!("{prefix}{dut}: {what} in classes >= 128 kbit/s"),
+                passed: !rows.is_empty() && bad.is_empty(),
+                cells: rows.len(),
+                detail: if bad.is_empty() {
+                    rows.iter()
+                        .map(|(_, c, s)| format!("{c} {}", fmt(get(s))))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                } else {
+                    format!("{bad_word}: {}", bad.join(", "))
+                },
+            });
+        }
     }
     out
 }
@@ -383,41 +390,16 @@ pub fn charts(res: &BasicResult) -> Vec<(String, String)> {
 
 /// Write result.json, table.txt, table.csv, the SVGs and report.html into `dir`.
 pub fn write_outputs(res: &BasicResult, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
-    let charts = charts(res);
-    let mut html = vec![
-        plot::Section::new("Run").pre(
-            res.meta
-                .iter()
-                .map(|(k, v)| format!("{k}: {v}\n"))
-                .collect::<String>(),
-        ),
-        plot::Section::new("Table 4").pre(text(res)),
-        plot::Section::new("Policy").pre(res.plan.policy_text.clone()),
-    ];
-    let mut figs = plot::Section::new("Figures (seed 000 Figs. 8-10 style)");
-    for (_, svg) in &charts {
-        figs = figs.svg(svg.clone());
+    testbed::Outputs {
+        title: "weir lab basic",
+        meta: &res.meta,
+        json: testbed::to_json(res)?,
+        text_heading: "Table 4",
+        text: text(res),
+        extra: vec![("table.csv".to_string(), table4::format_csv(&res.stats))],
+        figs_heading: "Figures (seed 000 Figs. 8-10 style)",
+        charts: charts(res),
+        parts: vec![(&res.plan, res.runs.as_slice())],
     }
-    html.push(figs);
-    let mut what = plot::Section::new("What ran");
-    for r in res.runs.iter().filter(|r| r.run == 0) {
-        let d = r.dut_report["description"].as_str().unwrap_or("");
-        what = what.pre(format!("{}:\n{d}", r.dut));
-    }
-    html.push(what);
-    let mut files = vec![
-        (
-            "result.json".to_string(),
-            serde_json::to_string_pretty(res)
-                .map_err(|e| Error::Invalid(format!("serialise: {e}")))?,
-        ),
-        ("table.txt".to_string(), text(res)),
-        ("table.csv".to_string(), table4::format_csv(&res.stats)),
-        (
-            "report.html".to_string(),
-            plot::html_report("weir lab basic", &html),
-        ),
-    ];
-    files.extend(charts);
-    crate::write_files(dir, &files)
+    .write(dir)
 }

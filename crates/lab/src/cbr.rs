@@ -811,6 +811,12 @@ pub struct CbrSinkOpts {
     pub batch: usize,
     /// Pin the receiving thread to this CPU.
     pub cpu: Option<usize>,
+    /// Read the socket only this often instead of waking for every arrival: the
+    /// timestamps are the kernel's, so reading late changes nothing measured, and a sink
+    /// that wakes a few hundred times a second instead of per packet leaves the CPU to the
+    /// device under test. `None` (default): wake on every arrival. Keep `rcvbuf` larger
+    /// than a period's worth of packets.
+    pub wake_every: Option<Duration>,
 }
 
 impl CbrSinkOpts {
@@ -823,6 +829,7 @@ impl CbrSinkOpts {
             rcvbuf: 32 << 20,
             batch: 64,
             cpu: None,
+            wake_every: None,
         }
     }
 }
@@ -1377,13 +1384,18 @@ fn sink_loop(
 
     loop {
         let mut fds = [pollfd(waker.fd(), libc::POLLIN), pollfd(fd, libc::POLLIN)];
-        if let Err(e) = poll(&mut fds, None) {
+        // with `wake_every`, sleep on the stop signal alone and then read what came
+        let (watch, timeout) = match o.wake_every {
+            Some(t) => (1, Some(t)),
+            None => (2, None),
+        };
+        if let Err(e) = poll(&mut fds[..watch], timeout) {
             out.error = Some(format!("poll: {e}"));
             break;
         }
         let stopping = fds[0].revents != 0;
         // On stop, read once more: what is queued arrived before the stop.
-        if fds[1].revents != 0 || stopping {
+        if fds[1].revents != 0 || stopping || o.wake_every.is_some() {
             if let Err(e) = drain(out) {
                 out.error = Some(format!("recvmmsg: {e}"));
                 break;

@@ -581,6 +581,9 @@ fn measure(
     let count = (pps as u64 * cfg.cell_ms / 1000).max(10);
     let mut sink_opts = CbrSinkOpts::new(dst, Some(flow));
     sink_opts.expected = count as usize;
+    // read every 20 ms rather than per packet: the sink leaves the CPU to the device
+    sink_opts.wake_every = Some(Duration::from_millis(20));
+    sink_opts.cpu = Some(0);
     let sink = CbrSink::start_with(rcv, sink_opts)?;
     let mut o = CbrSenderOpts::new(dst, pps as f64, (size - FCS) as usize);
     o.src = Some(SocketAddr::new(IpAddr::V4(BridgeTopo::SND_ADDR), 0));

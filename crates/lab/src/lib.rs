@@ -1,6 +1,7 @@
 //! weir-lab: the testbed. Network namespaces joined by veth, the project's own traffic
 //! agents, collectors and statistics.
 
+pub mod advanced;
 pub mod agents;
 pub mod basic;
 pub mod cbr;
@@ -9,6 +10,7 @@ pub mod fidelity;
 pub mod meta;
 pub mod netns;
 pub mod plot;
+pub mod robustness;
 pub mod table4;
 pub mod testbed;
 

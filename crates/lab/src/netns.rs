@@ -810,8 +810,6 @@ impl BridgeTopo {
                 link_veth(emu, "wan0", &topo.rcv, &topo.rcv_if)?;
                 set_up(emu, "lan0")?;
                 set_up(emu, "wan0")?;
-                wait_link_up(emu, "lan0", Self::LINK_UP_TIMEOUT)?;
-                wait_link_up(emu, "wan0", Self::LINK_UP_TIMEOUT)?;
             }
         }
         add_addr(&topo.snd, &topo.snd_if, &format!("{}/24", Self::SND_ADDR))?;
@@ -822,6 +820,11 @@ impl BridgeTopo {
         set_up(&topo.rcv, &topo.rcv_if)?;
         for (ns, ifname) in topo.interfaces() {
             wait_link_up(ns, ifname, Self::LINK_UP_TIMEOUT)?;
+        }
+        // a veth end has carrier only once its peer is up too: wait after all are up
+        if let Some(emu) = &topo.emu {
+            wait_link_up(emu, "lan0", Self::LINK_UP_TIMEOUT)?;
+            wait_link_up(emu, "wan0", Self::LINK_UP_TIMEOUT)?;
         }
         Ok(topo)
     }

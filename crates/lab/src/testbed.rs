@@ -557,6 +557,69 @@ pub fn class_measures(
     m
 }
 
+/// The outputs every testbed test writes: `result.json` (the result, serialised),
+/// `table.txt` (`text`), any `extra` text files, the SVG `charts`, and `report.html` with
+/// the run's metadata, the text, the charts, the policies and what ran on each DUT.
+pub struct Outputs<'a> {
+    pub title: &'a str,
+    pub meta: &'a BTreeMap<String, String>,
+    pub json: String,
+    pub text_heading: &'a str,
+    pub text: String,
+    pub extra: Vec<(String, String)>,
+    pub figs_heading: &'a str,
+    pub charts: Vec<(String, String)>,
+    /// (plan name, plan, its runs) of every part of the test.
+    pub parts: Vec<(&'a Plan, &'a [RunOutcome])>,
+}
+
+impl Outputs<'_> {
+    /// Write everything into `dir`; returns the paths.
+    pub fn write(self, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
+        let mut html = vec![
+            crate::plot::Section::new("Run").pre(
+                self.meta
+                    .iter()
+                    .map(|(k, v)| format!("{k}: {v}\n"))
+                    .collect::<String>(),
+            ),
+            crate::plot::Section::new(self.text_heading).pre(self.text.clone()),
+        ];
+        let mut figs = crate::plot::Section::new(self.figs_heading);
+        for (_, svg) in &self.charts {
+            figs = figs.svg(svg.clone());
+        }
+        html.push(figs);
+        let mut pol = crate::plot::Section::new("Policies");
+        let mut what = crate::plot::Section::new("What ran");
+        for (plan, runs) in &self.parts {
+            pol = pol.pre(format!("{}:\n{}", plan.name, plan.policy_text));
+            for r in runs.iter().filter(|r| r.run == 0) {
+                let d = r.dut_report["description"].as_str().unwrap_or("");
+                what = what.pre(format!("{} / {}:\n{d}", plan.name, r.dut));
+            }
+        }
+        html.push(pol);
+        html.push(what);
+        let mut files = vec![
+            ("result.json".to_string(), self.json),
+            ("table.txt".to_string(), self.text),
+            (
+                "report.html".to_string(),
+                crate::plot::html_report(self.title, &html),
+            ),
+        ];
+        files.extend(self.extra);
+        files.extend(self.charts);
+        crate::write_files(dir, &files)
+    }
+}
+
+/// `serde_json::to_string_pretty` with the error as a testbed error.
+pub fn to_json<T: Serialize>(v: &T) -> Result<String> {
+    serde_json::to_string_pretty(v).map_err(|e| Error::Invalid(format!("serialise: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,15 +22,21 @@ enum LabCmd {
     /// split into 20/40/128/256/1100 kbit/s classes); accuracy, fairness, Jain's index and
     /// retransmissions (Table 4) for one or more DUTs side by side.
     Basic(BasicArgs),
+    /// Seed 000's Robustness Test (Table 5): the Basic Test with WAN delays of 10/50/100/150
+    /// ms per class (Table 4 again), one session in a 200 kbit/s class under 0.5-8 %
+    /// periodic loss (goodput must degrade smoothly), and one session at a time in an 80
+    /// kbit/s class from different TCP senders (reno/cubic/bbr, SACK on/off, min RTO).
+    Robustness(RobustnessArgs),
+    /// Seed 000's Advanced Test (Table 6): inter-class and intra-class bandwidth borrowing on
+    /// a T1: how much of the bandwidth a stopping session frees the other takes, and how fast.
+    Advanced(AdvancedArgs),
     /// Re-make the tables, plots and HTML report of a result file.
     Report(ReportArgs),
 }
 
+/// Options shared by the seed 000 tests (`basic`, `robustness`, `advanced`).
 #[derive(clap::Args)]
-struct BasicArgs {
-    /// The policy every DUT enforces (default: the embedded examples/basic-test.toml).
-    #[arg(long)]
-    policy: Option<PathBuf>,
+struct TestbedArgs {
     /// A device under test: weir:cbq, weir:cbq+red, weir:cbq+pfq, weir:cbq+pfq+red,
     /// kernel:htb, kernel:htb-perflow, cmd:SCRIPT. Repeat or comma-separate for several.
     #[arg(long, value_delimiter = ',')]
@@ -39,30 +45,79 @@ struct BasicArgs {
     /// (plus any --dut) side by side.
     #[arg(long)]
     compare: bool,
-    /// CI-sized: 2 runs of 45 s, analysis window 10-40 s.
+    /// CI-sized runs (see docs/lab.md for each test's quick settings).
     #[arg(long)]
     quick: bool,
     /// Runs per DUT (paper: 5).
     #[arg(long)]
     runs: Option<u32>,
-    /// Length of a run (paper: 250s).
-    #[arg(long, value_parser = crate::sim::dur)]
-    duration: Option<weir_core::Duration>,
-    /// Analysis window FROM-TO in seconds (paper: 30-230).
-    #[arg(long)]
-    window: Option<String>,
     /// Congestion control of every sender: reno (the paper's), cubic, bbr.
     #[arg(long, default_value = "reno")]
     cc: String,
     /// weir DUTs busy-poll (more precise timing, one busy core).
     #[arg(long)]
     busy_poll: bool,
-    /// Directory for result.json, table.txt/csv, SVG charts and report.html.
-    #[arg(long, default_value = "weir-lab-basic")]
-    out: PathBuf,
     /// Exit with status 3 when an acceptance check fails.
     #[arg(long)]
     strict: bool,
+}
+
+impl TestbedArgs {
+    fn runs(&self) -> anyhow::Result<Option<u32>> {
+        match self.runs {
+            Some(0) => anyhow::bail!("--runs: must be at least 1"),
+            r => Ok(r),
+        }
+    }
+}
+
+#[derive(clap::Args)]
+struct BasicArgs {
+    #[command(flatten)]
+    t: TestbedArgs,
+    /// The policy every DUT enforces (default: the embedded examples/basic-test.toml).
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// Length of a run (paper: 250s).
+    #[arg(long, value_parser = crate::sim::dur)]
+    duration: Option<weir_core::Duration>,
+    /// Analysis window FROM-TO in seconds (paper: 30-230).
+    #[arg(long)]
+    window: Option<String>,
+    /// Directory for result.json, table.txt/csv, SVG charts and report.html.
+    #[arg(long, default_value = "weir-lab-basic")]
+    out: PathBuf,
+}
+
+#[derive(clap::Args)]
+struct RobustnessArgs {
+    #[command(flatten)]
+    t: TestbedArgs,
+    /// The policy of the heterogeneous-delays subtest (default: the embedded
+    /// examples/basic-test.toml); the loss and senders subtests generate their own.
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// Subtests to run (comma-separated): delays, loss, senders. Default: all.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// A `weir lab basic` result.json to print and plot beside the delays subtest.
+    #[arg(long)]
+    baseline: Option<PathBuf>,
+    /// Directory for result.json, table.txt, SVG charts and report.html.
+    #[arg(long, default_value = "weir-lab-robustness")]
+    out: PathBuf,
+}
+
+#[derive(clap::Args)]
+struct AdvancedArgs {
+    #[command(flatten)]
+    t: TestbedArgs,
+    /// Subtests to run (comma-separated): inter, intra. Default: both.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Directory for result.json, table.txt, SVG charts and report.html.
+    #[arg(long, default_value = "weir-lab-advanced")]
+    out: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -117,9 +172,21 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     // Ctrl-C / SIGTERM: the run stops at its next step and removes what it made
     weir_io::signals::install();
+    // namespaces of earlier runs that were killed outright (SIGKILL) and could not clean up
+    if let Ok(stale) = weir_lab::netns::remove_stale_namespaces() {
+        if !stale.is_empty() {
+            eprintln!(
+                "weir lab: removed {} namespace(s) left by dead runs: {}",
+                stale.len(),
+                stale.join(", ")
+            );
+        }
+    }
     match a.cmd {
         LabCmd::Fidelity(f) => run_fidelity(f),
         LabCmd::Basic(b) => run_basic(b),
+        LabCmd::Robustness(r) => run_robustness(r),
+        LabCmd::Advanced(a) => run_advanced(a),
         LabCmd::Report(r) => report(r),
     }
 }
@@ -181,7 +248,15 @@ fn finish(r: &FidelityResult, out: &std::path::Path, strict: bool) -> anyhow::Re
     print!("{}", fidelity::tables(r));
     println!();
     print!("{}", fidelity::checks_text(r));
-    let files = fidelity::write_outputs(r, out)?;
+    conclude(fidelity::write_outputs(r, out)?, &r.checks, strict)
+}
+
+/// Say which files were written; status 3 under `--strict` when a check failed.
+fn conclude(
+    files: Vec<PathBuf>,
+    checks: &[weir_lab::fidelity::Check],
+    strict: bool,
+) -> anyhow::Result<ExitCode> {
     eprintln!(
         "weir lab: wrote {}",
         files
@@ -190,10 +265,24 @@ fn finish(r: &FidelityResult, out: &std::path::Path, strict: bool) -> anyhow::Re
             .collect::<Vec<_>>()
             .join(", ")
     );
-    if strict && r.checks.iter().any(|c| !c.passed) {
+    if strict && checks.iter().any(|c| !c.passed) {
         return Ok(ExitCode::from(3));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The policy file's name and text, or the embedded Basic Test policy.
+fn read_policy(path: Option<&std::path::Path>) -> anyhow::Result<(String, String)> {
+    Ok(match path {
+        Some(p) => (
+            p.display().to_string(),
+            std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?,
+        ),
+        None => (
+            crate::DEFAULT_POLICY.0.to_string(),
+            crate::DEFAULT_POLICY.1.to_string(),
+        ),
+    })
 }
 
 fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
@@ -220,6 +309,18 @@ fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
             weir_lab::basic::finish(&mut r)?;
             finish_basic(&r, &out, false)
         }
+        Some("robustness") => {
+            let mut r: weir_lab::robustness::RobustnessResult = serde_json::from_value(v)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", a.result.display()))?;
+            weir_lab::robustness::finish(&mut r)?;
+            finish_robustness(&r, &out, false)
+        }
+        Some("advanced") => {
+            let mut r: weir_lab::advanced::AdvancedResult = serde_json::from_value(v)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", a.result.display()))?;
+            weir_lab::advanced::finish(&mut r)?;
+            finish_advanced(&r, &out, false)
+        }
         Some(k) => anyhow::bail!("{}: unknown result kind '{k}'", a.result.display()),
         None => anyhow::bail!(
             "{}: no \"kind\" field: not a weir lab result",
@@ -230,34 +331,15 @@ fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
 
 fn run_basic(a: BasicArgs) -> anyhow::Result<ExitCode> {
     use weir_lab::basic::{self, BasicConfig};
-    let mut c = if a.quick {
+    let mut c = if a.t.quick {
         BasicConfig::quick()
     } else {
         BasicConfig::paper()
     };
-    let mut duts: Vec<String> = Vec::new();
-    if a.compare {
-        for d in [
-            "weir:cbq",
-            "weir:cbq+pfq",
-            "weir:cbq+pfq+red",
-            "kernel:htb",
-            "kernel:htb-perflow",
-        ] {
-            duts.push(d.into());
-        }
+    if let Some(d) = dut_list(a.t.compare, a.t.dut.clone())? {
+        c.duts = d;
     }
-    for d in a.dut {
-        weir_lab::dut::DutSpec::parse(&d)?;
-        if !duts.contains(&d) {
-            duts.push(d);
-        }
-    }
-    if !duts.is_empty() {
-        c.duts = duts;
-    }
-    if let Some(r) = a.runs {
-        anyhow::ensure!(r > 0, "--runs: must be at least 1");
+    if let Some(r) = a.t.runs()? {
         c.runs = r;
     }
     if let Some(d) = a.duration {
@@ -279,18 +361,9 @@ fn run_basic(a: BasicArgs) -> anyhow::Result<ExitCode> {
         };
         c.window_s = (p(x)?, p(y)?);
     }
-    c.cc = a.cc;
-    c.busy_poll = a.busy_poll;
-    let (file, text) = match &a.policy {
-        Some(p) => (
-            p.display().to_string(),
-            std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?,
-        ),
-        None => (
-            crate::DEFAULT_POLICY.0.to_string(),
-            crate::DEFAULT_POLICY.1.to_string(),
-        ),
-    };
+    c.cc = a.t.cc.clone();
+    c.busy_poll = a.t.busy_poll;
+    let (file, text) = read_policy(a.policy.as_deref())?;
     // refuse a bad plan (policy, addressing, window) before asking for root
     let plan = basic::plan(&file, &text, &c)?;
     weir_lab::netns::require_root()?;
@@ -304,21 +377,8 @@ fn run_basic(a: BasicArgs) -> anyhow::Result<ExitCode> {
         total / 60.0,
         a.out.display()
     );
-    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let mut progress = |line: &str| {
-        if tty {
-            eprint!("\r\x1b[2K{line}");
-        } else if line.ends_with(" s")
-            && (line.contains(": 0/") || line.contains(&format!("{:.0}/", c.duration_s)))
-        {
-            eprintln!("{line}");
-        }
-    };
-    let r = basic::run(&file, &text, &c, &mut progress)?;
-    if tty {
-        eprintln!();
-    }
-    finish_basic(&r, &a.out, a.strict)
+    let r = with_progress(|progress| basic::run(&file, &text, &c, progress))?;
+    finish_basic(&r, &a.out, a.t.strict)
 }
 
 fn finish_basic(
@@ -327,17 +387,157 @@ fn finish_basic(
     strict: bool,
 ) -> anyhow::Result<ExitCode> {
     print!("{}", weir_lab::basic::text(r));
-    let files = weir_lab::basic::write_outputs(r, out)?;
-    eprintln!(
-        "weir lab: wrote {}",
-        files
-            .iter()
-            .map(|f| f.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    if strict && r.checks.iter().any(|c| !c.passed) {
-        return Ok(ExitCode::from(3));
+    conclude(weir_lab::basic::write_outputs(r, out)?, &r.checks, strict)
+}
+
+/// The DUT list of `--compare` and `--dut` (each checked), or `None` for the test's default.
+fn dut_list(compare: bool, dut: Vec<String>) -> anyhow::Result<Option<Vec<String>>> {
+    let mut duts: Vec<String> = Vec::new();
+    if compare {
+        for d in [
+            "weir:cbq",
+            "weir:cbq+pfq",
+            "weir:cbq+pfq+red",
+            "kernel:htb",
+            "kernel:htb-perflow",
+        ] {
+            duts.push(d.into());
+        }
     }
-    Ok(ExitCode::SUCCESS)
+    for d in dut {
+        weir_lab::dut::DutSpec::parse(&d)?;
+        if !duts.contains(&d) {
+            duts.push(d);
+        }
+    }
+    Ok((!duts.is_empty()).then_some(duts))
+}
+
+/// Run `f` with a progress printer (see [`progress_printer`]); ends the progress line.
+fn with_progress<T>(
+    f: impl FnOnce(&mut dyn FnMut(&str)) -> weir_lab::netns::Result<T>,
+) -> anyhow::Result<T> {
+    let (tty, mut progress) = progress_printer();
+    let r = f(&mut progress);
+    if tty {
+        eprintln!();
+    }
+    Ok(r?)
+}
+
+/// Progress: rewritten in place on a terminal; otherwise one line as each run starts and
+/// ends ("... 1/30 s", "... 30/30 s").
+fn progress_printer() -> (bool, impl FnMut(&str)) {
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let f = move |line: &str| {
+        if tty {
+            eprint!("\r\x1b[2K{line}");
+        } else if let Some(frac) = line.strip_suffix(" s").and_then(|l| l.rsplit(' ').next()) {
+            if let Some((a, b)) = frac.split_once('/') {
+                if a == "0" || a == "1" || a == b {
+                    eprintln!("{line}");
+                }
+            }
+        }
+    };
+    (tty, f)
+}
+
+fn run_robustness(a: RobustnessArgs) -> anyhow::Result<ExitCode> {
+    use weir_lab::robustness::{self, RobustnessConfig};
+    let mut c = if a.t.quick {
+        RobustnessConfig::quick()
+    } else {
+        RobustnessConfig::paper()
+    };
+    if let Some(d) = dut_list(a.t.compare, a.t.dut.clone())? {
+        c.duts = d;
+    }
+    if !a.only.is_empty() {
+        c.subtests = a.only;
+    }
+    if let Some(r) = a.t.runs()? {
+        c.delays.runs = r;
+    }
+    c.cc = a.t.cc.clone();
+    c.busy_poll = a.t.busy_poll;
+    let (file, text) = read_policy(a.policy.as_deref())?;
+    let baseline = match &a.baseline {
+        Some(p) => Some(robustness::load_baseline(p)?),
+        None => None,
+    };
+    // refuse a bad plan (policy, addressing, subtests) before asking for root
+    robustness::plans(&file, &text, &c)?;
+    weir_lab::netns::require_root()?;
+    let per_dut = c.seconds_per_dut() + 3.0 * c.runs_per_dut() as f64;
+    eprintln!(
+        "weir lab robustness: {} on {} DUT(s), {} run(s) per DUT (about {:.0} min); outputs in {}",
+        c.subtests.join(", "),
+        c.duts.len(),
+        c.runs_per_dut(),
+        per_dut * c.duts.len() as f64 / 60.0,
+        a.out.display()
+    );
+    let r = with_progress(|progress| robustness::run(&file, &text, &c, baseline, progress))?;
+    finish_robustness(&r, &a.out, a.t.strict)
+}
+
+fn finish_robustness(
+    r: &weir_lab::robustness::RobustnessResult,
+    out: &std::path::Path,
+    strict: bool,
+) -> anyhow::Result<ExitCode> {
+    print!("{}", weir_lab::robustness::text(r));
+    conclude(
+        weir_lab::robustness::write_outputs(r, out)?,
+        &r.checks,
+        strict,
+    )
+}
+
+fn run_advanced(a: AdvancedArgs) -> anyhow::Result<ExitCode> {
+    use weir_lab::advanced::{self, AdvancedConfig};
+    let mut c = if a.t.quick {
+        AdvancedConfig::quick()
+    } else {
+        AdvancedConfig::paper()
+    };
+    if let Some(d) = dut_list(a.t.compare, a.t.dut.clone())? {
+        c.duts = d;
+    }
+    if !a.only.is_empty() {
+        c.subtests = a.only;
+    }
+    if let Some(r) = a.t.runs()? {
+        c.runs = r;
+    }
+    c.cc = a.t.cc.clone();
+    c.busy_poll = a.t.busy_poll;
+    let plans = advanced::plans(&c)?;
+    weir_lab::netns::require_root()?;
+    let total = (plans.len() * c.duts.len()) as f64 * c.runs as f64 * (c.duration_s + 3.0);
+    eprintln!(
+        "weir lab advanced: {} on {} DUT(s) x {} run(s) of {} s (about {:.0} min); outputs in {}",
+        c.subtests.join(", "),
+        c.duts.len(),
+        c.runs,
+        c.duration_s,
+        total / 60.0,
+        a.out.display()
+    );
+    let r = with_progress(|progress| advanced::run(&c, progress))?;
+    finish_advanced(&r, &a.out, a.t.strict)
+}
+
+fn finish_advanced(
+    r: &weir_lab::advanced::AdvancedResult,
+    out: &std::path::Path,
+    strict: bool,
+) -> anyhow::Result<ExitCode> {
+    print!("{}", weir_lab::advanced::text(r));
+    conclude(
+        weir_lab::advanced::write_outputs(r, out)?,
+        &r.checks,
+        strict,
+    )
 }
