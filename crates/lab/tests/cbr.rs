@@ -277,7 +277,7 @@ fn cbr_cleanup_after_panic() {
 fn cbr_refuses_bad_frames() {
     let ns = Netns::host().unwrap();
     let dst: SocketAddr = "127.0.0.1:9".parse().unwrap();
-    for frame in [0, 59, 61] {
+    for frame in [0, 59] {
         let e = CbrSender::start(&ns, CbrSenderOpts::new(dst, 1000.0, frame)).unwrap_err();
         eprintln!("frame {frame}: {e}");
         assert!(e.to_string().contains("frame size"), "{e}");
