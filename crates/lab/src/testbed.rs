@@ -80,6 +80,9 @@ pub struct HostTcp {
     pub window_scaling: bool,
     /// `rto_min` on the sender's route to the receiver; `None`: the kernel's (200 ms).
     pub min_rto_ms: Option<u64>,
+    /// The receiver's `SO_RCVBUF` (bytes; the kernel doubles it); `None`: autotuning.
+    #[serde(default)]
+    pub rcvbuf: Option<usize>,
 }
 
 impl HostTcp {
@@ -90,6 +93,9 @@ impl HostTcp {
             timestamps: false,
             window_scaling: false,
             min_rto_ms: None,
+            // explicit, not the machine's autotuning; with window scaling off the
+            // advertised window is at most 64 KB anyway
+            rcvbuf: Some(65_536),
         }
     }
 }
@@ -419,7 +425,9 @@ pub fn run_plan(
     };
     let running = dut::start(spec, &setup)?;
     let interval = Duration::from_millis(plan.interval_ms);
-    let sink = TcpSink::start(&topo.rcv, sink_addr, interval)?;
+    let mut sink_opts = crate::agents::SinkOpts::new(sink_addr, interval);
+    sink_opts.rcvbuf = plan.tcp.rcvbuf;
+    let sink = TcpSink::start_with(&topo.rcv, sink_opts)?;
     let t0 = Instant::now();
     // one thread per session: wait for its start, send, report
     let total = Duration::from_secs_f64(plan.duration_s);
