@@ -661,6 +661,13 @@ pub fn run(cfg: &FidelityConfig, mut progress: impl FnMut(&str)) -> Result<Fidel
                 (&t.snd, &t.rcv, Some(Dut::start(path, t, cfg)?))
             }
         };
+        // the receiving host's stack on the agents' CPU, as on a separate machine: without
+        // RPS, veth runs it inside whichever thread transmits to it (weir's, on the DUT's CPU)
+        rcv.exec_checked(&[
+            "sh",
+            "-c",
+            "echo 1 > /sys/class/net/eth0/queues/rx-0/rps_cpus",
+        ])?;
         // resolve ARP before measuring (the sink ignores other flows)
         warm_up(snd, rcv)?;
         let mut path_cells = Vec::new();
