@@ -441,11 +441,11 @@ fn scalar_text(v: &Value) -> Option<String> {
 }
 
 /// Parse a spanned scalar with `f`, recording an error (prefixed by `key`) on failure.
-fn parse_with<T>(
+fn parse_with<T, E: fmt::Display>(
     src: &mut Src<'_>,
     key: &str,
     v: &Spanned<Value>,
-    f: impl Fn(&str) -> Result<T, units::UnitError>,
+    f: impl Fn(&str) -> Result<T, E>,
 ) -> Option<T> {
     let Some(text) = scalar_text(v.get_ref()) else {
         src.err(
@@ -972,17 +972,11 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
     let link = raw.link.into_inner();
     let _ = &link.description;
     let link_rate = parse_with(src, "rate", &link.rate, units::parse_rate);
-    let mtu = match &link.mtu {
-        None => 1514,
-        Some(m) if (68..=65_535).contains(m.get_ref()) => *m.get_ref() as u32,
-        Some(m) => {
-            src.err(
-                m.span(),
-                format!("`mtu`: {} is outside 68..=65535 bytes", m.get_ref()),
-            );
-            1514
-        }
-    };
+    let mtu = link
+        .mtu
+        .as_ref()
+        .and_then(|m| parse_mtu(src, m))
+        .unwrap_or(1514);
     let overhead = match &link.overhead {
         None => 0,
         Some(o) if (-64..=256).contains(o.get_ref()) => *o.get_ref() as i32,
@@ -1011,20 +1005,7 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
             Technique::Cbq
         }),
     };
-    let shapes = match link.direction.as_ref().map(|d| d.get_ref().as_str()) {
-        None | Some("outbound") => Shapes::Outbound,
-        Some("inbound") => Shapes::Inbound,
-        Some("both") => Shapes::Both,
-        Some("none") => Shapes::None,
-        Some(other) => {
-            let span = link.direction.as_ref().unwrap().span();
-            src.err(
-                span,
-                format!("`direction`: '{other}' is not one of outbound, inbound, both, none"),
-            );
-            Shapes::Outbound
-        }
-    };
+    let shapes = parse_direction(src, link.direction.as_ref(), true);
 
     // --- names, parents, cycles -----------------------------------------------------
     let mut index: HashMap<String, usize> = HashMap::new();
@@ -1601,6 +1582,43 @@ fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
     })
 }
 
+/// An `mtu` key: 68..=65535 bytes, else an error and `None`.
+fn parse_mtu(src: &mut Src<'_>, m: &Spanned<i64>) -> Option<u32> {
+    match u32::try_from(*m.get_ref()) {
+        Ok(x) if (68..=65_535).contains(&x) => Some(x),
+        _ => {
+            src.err(
+                m.span(),
+                format!("`mtu`: {} is outside 68..=65535 bytes", m.get_ref()),
+            );
+            None
+        }
+    }
+}
+
+/// A `direction` key: outbound (default), inbound, both, and `none` where `allow_none`.
+/// An unknown value is an error listing the valid ones, and reads as outbound.
+fn parse_direction(src: &mut Src<'_>, d: Option<&Spanned<String>>, allow_none: bool) -> Shapes {
+    match d.map(|d| d.get_ref().as_str()) {
+        None | Some("outbound") => Shapes::Outbound,
+        Some("inbound") => Shapes::Inbound,
+        Some("both") => Shapes::Both,
+        Some("none") if allow_none => Shapes::None,
+        Some(other) => {
+            let valid = if allow_none {
+                "outbound, inbound, both, none"
+            } else {
+                "outbound, inbound, both"
+            };
+            src.err(
+                d.unwrap().span(),
+                format!("`direction`: '{other}' is not one of {valid}"),
+            );
+            Shapes::Outbound
+        }
+    }
+}
+
 /// Compile the `[[emulate]]` profiles; returns them and a name → index map.
 fn compile_emulators(
     src: &mut Src<'_>,
@@ -1643,14 +1661,8 @@ fn compile_emulators(
                 ),
             }
         }
-        if let Some(m) = &e.mtu {
-            match u32::try_from(*m.get_ref()) {
-                Ok(x) if (68..=65_535).contains(&x) => cfg.mtu = x,
-                _ => src.err(
-                    m.span(),
-                    format!("`mtu`: {} is outside 68..=65535 bytes", m.get_ref()),
-                ),
-            }
+        if let Some(m) = e.mtu.as_ref().and_then(|m| parse_mtu(src, m)) {
+            cfg.mtu = m;
         }
         if let Some(v) = &e.delay {
             if let Some(ns) = parse_with(src, "delay", v, units::parse_duration) {
@@ -1678,14 +1690,14 @@ fn compile_emulators(
         }
         cfg.reorder = e.reorder.unwrap_or(false);
         if let Some(v) = &e.loss {
-            cfg.loss = parse_text(src, "loss", v, emulate::spec::parse_loss).unwrap_or_default();
+            cfg.loss = parse_with(src, "loss", v, emulate::spec::parse_loss).unwrap_or_default();
         }
         if let Some(v) = &e.duplicate {
             cfg.duplicate =
-                parse_text(src, "duplicate", v, emulate::spec::parse_prob).unwrap_or(0.0);
+                parse_with(src, "duplicate", v, emulate::spec::parse_prob).unwrap_or(0.0);
         }
         if let Some(v) = &e.corrupt {
-            cfg.corrupt = parse_text(src, "corrupt", v, emulate::spec::parse_prob).unwrap_or(0.0);
+            cfg.corrupt = parse_with(src, "corrupt", v, emulate::spec::parse_prob).unwrap_or(0.0);
         }
         if let Some(v) = &e.limit {
             match parse_with(src, "limit", v, units::parse_limit) {
@@ -1695,22 +1707,7 @@ fn compile_emulators(
                 None => {}
             }
         }
-        let direction = match e
-            .direction
-            .as_ref()
-            .map(|d| (d.get_ref().as_str(), d.span()))
-        {
-            None | Some(("outbound", _)) => Shapes::Outbound,
-            Some(("inbound", _)) => Shapes::Inbound,
-            Some(("both", _)) => Shapes::Both,
-            Some((other, dspan)) => {
-                src.err(
-                    dspan,
-                    format!("`direction`: '{other}' is not one of outbound, inbound, both"),
-                );
-                Shapes::Outbound
-            }
-        };
+        let direction = parse_direction(src, e.direction.as_ref(), false);
         if let Err(err) = cfg.validate() {
             src.err(span.clone(), format!("[[emulate]] '{name}': {err}"));
         }
@@ -1729,32 +1726,6 @@ fn compile_emulators(
         });
     }
     (out, index)
-}
-
-/// Parse a spanned scalar with a parser whose errors are plain strings.
-fn parse_text<T>(
-    src: &mut Src<'_>,
-    key: &str,
-    v: &Spanned<Value>,
-    f: impl Fn(&str) -> Result<T, String>,
-) -> Option<T> {
-    let Some(text) = scalar_text(v.get_ref()) else {
-        src.err(
-            v.span(),
-            format!(
-                "`{key}`: expected a string or number, found {}",
-                v.get_ref().type_str()
-            ),
-        );
-        return None;
-    };
-    match f(&text) {
-        Ok(x) => Some(x),
-        Err(e) => {
-            src.err(v.span(), format!("`{key}`: {e}"));
-            None
-        }
-    }
 }
 
 /// Warnings for leaves whose per-session settings the resolved queue cannot enforce.

@@ -293,11 +293,80 @@ pub struct DutReport {
 // ---------------------------------------------------------------------------------------
 // Running DUTs
 
+/// weir's bridge running on a thread inside a namespace: what the `weir:*` DUTs, the
+/// testbed's WAN stage and the fidelity lab run. Dropping it stops and joins the thread.
+pub struct BridgeThread {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<std::result::Result<BridgeReport, String>>>,
+}
+
+impl BridgeThread {
+    /// Open `cfg` on a new thread in `ns` (pinned to `cpu` if given) and wait up to
+    /// `timeout` until its rings are open. The error says why it could not open, or that it
+    /// did not in time (the thread is then stopped when the error's value is dropped).
+    pub fn start(
+        ns: &Netns,
+        cfg: BridgeConfig,
+        cpu: Option<usize>,
+        timeout: Duration,
+    ) -> std::result::Result<BridgeThread, String> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = Arc::clone(&stop);
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<std::result::Result<(), String>>();
+        let handle = ns
+            .spawn(move || {
+                if let Some(c) = cpu {
+                    let _ = crate::cbr::pin_to_cpu(c);
+                }
+                let mut b = match Bridge::open(cfg) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        let msg = e.to_string();
+                        let _ = ready_tx.send(Err(msg.clone()));
+                        return Err(msg);
+                    }
+                };
+                let _ = ready_tx.send(Ok(()));
+                b.run(&s).map_err(|e| e.to_string())
+            })
+            .map_err(|e| e.to_string())?;
+        // from here on, Drop stops the thread
+        let t = BridgeThread {
+            stop,
+            handle: Some(handle),
+        };
+        match ready_rx.recv_timeout(timeout) {
+            Ok(Ok(())) => Ok(t),
+            Ok(Err(e)) => Err(format!("cannot open the bridge: {e}")),
+            Err(_) => Err(format!("the bridge did not start within {timeout:?}")),
+        }
+    }
+
+    /// Whether the bridge is still running (it stops on its own only on an error).
+    pub fn is_running(&self) -> bool {
+        self.handle.as_ref().is_some_and(|h| !h.is_finished())
+    }
+
+    /// Stop the bridge and join its thread: its report, or its error (a panic included);
+    /// `None` once stopped.
+    pub fn stop(&mut self) -> Option<std::result::Result<BridgeReport, String>> {
+        self.stop.store(true, Ordering::SeqCst);
+        let h = self.handle.take()?;
+        Some(
+            h.join()
+                .unwrap_or_else(|_| Err("weir bridge thread panicked".into())),
+        )
+    }
+}
+
+impl Drop for BridgeThread {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
 enum State {
-    Weir {
-        stop: Arc<AtomicBool>,
-        handle: Option<JoinHandle<std::result::Result<BridgeReport, String>>>,
-    },
+    Weir(BridgeThread),
     Kernel {
         /// Devices with an HTB tree.
         shaped: Vec<String>,
@@ -351,7 +420,7 @@ impl<'a> RunningDut<'a> {
     /// Whether weir's bridge thread is still running (always true for other DUTs).
     pub fn is_running(&self) -> bool {
         match &self.state {
-            State::Weir { handle, .. } => handle.as_ref().is_some_and(|h| !h.is_finished()),
+            State::Weir(b) => b.is_running(),
             State::Done => false,
             _ => true,
         }
@@ -374,24 +443,17 @@ impl<'a> RunningDut<'a> {
         let mut errors = Vec::new();
         let counters = match std::mem::replace(&mut self.state, State::Done) {
             State::Done => Value::Null,
-            State::Weir { stop, mut handle } => {
-                stop.store(true, Ordering::SeqCst);
-                match handle.take().map(|h| h.join()) {
-                    Some(Ok(Ok(report))) => serde_json::to_value(&report).unwrap_or_else(|e| {
-                        errors.push(format!("cannot serialise the bridge report: {e}"));
-                        Value::Null
-                    }),
-                    Some(Ok(Err(e))) => {
-                        errors.push(format!("weir bridge: {e}"));
-                        Value::Null
-                    }
-                    Some(Err(_)) => {
-                        errors.push("weir bridge thread panicked".into());
-                        Value::Null
-                    }
-                    None => Value::Null,
+            State::Weir(mut b) => match b.stop() {
+                Some(Ok(report)) => serde_json::to_value(&report).unwrap_or_else(|e| {
+                    errors.push(format!("cannot serialise the bridge report: {e}"));
+                    Value::Null
+                }),
+                Some(Err(e)) => {
+                    errors.push(format!("weir bridge: {e}"));
+                    Value::Null
                 }
-            }
+                None => Value::Null,
+            },
             State::Kernel { shaped } => {
                 let counters = if collect {
                     tc_counters(&topo.dut, &shaped, &mut errors)
@@ -720,40 +782,14 @@ fn start_weir<'a>(t: Technique, setup: &DutSetup<'a>) -> Result<RunningDut<'a>> 
     cfg.seed = p.seed;
     cfg.busy_poll = setup.busy_poll;
     cfg.stats_socket = None;
-    let stop = Arc::new(AtomicBool::new(false));
-    let s = Arc::clone(&stop);
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<std::result::Result<(), String>>();
-    let handle = topo.dut.spawn(move || {
-        let mut b = match Bridge::open(cfg) {
-            Ok(b) => b,
-            Err(e) => {
-                let msg = e.to_string();
-                let _ = ready_tx.send(Err(msg.clone()));
-                return Err(msg);
-            }
-        };
-        let _ = ready_tx.send(Ok(()));
-        b.run(&s).map_err(|e| e.to_string())
-    })?;
-    // from here on, Drop stops the thread
-    let dut = RunningDut {
+    let bridge = BridgeThread::start(&topo.dut, cfg, None, WEIR_START_TIMEOUT)
+        .map_err(|e| Error::Invalid(format!("{spec}: {e}")))?;
+    Ok(RunningDut {
         topo,
-        spec: spec.clone(),
+        spec,
         description,
-        state: State::Weir {
-            stop,
-            handle: Some(handle),
-        },
-    };
-    match ready_rx.recv_timeout(WEIR_START_TIMEOUT) {
-        Ok(Ok(())) => Ok(dut),
-        Ok(Err(e)) => Err(Error::Invalid(format!(
-            "{spec}: cannot open the bridge: {e}"
-        ))),
-        Err(_) => Err(Error::Invalid(format!(
-            "{spec}: the bridge did not start within {WEIR_START_TIMEOUT:?}"
-        ))),
-    }
+        state: State::Weir(bridge),
+    })
 }
 
 // ---------------------------------------------------------------------------------------

@@ -50,9 +50,6 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -382,8 +379,7 @@ impl VethPair {
 /// A running DUT on a [`BridgeTopo`]: weir in a thread, or kernel qdiscs.
 enum Dut<'a> {
     Weir {
-        stop: Arc<AtomicBool>,
-        handle: Option<JoinHandle<std::result::Result<weir_io::bridge::BridgeReport, String>>>,
+        bridge: crate::dut::BridgeThread,
         /// The bridge's statistics socket (per-cell receive-ring drops).
         sock: std::path::PathBuf,
     },
@@ -453,31 +449,10 @@ impl<'a> Dut<'a> {
                     path.name
                 ));
                 bc.stats_socket = Some(sock.clone());
-                let stop = Arc::new(AtomicBool::new(false));
-                let s = stop.clone();
-                let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-                let handle = topo.dut.spawn(move || {
-                    let _ = crate::cbr::pin_to_cpu(1);
-                    match weir_io::bridge::Bridge::open(bc) {
-                        Ok(mut b) => {
-                            let _ = ready_tx.send(Ok(()));
-                            b.run(&s).map_err(|e| e.to_string())
-                        }
-                        Err(e) => {
-                            let _ = ready_tx.send(Err(e.to_string()));
-                            Err(e.to_string())
-                        }
-                    }
-                })?;
-                match ready_rx.recv_timeout(Duration::from_secs(5)) {
-                    Ok(Ok(())) => Ok(Dut::Weir {
-                        stop,
-                        handle: Some(handle),
-                        sock,
-                    }),
-                    Ok(Err(e)) => Err(Error::Invalid(format!("weir bridge: {e}"))),
-                    Err(_) => Err(Error::Invalid("weir bridge did not start in 5 s".into())),
-                }
+                let bridge =
+                    crate::dut::BridgeThread::start(&topo.dut, bc, Some(1), Duration::from_secs(5))
+                        .map_err(|e| Error::Invalid(format!("weir bridge: {e}")))?;
+                Ok(Dut::Weir { bridge, sock })
             }
             kind => {
                 topo.with_kernel_bridge()?;
@@ -513,11 +488,10 @@ impl<'a> Dut<'a> {
 
     fn halt(&mut self) -> Option<serde_json::Value> {
         match self {
-            Dut::Weir { stop, handle, .. } => {
-                stop.store(true, Ordering::SeqCst);
-                let r = handle.take()?.join().ok()?;
-                r.ok().and_then(|r| serde_json::to_value(r).ok())
-            }
+            Dut::Weir { bridge, .. } => bridge
+                .stop()?
+                .ok()
+                .and_then(|r| serde_json::to_value(r).ok()),
             Dut::Kernel { topo } => {
                 let _ = topo
                     .dut
@@ -547,32 +521,9 @@ fn measure(
     flow: u32,
     cfg: &FidelityConfig,
 ) -> Result<Cell> {
-    let offered_bps = size as u64 * 8 * pps as u64;
-    let over_path_rate = path.rate_bps().is_some_and(|r| offered_bps > r);
-    let mut cell = Cell {
-        path: path.name.clone(),
-        size,
-        pps,
-        repeat,
-        status: CellStatus::Ok,
-        offered_bps,
-        over_path_rate,
-        sent: 0,
-        send_errors: 0,
-        achieved_pps: 0.0,
-        late: 0,
-        received: 0,
-        lost: 0,
-        loss_ratio: 0.0,
-        reordered: 0,
-        duplicates: 0,
-        socket_drops: 0,
-        ifg_us: Pcts::default(),
-        delay_us: Pcts::default(),
-        gaps_window_us: Vec::new(),
-        weir: None,
-        dut_rx_drops: None,
-    };
+    let mut cell = measure_skeleton(path, size, pps, repeat);
+    let offered_bps = cell.offered_bps;
+    cell.over_path_rate = path.rate_bps().is_some_and(|r| offered_bps > r);
     if offered_bps > cfg.line_rate_bps {
         cell.status = CellStatus::OverLineRate;
         return Ok(cell);
@@ -730,6 +681,7 @@ pub fn run(cfg: &FidelityConfig, mut progress: impl FnMut(&str)) -> Result<Fidel
     Ok(r)
 }
 
+/// A cell of `path` with its offered load and nothing measured yet.
 fn measure_skeleton(path: &Path, size: u32, pps: u32, repeat: u32) -> Cell {
     Cell {
         path: path.name.clone(),

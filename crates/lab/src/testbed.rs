@@ -28,8 +28,6 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -37,7 +35,7 @@ use weir_core::classify::Fields;
 use weir_core::policy::Policy;
 
 use crate::agents::{SenderOpts, SenderReport, TcpSender, TcpSink};
-use crate::dut::{self, DutSetup, DutSpec};
+use crate::dut::{self, BridgeThread, DutSetup, DutSpec};
 use crate::netns::{set_tcp_options, BridgeTopo, Error, Result};
 
 /// The receiver's port for every session.
@@ -301,66 +299,20 @@ pub fn wan_policy(sessions: &[SessionPlan], seed: u64) -> Option<String> {
 }
 
 /// weir as the WAN stage, on a thread in the stage's namespace.
-struct WanStage {
-    stop: Arc<AtomicBool>,
-    handle:
-        Option<std::thread::JoinHandle<std::result::Result<weir_io::bridge::BridgeReport, String>>>,
-}
-
-impl WanStage {
-    fn start(topo: &BridgeTopo, policy_text: &str) -> Result<WanStage> {
-        let emu = topo
-            .emu
-            .as_ref()
-            .ok_or_else(|| Error::Invalid("no WAN stage in the topology".into()))?;
-        let p = Policy::parse("<wan stage>", policy_text)
-            .map_err(|e| Error::Invalid(format!("WAN stage policy: {e}")))?;
-        let mut cfg = weir_io::bridge::BridgeConfig::new("lan0", "wan0");
-        cfg.outbound = p
-            .build_direction(weir_core::Direction::Outbound, weir_core::Instant::ZERO)
-            .map_err(Error::Invalid)?;
-        cfg.seed = p.seed;
-        let stop = Arc::new(AtomicBool::new(false));
-        let s = stop.clone();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let handle = emu.spawn(move || match weir_io::bridge::Bridge::open(cfg) {
-            Ok(mut b) => {
-                let _ = tx.send(Ok(()));
-                b.run(&s).map_err(|e| e.to_string())
-            }
-            Err(e) => {
-                let _ = tx.send(Err(e.to_string()));
-                Err(e.to_string())
-            }
-        })?;
-        match rx.recv_timeout(Duration::from_secs(10)) {
-            Ok(Ok(())) => Ok(WanStage {
-                stop,
-                handle: Some(handle),
-            }),
-            Ok(Err(e)) => Err(Error::Invalid(format!("WAN stage: {e}"))),
-            Err(_) => Err(Error::Invalid("WAN stage did not start".into())),
-        }
-    }
-
-    fn stop(mut self) -> Option<serde_json::Value> {
-        self.halt()
-    }
-
-    fn halt(&mut self) -> Option<serde_json::Value> {
-        self.stop.store(true, Ordering::SeqCst);
-        let r = self.handle.take()?.join().ok()?;
-        match r {
-            Ok(rep) => serde_json::to_value(rep).ok(),
-            Err(e) => Some(serde_json::json!({ "error": e })),
-        }
-    }
-}
-
-impl Drop for WanStage {
-    fn drop(&mut self) {
-        self.halt();
-    }
+fn start_wan_stage(topo: &BridgeTopo, policy_text: &str) -> Result<BridgeThread> {
+    let emu = topo
+        .emu
+        .as_ref()
+        .ok_or_else(|| Error::Invalid("no WAN stage in the topology".into()))?;
+    let p = Policy::parse("<wan stage>", policy_text)
+        .map_err(|e| Error::Invalid(format!("WAN stage policy: {e}")))?;
+    let mut cfg = weir_io::bridge::BridgeConfig::new("lan0", "wan0");
+    cfg.outbound = p
+        .build_direction(weir_core::Direction::Outbound, weir_core::Instant::ZERO)
+        .map_err(Error::Invalid)?;
+    cfg.seed = p.seed;
+    BridgeThread::start(emu, cfg, None, Duration::from_secs(10))
+        .map_err(|e| Error::Invalid(format!("WAN stage: {e}")))
 }
 
 /// Run `plan` once against `dut`. `progress` is called about once a second.
@@ -407,8 +359,8 @@ pub fn run_plan(
     }
     let srcs: Vec<Ipv4Addr> = plan.sessions.iter().map(|s| s.src).collect();
     topo.add_sender_addrs(&srcs)?;
-    let wan_stage = match &wan {
-        Some(text) => Some(WanStage::start(&topo, text)?),
+    let mut wan_stage = match &wan {
+        Some(text) => Some(start_wan_stage(&topo, text)?),
         None => None,
     };
     let sink_addr = SocketAddr::new(IpAddr::V4(BridgeTopo::RCV_ADDR), SINK_PORT);
@@ -481,7 +433,13 @@ pub fn run_plan(
         (sink_report, reports)
     });
     let dut_report = running.stop();
-    let wan_report = wan_stage.and_then(|w| w.stop());
+    let wan_report = wan_stage
+        .as_mut()
+        .and_then(|w| w.stop())
+        .and_then(|r| match r {
+            Ok(rep) => serde_json::to_value(rep).ok(),
+            Err(e) => Some(serde_json::json!({ "error": e })),
+        });
     crate::check_interrupted()?;
     let seconds = t0.elapsed().as_secs_f64();
     let (from, to) = (
