@@ -149,6 +149,8 @@ struct Opts {
     nice: i32,
     /// Skip the searches; only the CPU trials, at this rate.
     rate: Option<f64>,
+    /// Length of the TSO-sender trial per DUT (0 = skip it).
+    tso_ms: u64,
     json: PathBuf,
 }
 
@@ -170,6 +172,8 @@ options:
                        other processes; 0 leaves them alone)
   --perf               perf-record weir's thread during its CPU trial and print the top symbols
   --rate PPS           no searches: only the CPU trials, at PPS frames/s (for profiling)
+  --tso-ms N           length of the TSO-sender trial per DUT: one bulk TCP flow (cubic)
+                       from a host with its default offloads (TSO/GSO on) (default 5000; 0 = skip)
   --quick              --trial-ms 500 --cpu-ms 1000 --iterations 6
   --json PATH          where to write all trials (default target/bench-forward.json)
 ";
@@ -194,6 +198,7 @@ fn parse_opts() -> Result<Opts, String> {
         perf: false,
         nice: -15,
         rate: None,
+        tso_ms: 5000,
         json: target.join("bench-forward.json"),
     };
     let mut args = std::env::args().skip(1);
@@ -249,10 +254,12 @@ fn parse_opts() -> Result<Opts, String> {
                 let v = val(&a)?;
                 o.rate = Some(v.parse().map_err(|_| format!("--rate: {v}"))?);
             }
+            "--tso-ms" => o.tso_ms = num(val(&a)?, &a)?,
             "--quick" => {
                 o.trial_ms = 500;
                 o.cpu_ms = 1000;
                 o.iterations = 6;
+                o.tso_ms = o.tso_ms.min(3000);
             }
             "--json" => o.json = PathBuf::from(val(&a)?),
             other if other.starts_with("--") => return Err(format!("unknown option {other}")),
@@ -1561,7 +1568,138 @@ struct Doc<'a> {
     generator_reach: &'a [Trial],
     cells: &'a [Cell],
     cpu: &'a [CpuCell],
+    tso: &'a [TsoCell],
     trials: &'a [Trial],
+}
+
+// ---------------------------------------------------------------------------------------
+// TSO sender: one bulk TCP flow from a host that keeps its segmentation offloads on
+
+/// One DUT's TSO-sender trial.
+#[derive(Clone, Debug, Serialize)]
+struct TsoCell {
+    dut: String,
+    /// Receiver's goodput after the first second (slow start excluded), bit/s.
+    goodput_bps: f64,
+    /// Seconds measured.
+    seconds: f64,
+    /// weir: super-packets cut, and the segments they made.
+    weir_super_packets: Option<u64>,
+    weir_segments: Option<u64>,
+    /// weir: frames it forwarded towards the receiver.
+    weir_tx: Option<u64>,
+    /// weir: its thread's CPU time per frame forwarded towards the receiver (ns).
+    weir_thread_ns_per_frame: Option<f64>,
+    /// weir: frames it could not read whole (must be 0).
+    weir_truncated: Option<u64>,
+}
+
+/// A bulk TCP flow (cubic, the host's default offloads on the sender's veth) from `snd`
+/// to `rcv` for `dur`; the receiver's goodput after the first second, with the seconds
+/// measured. Sender and receiver threads on `cpu`.
+fn tcp_bulk(t: &BridgeTopo, dur: Duration, cpu: Option<usize>) -> Result<(f64, f64), String> {
+    use std::io::{Read, Write};
+    let addr = std::net::SocketAddr::from((BridgeTopo::RCV_ADDR, 5999));
+    let listener = t
+        .rcv
+        .run(move || std::net::TcpListener::bind(addr))
+        .map_err(|e| format!("tcp listen: {e}"))?;
+    let receiver = std::thread::spawn(move || -> Result<(f64, f64), String> {
+        pin_to(cpu);
+        let (mut c, _) = listener.accept().map_err(|e| e.to_string())?;
+        let mut buf = vec![0u8; 1 << 18];
+        let mut total = 0u64;
+        let start = std::time::Instant::now();
+        let mut mark: Option<(u64, std::time::Instant)> = None;
+        loop {
+            let n = c.read(&mut buf).map_err(|e| e.to_string())?;
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+            if mark.is_none() && start.elapsed() >= Duration::from_secs(1) {
+                mark = Some((total, std::time::Instant::now()));
+            }
+        }
+        let (b0, t0) = mark.ok_or("the flow lasted less than a second")?;
+        let secs = t0.elapsed().as_secs_f64();
+        Ok(((total - b0) as f64 * 8.0 / secs, secs))
+    });
+    let sender = t
+        .snd
+        .spawn(move || -> Result<(), String> {
+            pin_to(cpu);
+            let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(3))
+                .map_err(|e| format!("tcp connect: {e}"))?;
+            let cc = b"cubic";
+            // SAFETY: setsockopt with a valid buffer of the given length.
+            let r = unsafe {
+                use std::os::fd::AsRawFd;
+                libc::setsockopt(
+                    s.as_raw_fd(),
+                    libc::IPPROTO_TCP,
+                    libc::TCP_CONGESTION,
+                    cc.as_ptr() as *const libc::c_void,
+                    cc.len() as libc::socklen_t,
+                )
+            };
+            if r != 0 {
+                return Err(format!(
+                    "TCP_CONGESTION cubic: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+            let chunk = vec![0x5au8; 1 << 16];
+            let end = std::time::Instant::now() + dur;
+            while std::time::Instant::now() < end {
+                s.write_all(&chunk).map_err(|e| e.to_string())?;
+            }
+            s.shutdown(std::net::Shutdown::Write)
+                .map_err(|e| e.to_string())
+        })
+        .map_err(|e| e.to_string())?;
+    sender.join().map_err(|_| "sender panicked")??;
+    receiver
+        .join()
+        .map_err(|_| "receiver panicked".to_string())?
+}
+
+impl Bench {
+    /// The TSO-sender trial through `dut` (already in place; weir is started here).
+    fn tso_trial(&mut self, dut: Dut, dur: Duration) -> Result<TsoCell, String> {
+        self.check_interrupt()?;
+        let weir = match dut {
+            Dut::Weir => Some(WeirRun::start(
+                &self.topo,
+                self.dut_cpu,
+                self.opts.busy_poll,
+            )?),
+            _ => None,
+        };
+        let c0 = weir.as_ref().map(|w| task_cpu(w.tid));
+        let flow = tcp_bulk(&self.topo, dur, self.gen_cpu);
+        let c1 = weir.as_ref().map(|w| task_cpu(w.tid));
+        let report = match weir {
+            Some(w) => Some(w.stop()?),
+            None => None,
+        };
+        let (goodput_bps, seconds) = flow?;
+        let out = report.as_ref().map(|r| &r.outbound);
+        let tx = out.map(|l| l.tx.packets);
+        Ok(TsoCell {
+            dut: dut.name().into(),
+            goodput_bps,
+            seconds,
+            weir_super_packets: out.map(|l| l.gso.super_packets),
+            weir_segments: out.map(|l| l.gso.segments),
+            weir_tx: tx,
+            weir_thread_ns_per_frame: c0
+                .zip(c1)
+                .zip(tx)
+                .map(|((a, b), n)| (b.exec_ns - a.exec_ns) as f64 / n.max(1) as f64),
+            weir_truncated: out.map(|l| l.truncated.packets),
+        })
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1816,6 +1954,31 @@ fn run(opts: Opts) -> Result<(), String> {
             });
         }
     }
+
+    // TSO sender: the sender's veth back to its defaults (TSO/GSO on) for these trials
+    let mut tso_cells = Vec::new();
+    if opts.tso_ms > 0 && opts.rate.is_none() {
+        let i = b.topo.snd_if.clone();
+        let on = Offloads {
+            tso: Some(true),
+            gso: Some(true),
+            ..Offloads::default()
+        };
+        b.topo
+            .snd
+            .run(move || set_offloads(&i, &on))
+            .map_err(|e| e.to_string())?;
+        for &dut in &duts {
+            b.set_dut(dut)?;
+            eprintln!("tso sender: {}", dut.name());
+            tso_cells.push(b.tso_trial(dut, Duration::from_millis(opts.tso_ms))?);
+        }
+        let i = b.topo.snd_if.clone();
+        b.topo
+            .snd
+            .run(move || set_offloads(&i, &Offloads::SEGMENTATION_OFF))
+            .map_err(|e| e.to_string())?;
+    }
     b.topo.without_kernel_bridge().ok();
     let udp1 = udp_in(&b.topo.rcv);
 
@@ -1970,6 +2133,35 @@ fn run(opts: Opts) -> Result<(), String> {
         println!("  (system busy is not meaningful here: other processes kept the CPUs busy)");
     }
     println!();
+    if !tso_cells.is_empty() {
+        println!(
+            "TSO sender: one TCP flow (cubic) from a host with its default offloads (TSO/GSO on), {} ms:",
+            opts.tso_ms
+        );
+        let base = tso_cells
+            .iter()
+            .find(|c| c.dut == "kernel-rps")
+            .map(|c| c.goodput_bps);
+        for c in &tso_cells {
+            let ratio = match (c.dut.as_str(), base) {
+                ("weir", Some(b)) => format!("  weir/k+RPS {:.0} %", 100.0 * c.goodput_bps / b),
+                _ => String::new(),
+            };
+            let weir = match (c.weir_super_packets, c.weir_segments, c.weir_thread_ns_per_frame) {
+                (Some(sp), Some(seg), Some(ns)) => format!(
+                    "  ({sp} super-packets → {seg} segments, {ns:.0} ns of weir's thread per frame, truncated {})",
+                    c.weir_truncated.unwrap_or(0)
+                ),
+                _ => String::new(),
+            };
+            println!(
+                "  {:<11} {:>8.0} Mbit/s{ratio}{weir}",
+                c.dut,
+                c.goodput_bps / 1e6
+            );
+        }
+        println!();
+    }
     for (size, r1, r2, goal) in &summary {
         // the ratio's mark: '≤' an upper bound (the kernel cell is generator-limited), '≥' a
         // lower bound (weir's is), '~' both
@@ -2033,6 +2225,7 @@ fn run(opts: Opts) -> Result<(), String> {
         generator_reach: &reach,
         cells: &cells,
         cpu: &cpu_cells,
+        tso: &tso_cells,
         trials: &b.trials,
     };
     if let Some(dir) = opts.json.parent() {

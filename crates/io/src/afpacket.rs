@@ -16,6 +16,19 @@
 //! frame longer than fits is truncated by the kernel (`snaplen < len`) and reported so
 //! the caller can count it.
 //!
+//! Super-packets (TSO/GSO from a peer): a veth or tap peer whose sender keeps its
+//! segmentation offloads on hands weir TCP frames of up to 64 KB that weir cannot switch
+//! off. The RX socket sets `PACKET_VNET_HDR`, so the kernel writes a `virtio_net_hdr`
+//! (10 bytes: GSO type and size, partial-checksum offsets) just before each frame's MAC
+//! header ([`RxFrame::vnet`]), and `PACKET_COPY_THRESH`, so a frame longer than a ring
+//! slot still fills a (truncated) slot flagged `TP_STATUS_COPY` while the whole skb is
+//! queued on the socket's receive queue, in ring order; [`RxRing::recv_copy`] reads it
+//! (with its virtio header in front). The ring keeps its small slots (memory stays
+//! `frames × frame_size`); the copies are bounded by the socket's receive buffer
+//! (`COPY_RCVBUF`, 8 MiB: about 60 super-packets of 64 KB by the kernel's truesize
+//! accounting). A slot whose copy could not be queued (buffer full) stays truncated and
+//! is counted by the caller.
+//!
 //! The kernel strips a VLAN tag into the frame header when the device offloads it
 //! (`TP_STATUS_VLAN_VALID`); [`RxFrame::vlan`] returns it so the caller can put it back.
 //! `TP_STATUS_CSUMNOTREADY` (a locally generated frame whose L4 checksum was left for the
@@ -37,9 +50,16 @@ const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
 const PACKET_MR_PROMISC: libc::c_ushort = 1;
 const PACKET_STATISTICS: libc::c_int = 6;
 const PACKET_LOSS: libc::c_int = 14;
+const PACKET_COPY_THRESH: libc::c_int = 7;
+const PACKET_VNET_HDR: libc::c_int = 15;
+
+/// Receive buffer for the copies of frames longer than a ring slot (see the module
+/// comment).
+pub const COPY_RCVBUF: usize = 8 << 20;
 
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
+const TP_STATUS_COPY: u32 = 1 << 1;
 const TP_STATUS_LOSING: u32 = 1 << 2;
 const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
 const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
@@ -311,6 +331,12 @@ pub struct RxFrame<'a> {
     pub vlan: Option<(u16, u16)>,
     /// The L4 checksum was left for a device to fill (see the module comment).
     pub csum_not_ready: bool,
+    /// The virtio-net header the kernel wrote in front of the frame (GSO type and size,
+    /// partial-checksum offsets); see [`weir_wire::vnet`].
+    pub vnet: [u8; weir_wire::vnet::LEN],
+    /// The frame was longer than the slot, and its whole copy waits on the socket's
+    /// receive queue: read it with [`RxRing::recv_copy`] before releasing this slot.
+    pub copied: bool,
 }
 
 /// The receive side of one interface.
@@ -334,6 +360,22 @@ impl RxRing {
                 source,
             }
         })?;
+        // before the ring: the kernel refuses PACKET_VNET_HDR on a socket with one
+        for (opt, what) in [
+            (PACKET_VNET_HDR, "PACKET_VNET_HDR is not supported"),
+            (PACKET_COPY_THRESH, "PACKET_COPY_THRESH is not supported"),
+        ] {
+            setsockopt(raw, libc::SOL_PACKET, opt, &1i32).map_err(|source| RingError::Sys {
+                what,
+                iface: iface.into(),
+                source,
+            })?;
+        }
+        let rcvbuf = COPY_RCVBUF as libc::c_int;
+        // FORCE lifts net.core.rmem_max for root; otherwise take what the sysctl allows
+        if setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &rcvbuf).is_err() {
+            let _ = setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &rcvbuf);
+        }
         let map = Mapping::new(raw, cfg, PACKET_RX_RING, iface)?;
         bind(raw, ifindex, ETH_P_ALL, iface)?;
         // promiscuous: we forward frames addressed to anyone
@@ -378,6 +420,15 @@ impl RxRing {
             let mac = h.tp_mac as usize;
             let snap = (h.tp_snaplen as usize).min(self.map.frame_size.saturating_sub(mac));
             let data = std::slice::from_raw_parts(self.map.frame(i).add(mac), snap);
+            let mut vnet = [0u8; weir_wire::vnet::LEN];
+            // the kernel puts the virtio header right before the MAC header (tp_mac leaves
+            // room for it); a slot too small for any of it reads as "no offload"
+            if let Some(at) = mac.checked_sub(weir_wire::vnet::LEN) {
+                if at >= std::mem::size_of::<Tpacket2Hdr>() {
+                    let p = self.map.frame(i).add(at);
+                    vnet.copy_from_slice(std::slice::from_raw_parts(p, weir_wire::vnet::LEN));
+                }
+            }
             let vlan = (st & TP_STATUS_VLAN_VALID != 0).then(|| {
                 let tpid = if st & TP_STATUS_VLAN_TPID_VALID != 0 {
                     h.tp_vlan_tpid
@@ -392,6 +443,8 @@ impl RxRing {
                 ts_ns: h.tp_sec as u64 * 1_000_000_000 + h.tp_nsec as u64,
                 vlan,
                 csum_not_ready: st & TP_STATUS_CSUMNOTREADY != 0,
+                vnet,
+                copied: st & TP_STATUS_COPY != 0,
             })
         }
     }
@@ -401,6 +454,30 @@ impl RxRing {
     pub fn release(&mut self) {
         self.map.set_status(self.next, TP_STATUS_KERNEL);
         self.next = (self.next + 1) % self.map.frames;
+    }
+
+    /// Read the whole copy of the frame the current slot holds truncated (`copied`): its
+    /// virtio-net header followed by the frame, into `buf`. Returns the length the copy
+    /// really has (more than `buf.len()` if it did not fit: the rest is lost), or `None`
+    /// if no copy is queued.
+    pub fn recv_copy(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        // SAFETY: recv(2) into a live buffer of the given length.
+        let r = unsafe {
+            libc::recv(
+                self.fd.as_raw_fd(),
+                buf.as_mut_ptr() as *mut libc::c_void,
+                buf.len(),
+                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::EAGAIN) => Ok(None),
+                _ => Err(e),
+            };
+        }
+        Ok(Some(r as usize))
     }
 
     /// The kernel's count of frames dropped because the ring was full, since the last call.

@@ -31,9 +31,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use weir_core::pipeline::Pipeline;
 use weir_core::snapshot::{snapshot, PipelineSnapshot, RateMeter};
 use weir_core::{Count, Ctx, Direction, DropCause, Duration, Instant, PktId, Pool, Rng};
+use weir_wire::fixup;
+use weir_wire::gso::{GsoError, Segmenter};
+use weir_wire::vnet::{self, VnetHdr};
 
 /// Extra room in a pool slot for a VLAN tag put back into a frame.
 const VLAN_ROOM: usize = 4;
+
+/// Room for the largest frame a peer hands over in one piece: a 64 KB super-packet (IP
+/// length field), its Ethernet header with two VLAN tags, and the virtio-net header.
+const COPY_BUF: usize = 65_535 + 22 + vnet::LEN;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BridgeError {
@@ -93,6 +100,12 @@ impl BridgeConfig {
 }
 
 /// Counters of one direction.
+///
+/// `rx` counts wire-size frames: a super-packet counts as the segments weir cut it into
+/// (or as one frame if it was refused before). Every frame counted in `rx` is sent, or
+/// dropped under a named cause, or still queued:
+/// `rx + duplicated = tx + truncated + oversize + pool_exhausted + dropped
+///  + offload_errors + shutdown_drops + queued`.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct LaneStats {
     pub rx: Count,
@@ -105,6 +118,12 @@ pub struct LaneStats {
     pub pool_exhausted: Count,
     /// Frames the pipeline refused or dropped (causes are in the pipeline's counters).
     pub dropped: Count,
+    /// Super-packets (TSO/GSO from a peer) cut into wire-size segments.
+    pub gso: GsoStats,
+    /// Frames longer than a ring slot read whole from the socket's copy queue.
+    pub copied: u64,
+    /// Frames whose virtio-net header weir could not honour; dropped, by cause.
+    pub offload_errors: OffloadErrors,
     /// Frames whose L4 checksum weir filled (offloaded by a local sender).
     pub csum_filled: u64,
     /// Frames whose stripped VLAN tag weir put back.
@@ -120,6 +139,49 @@ pub struct LaneStats {
     /// Copies the link emulator made and admitted (`duplicate`): they leave on top of
     /// what was received, so `rx + duplicated = tx + every drop + queued`.
     pub duplicated: Count,
+}
+
+/// Super-packets and the segments they made.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct GsoStats {
+    pub super_packets: u64,
+    pub segments: u64,
+}
+
+/// Frames dropped because their virtio-net header lies or asks for what weir does not do
+/// (see [`weir_wire::gso::GsoError`]); each frame counted once, as received.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct OffloadErrors {
+    pub gso_size_zero: Count,
+    pub csum_offsets_outside: Count,
+    pub gso_type_unsupported: Count,
+    pub gso_type_mismatch: Count,
+    pub too_many_segments: Count,
+    pub bad_headers: Count,
+}
+
+impl OffloadErrors {
+    fn add(&mut self, e: &GsoError, len: u32) {
+        match e {
+            GsoError::ZeroSize => &mut self.gso_size_zero,
+            GsoError::ChecksumOffsets => &mut self.csum_offsets_outside,
+            GsoError::UnsupportedType(_) => &mut self.gso_type_unsupported,
+            GsoError::Mismatch => &mut self.gso_type_mismatch,
+            GsoError::TooManySegments => &mut self.too_many_segments,
+            GsoError::Headers(_) => &mut self.bad_headers,
+        }
+        .add(len)
+    }
+
+    /// All causes together.
+    pub fn total(&self) -> Count {
+        self.gso_size_zero
+            + self.csum_offsets_outside
+            + self.gso_type_unsupported
+            + self.gso_type_mismatch
+            + self.too_many_segments
+            + self.bad_headers
+    }
 }
 
 /// Where captures go.
@@ -143,6 +205,10 @@ struct Lane {
     pipe: Option<Pipeline>,
     /// Released packets waiting for TX ring room, in order.
     backlog: VecDeque<PktId>,
+    /// A frame longer than a ring slot, read whole from the socket ([`COPY_BUF`] bytes).
+    copy_buf: Vec<u8>,
+    /// A super-packet with its VLAN tag put back, before it is cut.
+    gso_buf: Vec<u8>,
     /// This direction's own capture file.
     pcap: Option<PcapWriter>,
     stats: LaneStats,
@@ -242,6 +308,8 @@ impl Bridge {
                 tx: TxRing::open(tx, cfg.ring)?,
                 pipe,
                 backlog: VecDeque::new(),
+                copy_buf: vec![0; COPY_BUF],
+                gso_buf: Vec::with_capacity(COPY_BUF + 4),
                 pcap,
                 stats: LaneStats::default(),
                 meter: RateMeter::default(),
@@ -543,7 +611,6 @@ fn receive(
     for _ in 0..batch {
         let Some(f) = lane.rx.peek() else { break };
         got = true;
-        let wire_len = f.wire_len;
         // the kernel's receive timestamp: when the frame really arrived (the loop may read
         // it some microseconds later); bounded to the last second in case of a clock step
         let arrival = match f.ts_ns {
@@ -553,60 +620,202 @@ fn receive(
                 .max(now.saturating_sub(Duration::from_secs(1)))
                 .min(now),
         };
-        lane.stats.rx.add(wire_len);
-        if (f.data.len() as u32) < wire_len {
-            lane.stats.truncated.add(wire_len);
-            lane.rx.release();
-            continue;
+        let mut sink = Sink {
+            dir: lane.dir,
+            max_frame: lane.max_frame,
+            pipe: lane.pipe.as_mut(),
+            backlog: &mut lane.backlog,
+            stats: &mut lane.stats,
+            pool,
+            rng,
+            dropped,
+            now,
+            arrival,
+        };
+        let wire_len = f.wire_len;
+        let rx = Received {
+            vlan: f.vlan,
+            csum_not_ready: f.csum_not_ready,
+            vnet: VnetHdr::parse(&f.vnet).unwrap_or_default(),
+        };
+        if f.copied {
+            // the slot holds a truncated copy; the whole frame waits on the socket
+            match lane.rx.recv_copy(&mut lane.copy_buf) {
+                Ok(Some(n)) if n <= lane.copy_buf.len() && n > vnet::LEN => {
+                    let rx = Received {
+                        vnet: VnetHdr::parse(&lane.copy_buf).unwrap_or_default(),
+                        ..rx
+                    };
+                    sink.stats.copied += 1;
+                    sink.frame(&lane.copy_buf[vnet::LEN..n], rx, &mut lane.gso_buf);
+                }
+                _ => {
+                    sink.stats.rx.add(wire_len);
+                    sink.stats.truncated.add(wire_len);
+                }
+            }
+        } else if (f.data.len() as u32) < wire_len {
+            sink.stats.rx.add(wire_len);
+            sink.stats.truncated.add(wire_len);
+        } else {
+            sink.frame(f.data, rx, &mut lane.gso_buf);
         }
-        let Some(id) = pool.alloc() else {
-            lane.stats.pool_exhausted.add(wire_len);
-            lane.rx.release();
-            continue;
-        };
-        // copy into the pool, restoring a stripped VLAN tag
-        let slot = pool.slot_mut(id);
-        let len = match f.vlan {
-            Some((tpid, tci)) if f.data.len() >= 12 && f.data.len() + 4 <= slot.len() => {
-                slot[..12].copy_from_slice(&f.data[..12]);
-                slot[12..14].copy_from_slice(&tpid.to_be_bytes());
-                slot[14..16].copy_from_slice(&tci.to_be_bytes());
-                slot[16..f.data.len() + 4].copy_from_slice(&f.data[12..]);
-                lane.stats.vlan_restored += 1;
-                f.data.len() + 4
-            }
-            _ => {
-                let n = f.data.len().min(slot.len());
-                slot[..n].copy_from_slice(&f.data[..n]);
-                n
-            }
-        };
-        let fix = f.csum_not_ready;
         lane.rx.release();
-        if len > lane.max_frame {
-            // the kernel would refuse it on the way out
-            lane.stats.oversize.add(len as u32);
-            pool.free(id);
-            continue;
+    }
+    got
+}
+
+/// What the RX ring said about a frame besides its bytes.
+#[derive(Clone, Copy)]
+struct Received {
+    /// A VLAN tag the device stripped (TPID, TCI).
+    vlan: Option<(u16, u16)>,
+    /// `TP_STATUS_CSUMNOTREADY` (also said by `vnet`'s `F_NEEDS_CSUM`).
+    csum_not_ready: bool,
+    vnet: VnetHdr,
+}
+
+/// Where a received frame goes: segmented if it is a super-packet, copied into the
+/// packet pool, completed (VLAN tag, checksum) and handed to the lane's pipeline.
+struct Sink<'a> {
+    dir: Direction,
+    max_frame: usize,
+    pipe: Option<&'a mut Pipeline>,
+    backlog: &'a mut VecDeque<PktId>,
+    stats: &'a mut LaneStats,
+    pool: &'a mut Pool,
+    rng: &'a mut Rng,
+    dropped: &'a mut Vec<(PktId, DropCause)>,
+    now: Instant,
+    arrival: Instant,
+}
+
+impl Sink<'_> {
+    /// One frame as the kernel gave it. `scratch` holds a super-packet whose VLAN tag is
+    /// put back before it is cut.
+    fn frame(&mut self, data: &[u8], rx: Received, scratch: &mut Vec<u8>) {
+        let mut vnet = rx.vnet;
+        if !vnet.is_gso() {
+            return self.single(data, rx);
         }
-        pool.meta_mut(id).len = len as u32;
-        pool.meta_mut(id).dir = lane.dir;
-        if fix && weir_wire::fixup::fill_l4_checksum(pool.data_mut(id)).unwrap_or(false) {
-            lane.stats.csum_filled += 1;
+        let data = match rx.vlan {
+            Some(tag) if data.len() >= 12 => {
+                scratch.clear();
+                scratch.extend_from_slice(&data[..12]);
+                scratch.extend_from_slice(&tag_bytes(tag));
+                scratch.extend_from_slice(&data[12..]);
+                vnet.csum_start = vnet.csum_start.saturating_add(4);
+                self.stats.vlan_restored += 1;
+                &scratch[..]
+            }
+            _ => data,
+        };
+        let seg = match Segmenter::new(data, &vnet) {
+            Ok(s) => s,
+            Err(e) => {
+                self.stats.rx.add(data.len() as u32);
+                self.stats.offload_errors.add(&e, data.len() as u32);
+                return;
+            }
+        };
+        if seg.max_segment_len() > self.max_frame {
+            // the sender's segment size does not fit the outgoing interface's MTU
+            self.stats.rx.add(data.len() as u32);
+            self.stats.oversize.add(data.len() as u32);
+            return;
         }
-        match &mut lane.pipe {
-            None => lane.backlog.push_back(id),
-            Some(p) => {
-                let mut cx = Ctx::new(now, pool, rng, dropped);
-                if p.ingress_at(id, &mut cx, arrival).is_err() {
-                    lane.stats.dropped.add(len as u32);
-                    pool.free(id);
+        self.stats.gso.super_packets += 1;
+        self.stats.gso.segments += seg.count() as u64;
+        for i in 0..seg.count() {
+            let len = seg.segment_len(i) as u32;
+            self.stats.rx.add(len);
+            let Some(id) = self.pool.alloc() else {
+                self.stats.pool_exhausted.add(len);
+                continue;
+            };
+            // cannot fail: the slot holds max_frame bytes and the segment was checked
+            match seg.write(i, self.pool.slot_mut(id)) {
+                Ok(n) => self.admit(id, n),
+                Err(_) => {
+                    self.stats.oversize.add(len);
+                    self.pool.free(id);
                 }
             }
         }
-        settle(&mut lane.stats, pool, dropped);
     }
-    got
+
+    /// A frame that is not a super-packet: copy, restore its VLAN tag, complete its
+    /// checksum.
+    fn single(&mut self, data: &[u8], rx: Received) {
+        let Some(id) = self.pool.alloc() else {
+            self.stats.rx.add(data.len() as u32);
+            self.stats.pool_exhausted.add(data.len() as u32);
+            return;
+        };
+        let slot = self.pool.slot_mut(id);
+        let (len, shift) = match rx.vlan {
+            Some(tag) if data.len() >= 12 && data.len() + 4 <= slot.len() => {
+                slot[..12].copy_from_slice(&data[..12]);
+                slot[12..16].copy_from_slice(&tag_bytes(tag));
+                slot[16..data.len() + 4].copy_from_slice(&data[12..]);
+                self.stats.vlan_restored += 1;
+                (data.len() + 4, 4)
+            }
+            _ => {
+                let n = data.len().min(slot.len());
+                slot[..n].copy_from_slice(&data[..n]);
+                (n, 0)
+            }
+        };
+        self.stats.rx.add(len as u32);
+        if len > self.max_frame {
+            // the kernel would refuse it on the way out
+            self.stats.oversize.add(len as u32);
+            self.pool.free(id);
+            return;
+        }
+        let frame = &mut self.pool.slot_mut(id)[..len];
+        if rx.vnet.needs_csum() {
+            let start = usize::from(rx.vnet.csum_start) + shift;
+            match fixup::complete_partial_checksum(frame, start, rx.vnet.csum_offset.into()) {
+                Ok(()) => self.stats.csum_filled += 1,
+                Err(_) => {
+                    self.stats
+                        .offload_errors
+                        .add(&GsoError::ChecksumOffsets, len as u32);
+                    self.pool.free(id);
+                    return;
+                }
+            }
+        } else if rx.csum_not_ready && fixup::fill_l4_checksum(frame).unwrap_or(false) {
+            self.stats.csum_filled += 1;
+        }
+        self.admit(id, len);
+    }
+
+    /// Hand a packet of `len` bytes in the pool to the pipeline (or the backlog).
+    fn admit(&mut self, id: PktId, len: usize) {
+        let m = self.pool.meta_mut(id);
+        m.len = len as u32;
+        m.dir = self.dir;
+        match self.pipe.as_deref_mut() {
+            None => self.backlog.push_back(id),
+            Some(p) => {
+                let mut cx = Ctx::new(self.now, self.pool, self.rng, self.dropped);
+                if p.ingress_at(id, &mut cx, self.arrival).is_err() {
+                    self.stats.dropped.add(len as u32);
+                    self.pool.free(id);
+                }
+            }
+        }
+        settle(self.stats, self.pool, self.dropped);
+    }
+}
+
+/// The 4 bytes of an 802.1Q/802.1ad tag.
+fn tag_bytes((tpid, tci): (u16, u16)) -> [u8; 4] {
+    let (a, b) = (tpid.to_be_bytes(), tci.to_be_bytes());
+    [a[0], a[1], b[0], b[1]]
 }
 
 /// Packets a pipeline discarded after accepting them: count and free.

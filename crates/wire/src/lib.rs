@@ -50,6 +50,7 @@ pub mod checksum;
 mod error;
 pub mod ethernet;
 pub mod fixup;
+pub mod gso;
 pub mod icmp;
 pub mod icmpv6;
 pub mod ip;
@@ -58,6 +59,7 @@ pub mod ipv6;
 pub mod parse;
 pub mod tcp;
 pub mod udp;
+pub mod vnet;
 
 pub use error::{Error, Result};
 pub use parse::{parse_frame, Parsed};

@@ -1,0 +1,205 @@
+//! Real host traffic through `weir emu` and `weir run`, as a new user would send it: three
+//! namespaces `snd ─ [weir] ─ rcv` joined by veth, the hosts' offloads left at their
+//! defaults (TSO/GSO on: the sender hands weir 64 KB super-packets), iperf3 with cubic.
+//!
+//! Root and iperf3 needed (`scripts/test` installs iperf3); without them the tests print
+//! `SKIP: …` and pass, except under CI (`CI` set), where a missing iperf3 is a failure.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use weir_io::ethtool::get_offloads;
+use weir_lab::netns::{skip_unless_root, BridgeTopo, Netns};
+
+const WEIR: &str = env!("CARGO_BIN_EXE_weir");
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+/// The two tests measure rates: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// TCP payload per full frame with timestamps: 1448 of 1514 bytes.
+const PAYLOAD_SHARE: f64 = 1448.0 / 1514.0;
+
+fn have_iperf3(test: &str) -> bool {
+    if Command::new("iperf3").arg("--version").output().is_ok() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{test}: iperf3 is missing (scripts/test installs it)"
+    );
+    eprintln!("SKIP: {test}: iperf3 not installed (apt-get install iperf3, or run scripts/test)");
+    false
+}
+
+/// A child process killed if the test ends early.
+struct Guard(Option<Child>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn in_ns(ns: &Netns, argv: &[&str]) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns.name()]).args(argv);
+    c.current_dir(ROOT);
+    c
+}
+
+/// Start weir (`args` after the binary) in the DUT namespace; wait for its stats socket.
+fn start_weir(t: &BridgeTopo, args: &[&str], sock: &std::path::Path) -> Guard {
+    let mut argv = vec![WEIR];
+    argv.extend_from_slice(args);
+    argv.extend_from_slice(&["--lan", &t.dut_lan, "--wan", &t.dut_wan, "--json"]);
+    argv.extend_from_slice(&["--stats-socket", sock.to_str().unwrap()]);
+    let child = in_ns(&t.dut, &argv)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let g = Guard(Some(child));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !sock.exists() {
+        assert!(Instant::now() < deadline, "weir did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    g
+}
+
+/// SIGTERM weir and return its JSON report.
+fn stop_weir(mut g: Guard) -> serde_json::Value {
+    let child = g.0.take().unwrap();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// iperf3 (cubic, default host settings) from snd to rcv for `secs` after a `omit`-second
+/// warm-up; the receiver's goodput in bit/s.
+fn iperf3(t: &BridgeTopo, secs: u32, omit: u32) -> f64 {
+    let port = "5201";
+    let server = Guard(Some(
+        in_ns(&t.rcv, &["iperf3", "-s", "-1", "-p", port])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    ));
+    std::thread::sleep(Duration::from_millis(300));
+    let rcv = BridgeTopo::RCV_ADDR.to_string();
+    let (secs, omit) = (secs.to_string(), omit.to_string());
+    let out = in_ns(
+        &t.snd,
+        &[
+            "iperf3", "-c", &rcv, "-p", port, "-C", "cubic", "-t", &secs, "-O", &omit, "-J",
+        ],
+    )
+    .output()
+    .unwrap();
+    drop(server);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("iperf3 output: {e}: {text}"));
+    assert!(out.status.success(), "iperf3 failed: {text}");
+    v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no goodput in {text}"))
+}
+
+/// The sender really sends super-packets: its veth keeps TSO and GSO on.
+fn assert_default_offloads(t: &BridgeTopo) {
+    let i = t.snd_if.clone();
+    let o = t.snd.run(move || get_offloads(&i)).unwrap();
+    assert_eq!(
+        (o.tso, o.gso),
+        (Some(true), Some(true)),
+        "sender offloads: {o}"
+    );
+}
+
+/// Checks common to both cases: no frame truncated, super-packets really cut, no offload
+/// error, every frame accounted for.
+fn check_report(r: &serde_json::Value) {
+    let o = &r["outbound"];
+    let n = |v: &serde_json::Value| v["packets"].as_u64().unwrap();
+    assert_eq!(n(&o["truncated"]), 0, "{o}");
+    assert!(o["gso"]["super_packets"].as_u64().unwrap() > 100, "{o}");
+    assert!(
+        o["gso"]["segments"].as_u64().unwrap() > o["gso"]["super_packets"].as_u64().unwrap(),
+        "{o}"
+    );
+    let errors = &o["offload_errors"];
+    let e: u64 = errors.as_object().unwrap().values().map(n).sum();
+    assert_eq!(e, 0, "{errors}");
+    for l in [&r["outbound"], &r["inbound"]] {
+        let out = n(&l["tx"])
+            + n(&l["truncated"])
+            + n(&l["oversize"])
+            + n(&l["pool_exhausted"])
+            + n(&l["dropped"])
+            + n(&l["shutdown_drops"])
+            + e;
+        assert_eq!(n(&l["rx"]) + n(&l["duplicated"]), out, "{l}");
+    }
+}
+
+#[test]
+fn tcp_from_a_tso_sender_through_weir_emu_gets_the_rate() {
+    let test = "tcp_from_a_tso_sender_through_weir_emu_gets_the_rate";
+    if skip_unless_root(test) || !have_iperf3(test) {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let t = BridgeTopo::new("tso-emu").unwrap();
+    assert_default_offloads(&t);
+    let sock = std::env::temp_dir().join(format!("weir-tso-emu-{}.sock", std::process::id()));
+    let w = start_weir(&t, &["emu", "--rate", "10Mbit", "--delay", "25ms"], &sock);
+    let goodput = iperf3(&t, 10, 2);
+    let r = stop_weir(w);
+    check_report(&r);
+    let ideal = 10e6 * PAYLOAD_SHARE;
+    eprintln!(
+        "weir emu 10Mbit 25ms, iperf3 cubic from a TSO sender: {:.0} kbit/s = {:.1} % of {:.0}",
+        goodput / 1e3,
+        100.0 * goodput / ideal,
+        ideal / 1e3
+    );
+    assert!(goodput >= 0.93 * ideal, "{goodput} < 93 % of {ideal}");
+    assert!(goodput <= 1.02 * ideal, "{goodput} above the rate {ideal}");
+}
+
+#[test]
+fn tcp_from_a_tso_sender_through_weir_run_gets_its_class_rate() {
+    let test = "tcp_from_a_tso_sender_through_weir_run_gets_its_class_rate";
+    if skip_unless_root(test) || !have_iperf3(test) {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let t = BridgeTopo::new("tso-run").unwrap();
+    assert_default_offloads(&t);
+    let sock = std::env::temp_dir().join(format!("weir-tso-run-{}.sock", std::process::id()));
+    // the Basic Test policy: this session falls into the default class, c1100 (1100 kbit/s)
+    let w = start_weir(&t, &["run", "--policy", "examples/basic-test.toml"], &sock);
+    let goodput = iperf3(&t, 15, 3);
+    let r = stop_weir(w);
+    check_report(&r);
+    let ideal = 1.1e6 * PAYLOAD_SHARE;
+    eprintln!(
+        "weir run basic-test.toml (c1100), iperf3 cubic from a TSO sender: {:.0} kbit/s = {:.1} % of {:.0}",
+        goodput / 1e3,
+        100.0 * goodput / ideal,
+        ideal / 1e3
+    );
+    assert!(goodput >= 0.93 * ideal, "{goodput} < 93 % of {ideal}");
+    assert!(goodput <= 1.02 * ideal, "{goodput} above the rate {ideal}");
+}
