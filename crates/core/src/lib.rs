@@ -19,6 +19,7 @@ pub use rng::Rng;
 pub use time::{Duration, Instant};
 
 pub mod classify;
+pub mod device;
 pub mod emulate;
 pub mod fifo;
 pub mod heap;

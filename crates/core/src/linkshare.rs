@@ -372,6 +372,13 @@ impl LinkShare {
     pub fn name(&self, c: ClassId) -> &str {
         &self.names[c as usize]
     }
+    /// The class called `name`.
+    pub fn class_id(&self, name: &str) -> Option<ClassId> {
+        self.names
+            .iter()
+            .position(|n| n == name)
+            .map(|i| i as ClassId)
+    }
     pub fn parent(&self, c: ClassId) -> Option<ClassId> {
         let p = self.classes[c as usize].parent;
         (p != NIL).then_some(p)
@@ -412,8 +419,17 @@ impl LinkShare {
         Ok(())
     }
 
-    /// Change a class's rate and ceil at run time; queued packets are kept.
-    pub fn set_rates(&mut self, c: ClassId, rate: Rate, ceil: Rate, burst: u32, cburst: u32) {
+    /// Change a class's rate and ceil at run time (`now`: when the change takes effect);
+    /// queued packets are kept.
+    pub fn set_rates(
+        &mut self,
+        c: ClassId,
+        rate: Rate,
+        ceil: Rate,
+        burst: u32,
+        cburst: u32,
+        now: Instant,
+    ) {
         let cl = &mut self.classes[c as usize];
         cl.rate = rate;
         cl.ceil = ceil;
@@ -421,7 +437,31 @@ impl LinkShare {
         cl.cbuffer = ceil.tx_ps(cburst) as i64;
         cl.tokens = cl.tokens.min(cl.buffer);
         cl.ctokens = cl.ctokens.min(cl.cbuffer);
-        let now = self.now;
+        let now = now.max(self.now);
+        self.update_event(c, now);
+    }
+
+    /// Class `c`'s token state: credit at its rate and at its ceil (picoseconds of
+    /// transmission time, as the buckets hold it) and when it was last brought up to date.
+    /// For carrying a class across a policy reload ([`LinkShare::set_tokens`]).
+    pub fn tokens(&self, c: ClassId) -> (i64, i64, Instant) {
+        let cl = &self.classes[c as usize];
+        (cl.tokens, cl.ctokens, cl.t_c)
+    }
+
+    /// Give class `c` the token state another scheduler's class had ([`LinkShare::tokens`]),
+    /// clamped to this class's buckets; its mode follows at `now`.
+    pub fn set_tokens(
+        &mut self,
+        c: ClassId,
+        (tokens, ctokens, t_c): (i64, i64, Instant),
+        now: Instant,
+    ) {
+        let cl = &mut self.classes[c as usize];
+        cl.tokens = tokens.min(cl.buffer);
+        cl.ctokens = ctokens.min(cl.cbuffer);
+        cl.t_c = t_c.min(now);
+        let now = now.max(self.now);
         self.update_event(c, now);
     }
 
@@ -1268,12 +1308,15 @@ mod tests {
             let mut rng = Rng::new(seed ^ 0xabc);
             let mut dropped = Vec::new();
             let mut now = Instant::ZERO;
+            // the scheduler's last enqueue/dequeue: when the recorded run changed rates
+            let mut seen = Instant::ZERO;
             let flows = 1 + r.below(50);
             for _ in 0..3000 {
                 let op = r.below(100);
                 let mut cx = Ctx::new(now, &mut pool, &mut rng, &mut dropped);
                 if op < 48 {
                     let Some(p) = cx.pool.alloc() else { continue };
+                    seen = now;
                     let m = cx.pool.meta_mut(p);
                     m.len = if r.below(2) == 0 {
                         MTU
@@ -1290,6 +1333,7 @@ mod tests {
                         }
                     }
                 } else if op < 92 {
+                    seen = now;
                     for _ in 0..1 + r.below(4) {
                         let Some(p) = ls.dequeue(&mut cx) else {
                             add(7);
@@ -1312,7 +1356,14 @@ mod tests {
                     let ceil = rate.max(r.below(2 * link));
                     let (burst, cburst) =
                         (64 + r.below(20_000) as u32, 64 + r.below(20_000) as u32);
-                    ls.set_rates(c, Rate::from_bps(rate), Rate::from_bps(ceil), burst, cburst);
+                    ls.set_rates(
+                        c,
+                        Rate::from_bps(rate),
+                        Rate::from_bps(ceil),
+                        burst,
+                        cburst,
+                        seen,
+                    );
                 } else if r.below(20) == 0 {
                     ls.purge(&mut cx, DropCause::Shutdown);
                 }

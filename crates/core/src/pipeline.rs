@@ -1,19 +1,25 @@
-//! One direction's engine: classifier → shaping (per-class queues under the link-sharing
-//! scheduler) → link emulator.
+//! One direction's engine: classifier → an ordered list of stages.
 //!
 //! `ingress` reads the frame's headers (with `weir-wire`), classifies it, stamps the
 //! packet's metadata (class, rule, direction-independent flow hash, arrival time) and
-//! enqueues it into the first stage present. Frames the parser rejects (truncated or
-//! malformed headers) are not dropped: they go to the default class and are counted in
+//! enqueues it into the first stage. Frames the parser rejects (truncated or malformed
+//! headers) are not dropped: they go to the default class and are counted in
 //! `malformed`, so unknown traffic still flows.
 //!
-//! Both stages are optional: a direction may be shaped, emulated, both (the shaper's output
-//! enters the emulator: a WAN behind a bandwidth manager), or neither (packets pass
-//! through a FIFO that never drops: the classifier's counters still count them).
-//! `dequeue` first moves everything the shaper releases into the emulator, then releases
-//! what the emulator has due; `next_wakeup` is the earlier of the two stages' wake-ups.
-//! Packets the emulator refuses on the way (loss, queue limit) are reported through
-//! `Ctx::drop_later`, so the driver frees and counts them like any other late drop.
+//! A stage holds, drops or releases packets ([`Stage`]): today the shaper (per-class
+//! queues under the link-sharing scheduler) and the link emulator; the policy decides
+//! which a direction has, in which order (a WAN behind a bandwidth manager: shaper, then
+//! emulator). With no stage, packets pass through a FIFO that never drops (the
+//! classifier's counters still count them). `dequeue` moves everything a stage releases
+//! into the next one, front to back, then releases what the last stage has due;
+//! `next_wakeup` is the earliest of the stages' wake-ups. Packets a later stage refuses on
+//! the way (loss, queue limit) are reported through `Ctx::drop_later`, so the driver frees
+//! and counts them like any other late drop.
+//!
+//! Time: a packet reaches the first stage at its arrival (`ingress_at`: e.g. the kernel's
+//! receive timestamp, a little before the driver reads it) and every later stage at the
+//! release time of the one before it (`cx.now`). An emulator times a packet from when it
+//! reached it; a shaper always works on `cx.now` (its clock never runs backwards).
 
 use crate::classify::{Classifier, Fields};
 use crate::emulate::Emulator;
@@ -45,13 +51,73 @@ pub struct EmuStage {
     pub names: Vec<String>,
 }
 
+/// One stage of a pipeline.
+pub enum Stage {
+    /// Per-class queues under the hierarchical link-sharing scheduler.
+    Shape(LinkShare),
+    /// The WAN link emulator.
+    Emulate(EmuStage),
+}
+
+impl Stage {
+    /// A short name for reports: `shape`, `emulate`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Stage::Shape(_) => "shape",
+            Stage::Emulate(_) => "emulate",
+        }
+    }
+
+    /// Take `pkt`, which reached this stage at `at` (≤ `cx.now`).
+    #[inline]
+    fn enqueue(&mut self, pkt: PktId, cx: &mut Ctx<'_>, at: Instant) -> Result<(), DropCause> {
+        match self {
+            Stage::Shape(s) => s.enqueue(pkt, cx),
+            Stage::Emulate(e) => e.emu.enqueue_at(pkt, cx, at),
+        }
+    }
+
+    #[inline]
+    fn dequeue(&mut self, cx: &mut Ctx<'_>) -> Option<PktId> {
+        match self {
+            Stage::Shape(s) => s.dequeue(cx),
+            Stage::Emulate(e) => e.emu.dequeue(cx),
+        }
+    }
+
+    fn next_wakeup(&self) -> Option<Instant> {
+        match self {
+            Stage::Shape(s) => s.next_wakeup(),
+            Stage::Emulate(e) => e.emu.next_wakeup(),
+        }
+    }
+
+    /// Packets held.
+    pub fn len(&self) -> usize {
+        match self {
+            Stage::Shape(s) => s.len(),
+            Stage::Emulate(e) => e.emu.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn purge(&mut self, cx: &mut Ctx<'_>, cause: DropCause) {
+        match self {
+            Stage::Shape(s) => s.purge(cx, cause),
+            Stage::Emulate(e) => e.emu.purge(cx, cause),
+        }
+    }
+}
+
 pub struct Pipeline {
     pub classifier: Classifier,
-    /// The shaper; `None` when this direction is not shaped.
-    pub sched: Option<LinkShare>,
-    /// The link emulator; `None` when this direction is not emulated.
-    pub emu: Option<EmuStage>,
-    /// Used only when there is neither stage.
+    /// The stages, in the order a packet crosses them.
+    pub stages: Vec<Stage>,
+    /// Work-conserving pass-through: all packets when there is no stage; otherwise only
+    /// packets carried over from a replaced policy that no stage takes.
     pass: Fifo,
     /// Seed of the flow hash (per-flow queuing buckets).
     pub flow_seed: u64,
@@ -60,20 +126,46 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    pub fn new(
-        classifier: Classifier,
-        sched: Option<LinkShare>,
-        emu: Option<EmuStage>,
-        flow_seed: u64,
-    ) -> Self {
+    pub fn new(classifier: Classifier, stages: Vec<Stage>, flow_seed: u64) -> Self {
         Pipeline {
             classifier,
-            sched,
-            emu,
+            stages,
             pass: Fifo::new(u32::MAX, u64::MAX),
             flow_seed,
             malformed: Count::default(),
         }
+    }
+
+    /// The shaping stage, if this pipeline has one.
+    pub fn shaper(&self) -> Option<&LinkShare> {
+        self.stages.iter().find_map(|s| match s {
+            Stage::Shape(l) => Some(l),
+            _ => None,
+        })
+    }
+
+    /// The shaping stage, mutable.
+    pub fn shaper_mut(&mut self) -> Option<&mut LinkShare> {
+        self.stages.iter_mut().find_map(|s| match s {
+            Stage::Shape(l) => Some(l),
+            _ => None,
+        })
+    }
+
+    /// The emulation stage, if this pipeline has one.
+    pub fn emulator(&self) -> Option<&EmuStage> {
+        self.stages.iter().find_map(|s| match s {
+            Stage::Emulate(e) => Some(e),
+            _ => None,
+        })
+    }
+
+    /// The emulation stage, mutable.
+    pub fn emulator_mut(&mut self) -> Option<&mut EmuStage> {
+        self.stages.iter_mut().find_map(|s| match s {
+            Stage::Emulate(e) => Some(e),
+            _ => None,
+        })
     }
 
     /// Classify the frame held in `pkt` and enqueue it, arriving now. `Err` means it was
@@ -84,88 +176,140 @@ impl Pipeline {
     }
 
     /// [`Pipeline::ingress`] for a frame that arrived at `arrival` (≤ `cx.now`), e.g. the
-    /// kernel's receive timestamp of a frame the driver reads a little later. The
-    /// arrival is recorded in the packet's metadata; an emulator fed directly (no shaper
-    /// in front) times the frame from it, so the driver's own reading latency does not
-    /// add to the emulated delay. A shaper always works on `cx.now` (its clock never
-    /// runs backwards), and an emulator behind it sees the shaper's release time.
+    /// kernel's receive timestamp of a frame the driver reads a little later. The arrival
+    /// is recorded in the packet's metadata, and the first stage takes the packet as
+    /// reaching it then (see the module comment).
     pub fn ingress_at(
         &mut self,
         pkt: PktId,
         cx: &mut Ctx<'_>,
         arrival: Instant,
     ) -> Result<(), DropCause> {
-        let arrival = arrival.min(cx.now);
-        let len = cx.pool.len(pkt);
         let fields = match frame_fields(cx.pool.data(pkt)) {
             Ok(f) => f,
             Err(_) => {
-                self.malformed.add(len);
+                self.malformed.add(cx.pool.len(pkt));
                 Fields::default()
             }
         };
-        let (class, rule) = self.classifier.classify(&fields, len);
+        self.ingress_fields(pkt, &fields, cx, arrival)
+    }
+
+    /// [`Pipeline::ingress_at`] for a frame whose header fields the caller has parsed.
+    pub fn ingress_fields(
+        &mut self,
+        pkt: PktId,
+        fields: &Fields,
+        cx: &mut Ctx<'_>,
+        arrival: Instant,
+    ) -> Result<(), DropCause> {
+        let arrival = arrival.min(cx.now);
+        let len = cx.pool.len(pkt);
+        let (class, rule) = self.classifier.classify(fields, len);
         let m = cx.pool.meta_mut(pkt);
         m.class = class;
         m.rule = rule;
         m.flow = fields.flow_hash(self.flow_seed);
         m.arrival = arrival;
-        match (&mut self.sched, &mut self.emu) {
-            (Some(s), _) => s.enqueue(pkt, cx),
-            (None, Some(e)) => {
-                let now = cx.now;
-                cx.now = arrival;
-                let r = e.emu.enqueue(pkt, cx);
-                cx.now = now;
-                r
-            }
-            (None, None) => self.pass.enqueue(pkt, cx),
+        match self.stages.first_mut() {
+            Some(s) => s.enqueue(pkt, cx, arrival),
+            None => self.pass.enqueue(pkt, cx),
         }
     }
 
-    pub fn dequeue(&mut self, cx: &mut Ctx<'_>) -> Option<PktId> {
-        match (&mut self.sched, &mut self.emu) {
-            (Some(s), None) => s.dequeue(cx),
-            (s, Some(e)) => {
-                if let Some(s) = s {
-                    while let Some(p) = s.dequeue(cx) {
-                        if let Err(cause) = e.emu.enqueue(p, cx) {
-                            cx.drop_later(p, cause);
-                        }
-                    }
-                }
-                e.emu.dequeue(cx)
-            }
-            (None, None) => self.pass.dequeue(cx),
+    /// Index of the shaping stage, if any.
+    pub fn shaper_index(&self) -> Option<usize> {
+        self.stages
+            .iter()
+            .position(|s| matches!(s, Stage::Shape(_)))
+    }
+
+    /// Index of the emulation stage, if any.
+    pub fn emulator_index(&self) -> Option<usize> {
+        self.stages
+            .iter()
+            .position(|s| matches!(s, Stage::Emulate(_)))
+    }
+
+    /// Take a packet carried over from a replaced policy: label it with this pipeline's
+    /// rules (class, rule, flow hash; no hit is counted) — in class `keep_class` instead
+    /// when it keeps a class of the same name — and put it into stage `stage` as reaching
+    /// it now (`None`, or past the last stage: released as it is due). `Err`: the stage
+    /// had no room (the caller drops it).
+    pub fn readmit(
+        &mut self,
+        pkt: PktId,
+        cx: &mut Ctx<'_>,
+        keep_class: Option<u32>,
+        stage: Option<usize>,
+    ) -> Result<(), DropCause> {
+        let fields = frame_fields(cx.pool.data(pkt)).unwrap_or_default();
+        let (class, rule) = self.classifier.lookup(&fields);
+        let m = cx.pool.meta_mut(pkt);
+        m.class = keep_class.unwrap_or(class);
+        m.rule = rule;
+        m.flow = fields.flow_hash(self.flow_seed);
+        let now = cx.now;
+        match stage.and_then(|i| self.stages.get_mut(i)) {
+            Some(s) => s.enqueue(pkt, cx, now),
+            None => self.pass.enqueue(pkt, cx),
         }
+    }
+
+    /// The next packet due now, if any.
+    pub fn dequeue(&mut self, cx: &mut Ctx<'_>) -> Option<PktId> {
+        // the pass-through FIFO: everything when there is no stage, else packets carried
+        // over from a replaced policy with no stage to go to
+        if !self.pass.is_empty() {
+            return self.pass.dequeue(cx);
+        }
+        let (last, front) = self.stages.split_last_mut()?;
+        // move what each stage releases into the next one, front to back
+        for i in 0..front.len() {
+            let (a, b) = front.split_at_mut(i + 1);
+            let next = b.first_mut().unwrap_or(&mut *last);
+            let now = cx.now;
+            while let Some(p) = a[i].dequeue(cx) {
+                if let Err(cause) = next.enqueue(p, cx, now) {
+                    cx.drop_later(p, cause);
+                }
+            }
+        }
+        last.dequeue(cx)
     }
 
     pub fn next_wakeup(&self) -> Option<Instant> {
-        let s = self.sched.as_ref().and_then(|s| s.next_wakeup());
-        let e = self.emu.as_ref().and_then(|e| e.emu.next_wakeup());
         // the pass-through FIFO is work-conserving: it never needs a wake-up
-        s.into_iter().chain(e).min()
+        self.stages.iter().filter_map(Stage::next_wakeup).min()
     }
 
     /// Packets held by all stages.
     pub fn len(&self) -> usize {
-        self.sched.as_ref().map_or(0, |s| s.len())
-            + self.emu.as_ref().map_or(0, |e| e.emu.len())
-            + self.pass.len()
+        self.stages.iter().map(Stage::len).sum::<usize>() + self.pass.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// Discard what stage `k` holds into `cx.dropped` with `cause` (a policy reload takes
+    /// the packets from there).
+    pub fn purge_stage(&mut self, k: usize, cx: &mut Ctx<'_>, cause: DropCause) {
+        if let Some(s) = self.stages.get_mut(k) {
+            s.purge(cx, cause);
+        }
+    }
+
+    /// The next packet of the pass-through FIFO, if any.
+    pub fn dequeue_passed(&mut self, cx: &mut Ctx<'_>) -> Option<PktId> {
+        self.pass.dequeue(cx)
+    }
+
     /// Discard everything held (e.g. at shutdown), reporting each packet through
     /// `cx.drop_later` with `cause`.
     pub fn purge(&mut self, cx: &mut Ctx<'_>, cause: DropCause) {
-        if let Some(s) = &mut self.sched {
+        for s in &mut self.stages {
             s.purge(cx, cause);
-        }
-        if let Some(e) = &mut self.emu {
-            e.emu.purge(cx, cause);
         }
         self.pass.purge(cx, cause);
     }
@@ -264,6 +408,6 @@ mod tests {
             out += 1;
         }
         assert_eq!(out, 4);
-        pipe.sched.as_ref().unwrap().check_counters().unwrap();
+        pipe.shaper().unwrap().check_counters().unwrap();
     }
 }

@@ -15,12 +15,14 @@
 //! The full reference is docs/policy.md. Every error carries `file:line:col`.
 
 use crate::classify::{parse_dscp, parse_vlan, Classifier, IpNet, Match, PortSet, Proto, Rule};
+pub use crate::device::Device;
 use crate::emulate::{self, EmuConfig, Emulator};
 use crate::fifo::Fifo;
 use crate::linkshare::{ClassId, ClassSpec, LinkShare, MAX_LEVEL, MAX_QUANTUM, PRIOS};
 use crate::pfq::{Pfq, PfqConfig};
 use crate::pipeline::EmuStage;
 pub use crate::pipeline::Pipeline;
+use crate::pipeline::Stage;
 use crate::pool::Direction;
 use crate::qdisc::Qdisc;
 use crate::rate::Rate;
@@ -703,7 +705,11 @@ impl Policy {
             .collect();
         let classifier =
             Classifier::new(rules, self.default_class as u32).map_err(|e| e.to_string())?;
-        Ok(Pipeline::new(classifier, Some(sched), None, 0x5eed_f10e))
+        Ok(Pipeline::new(
+            classifier,
+            vec![Stage::Shape(sched)],
+            0x5eed_f10e,
+        ))
     }
 
     /// The live pipeline for traffic travelling in `dir`: shaped if `[link] direction`
@@ -721,10 +727,45 @@ impl Policy {
         }
         let mut p = self.build(now)?;
         if !shaped {
-            p.sched = None;
+            p.stages.clear();
         }
-        p.emu = emu;
+        p.stages.extend(emu.map(Stage::Emulate));
         Ok(Some(p))
+    }
+
+    /// The device for this policy at time `now`: each direction's pipeline as
+    /// [`Policy::build_direction`] makes it. The only way to assemble a [`Device`] from a
+    /// policy.
+    pub fn build_device(&self, now: Instant) -> Result<Device, String> {
+        Ok(Device::new(
+            self.build_direction(Direction::Outbound, now)?,
+            self.build_direction(Direction::Inbound, now)?,
+            self.overhead,
+            self.file.clone(),
+        ))
+    }
+
+    /// A policy that only emulates (what `weir emu` runs): every packet travelling in
+    /// `direction` through one profile, `emu`; nothing shaped or classified.
+    pub fn emulation(cfg: EmuConfig, direction: Shapes, seed: u64) -> Result<Policy, String> {
+        cfg.validate().map_err(|e| e.to_string())?;
+        if direction == Shapes::None {
+            return Err("an emulated link needs a direction".into());
+        }
+        // the link rate of a policy that shapes nothing is never used
+        let mut p = Policy::parse(
+            "weir emu",
+            "[link]\nrate = \"100Gbit\"\ndirection = \"none\"\n",
+        )
+        .map_err(|e| e.to_string())?;
+        p.emulators = vec![EmuDef {
+            name: "emu".into(),
+            cfg,
+            direction,
+        }];
+        p.default_emulate = Some(0);
+        p.seed = seed;
+        Ok(p)
     }
 
     /// The emulation stage for `dir`: profile 0 is `[link] emulate` (or transparent), one

@@ -46,12 +46,15 @@ pub enum DropCause {
     Policy,
     /// An emulated link lost the packet on purpose.
     Emulated,
-    /// The packet was held when weir shut down or the policy was replaced.
+    /// The packet was held when weir shut down.
     Shutdown,
+    /// The packet was held when the policy was replaced, and the new policy's limits had
+    /// no room for it.
+    Reload,
 }
 
 impl DropCause {
-    pub const ALL: [DropCause; 9] = [
+    pub const ALL: [DropCause; 10] = [
         DropCause::QueueFull,
         DropCause::ByteLimit,
         DropCause::FlowLimit,
@@ -61,6 +64,7 @@ impl DropCause {
         DropCause::Policy,
         DropCause::Emulated,
         DropCause::Shutdown,
+        DropCause::Reload,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -79,6 +83,7 @@ impl DropCause {
             DropCause::Policy => "policy",
             DropCause::Emulated => "emulated",
             DropCause::Shutdown => "shutdown",
+            DropCause::Reload => "reload_limit",
         }
     }
 }

@@ -175,17 +175,17 @@ fn queue_snapshot(q: &QStats, packets: usize, bytes: u64) -> QueueSnapshot {
 
 pub fn snapshot(p: &Pipeline, at: Instant) -> PipelineSnapshot {
     let mut classes = Vec::new();
-    let n = p.sched.as_ref().map_or(0, |s| s.num_classes());
-    if let Some(s) = &p.sched {
+    let n = p.shaper().map_or(0, |s| s.num_classes());
+    if let Some(s) = p.shaper() {
         classes = class_snapshots(s);
     }
-    let class_name = |c: u32| match &p.sched {
+    let class_name = |c: u32| match p.shaper() {
         Some(s) if (c as usize) < n => s.name(c).to_string(),
         Some(_) => format!("#{c}"),
         None => "(unshaped)".to_string(),
     };
     let emu_name = |rule: u16| {
-        p.emu.as_ref().map(|e| {
+        p.emulator().map(|e| {
             let i = match e.emu.select() {
                 crate::emulate::Select::Rule => e.emu.profile_for_key(rule as u32),
                 crate::emulate::Select::Class => 0,
@@ -194,8 +194,7 @@ pub fn snapshot(p: &Pipeline, at: Instant) -> PipelineSnapshot {
         })
     };
     let emulators = p
-        .emu
-        .as_ref()
+        .emulator()
         .map(|e| {
             e.emu
                 .profiles()

@@ -189,7 +189,7 @@ pub fn run(policy: &Policy, w: &WhatIf) -> Result<WhatIfReport, String> {
         seed: w.seed,
         ..Default::default()
     };
-    let sched = pipe.sched.as_mut().ok_or("the policy built no shaper")?;
+    let sched = pipe.shaper_mut().ok_or("the policy built no shaper")?;
     let res = sim::run(sched, &sessions, &cfg)?;
     sched.check_counters()?;
     let measured = res.measured.as_secs_f64();

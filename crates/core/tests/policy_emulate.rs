@@ -109,12 +109,12 @@ fn routing_per_rule_and_direction() {
         .build_direction(Direction::Inbound, Instant::ZERO)
         .unwrap()
         .unwrap();
-    assert!(pi.sched.is_none() && pi.emu.is_some());
+    assert!(pi.shaper().is_none() && pi.emulator().is_some());
     let po = p
         .build_direction(Direction::Outbound, Instant::ZERO)
         .unwrap()
         .unwrap();
-    assert!(po.sched.is_some() && po.emu.is_some());
+    assert!(po.shaper().is_some() && po.emulator().is_some());
     // a policy without emulation: no emulator, inbound not touched at all
     let plain = Policy::parse(
         "q.toml",
@@ -129,7 +129,7 @@ fn routing_per_rule_and_direction() {
         .build_direction(Direction::Outbound, Instant::ZERO)
         .unwrap()
         .unwrap()
-        .emu
+        .emulator()
         .is_none());
 }
 
@@ -299,7 +299,7 @@ fn emulated_delay_counts_from_the_arrival_time() {
         .build_direction(Direction::Outbound, Instant::ZERO)
         .unwrap()
         .unwrap();
-    assert!(pipe.sched.is_none());
+    assert!(pipe.shaper().is_none());
     let mut pool = Pool::new(8, 2048);
     let mut rng = Rng::new(1);
     let mut dropped = Vec::new();
@@ -307,7 +307,7 @@ fn emulated_delay_counts_from_the_arrival_time() {
     let mut cx = Ctx::new(now, &mut pool, &mut rng, &mut dropped);
     let id = udp(cx.pool, "10.1.1.1", 0);
     pipe.ingress_at(id, &mut cx, Instant(1_000_000)).unwrap();
-    assert_eq!(cx.now, now, "the driver's clock is restored");
+    assert_eq!(cx.now, now, "the driver's clock is untouched");
     assert_eq!(cx.pool.meta(id).arrival, Instant(1_000_000));
     assert_eq!(pipe.next_wakeup(), Some(Instant(11_000_000)));
     // an arrival "after" now is clamped to now

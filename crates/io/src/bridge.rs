@@ -1,11 +1,14 @@
-//! The transparent bridge: frames entering one interface pass a policy pipeline and leave
-//! the other, in both directions (seed 000's in-line bandwidth manager; seed 002's
-//! transparent delay node).
+//! The transparent bridge: frames entering one interface pass weir's engine (a
+//! [`Device`]: both directions, each a policy pipeline or pass-through) and leave the
+//! other (seed 000's in-line bandwidth manager; seed 002's transparent delay node).
 //!
 //! ```text
-//!   lan rx ring ──► outbound pipeline (or pass-through) ──► wan tx ring
-//!   lan tx ring ◄── inbound pipeline  (or pass-through) ◄── wan rx ring
+//!   lan rx ring ──► Device (outbound) ──► wan tx ring
+//!   lan tx ring ◄── Device (inbound)  ◄── wan rx ring
 //! ```
+//!
+//! The bridge drives the device through its public calls only (`ingress`,
+//! `poll_transmit`, `next_wakeup`, `snapshot`, `purge`).
 //!
 //! The loop: read the clock once, take a batch from each RX ring (copying each frame into
 //! the packet pool, restoring a VLAN tag the device stripped, filling an L4 checksum a
@@ -22,14 +25,14 @@ use crate::afpacket::{RingConfig, RingError, RxRing, TxRing};
 use crate::clock::{set_timer_slack_1ns, Clock};
 use crate::ethtool::OffloadGuard;
 use crate::pcap::PcapWriter;
-use crate::stats::StatsServer;
+use crate::stats::{ControlRequest, StatsServer};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::os::fd::RawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use weir_core::pipeline::Pipeline;
-use weir_core::snapshot::{snapshot, PipelineSnapshot, RateMeter};
+use weir_core::device::Device;
+use weir_core::snapshot::{PipelineSnapshot, RateMeter};
 use weir_core::{Count, Ctx, Direction, DropCause, Duration, Instant, PktId, Pool, Rng};
 use weir_wire::fixup;
 use weir_wire::gso::{GsoError, Segmenter};
@@ -62,10 +65,8 @@ pub enum BridgeError {
 pub struct BridgeConfig {
     pub lan: String,
     pub wan: String,
-    /// Pipeline for LAN → WAN; `None` forwards unshaped.
-    pub outbound: Option<Pipeline>,
-    /// Pipeline for WAN → LAN; `None` forwards unshaped.
-    pub inbound: Option<Pipeline>,
+    /// The engine (`Policy::build_device`); default: both directions forwarded untouched.
+    pub device: Device,
     pub ring: RingConfig,
     /// Frames read from one ring per loop turn.
     pub batch: usize,
@@ -75,6 +76,8 @@ pub struct BridgeConfig {
     pub stats_socket: Option<PathBuf>,
     /// Keep the interfaces' offloads as they are (default: turn GRO/GSO/TSO/LRO off).
     pub keep_offloads: bool,
+    /// The policy file SIGHUP re-reads (`weir run`); `None`: SIGHUP is not handled.
+    pub reload_file: Option<PathBuf>,
     /// Packets the pool holds (queued in pipelines plus in flight).
     pub pool_packets: u32,
     pub seed: u64,
@@ -85,14 +88,14 @@ impl BridgeConfig {
         BridgeConfig {
             lan: lan.into(),
             wan: wan.into(),
-            outbound: None,
-            inbound: None,
+            device: Device::passthrough(),
             ring: RingConfig::default(),
             batch: 64,
             busy_poll: false,
             pcap: PcapSpec::None,
             stats_socket: None,
             keep_offloads: false,
+            reload_file: None,
             pool_packets: 65_536,
             seed: 1,
         }
@@ -105,7 +108,7 @@ impl BridgeConfig {
 /// (or as one frame if it was refused before). Every frame counted in `rx` is sent, or
 /// dropped under a named cause, or still queued:
 /// `rx + duplicated = tx + truncated + oversize + pool_exhausted + dropped
-///  + offload_errors + shutdown_drops + queued`.
+///  + offload_errors + reload_drops + shutdown_drops + queued`.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct LaneStats {
     pub rx: Count,
@@ -139,6 +142,8 @@ pub struct LaneStats {
     /// Copies the link emulator made and admitted (`duplicate`): they leave on top of
     /// what was received, so `rx + duplicated = tx + every drop + queued`.
     pub duplicated: Count,
+    /// Packets held across a policy reload that the new policy's limits had no room for.
+    pub reload_drops: Count,
 }
 
 /// Super-packets and the segments they made.
@@ -202,7 +207,6 @@ struct Lane {
     max_frame: usize,
     rx: RxRing,
     tx: TxRing,
-    pipe: Option<Pipeline>,
     /// Released packets waiting for TX ring room, in order.
     backlog: VecDeque<PktId>,
     /// A frame longer than a ring slot, read whole from the socket ([`COPY_BUF`] bytes).
@@ -223,6 +227,10 @@ pub struct BridgeReport {
     pub seconds: f64,
     pub outbound: LaneStats,
     pub inbound: LaneStats,
+    /// The policy generation at the end (1 + successful reloads).
+    pub policy_generation: u64,
+    /// Reloads refused (the running policy stayed).
+    pub reloads_refused: u64,
 }
 
 #[derive(Serialize)]
@@ -230,8 +238,19 @@ struct StatusDoc<'a> {
     lan: &'a str,
     wan: &'a str,
     uptime_s: f64,
+    policy: PolicyDoc<'a>,
     outbound: LaneDoc<'a>,
     inbound: LaneDoc<'a>,
+}
+
+/// Which policy runs: where it came from, its generation (1 + reloads) and the reloads.
+#[derive(Serialize)]
+struct PolicyDoc<'a> {
+    source: &'a str,
+    generation: u64,
+    reloads: u64,
+    /// Reload attempts refused (an invalid policy): the running one stayed.
+    reloads_refused: u64,
 }
 
 #[derive(Serialize)]
@@ -245,6 +264,7 @@ pub struct Bridge {
     wan: String,
     out: Lane,
     inb: Lane,
+    device: Device,
     pool: Pool,
     rng: Rng,
     dropped: Vec<(PktId, DropCause)>,
@@ -252,6 +272,11 @@ pub struct Bridge {
     busy_poll: bool,
     batch: usize,
     stats: Option<StatsServer>,
+    /// Reload requests from `weir reload` (through the statistics socket).
+    control: Option<std::sync::mpsc::Receiver<ControlRequest>>,
+    /// The policy file SIGHUP re-reads, and the flag SIGHUP sets.
+    reload_file: Option<(PathBuf, &'static AtomicBool)>,
+    reloads_refused: u64,
     /// A capture shared by both directions.
     pcap_both: Option<PcapWriter>,
     _offloads: Vec<OffloadGuard>,
@@ -299,14 +324,13 @@ impl Bridge {
             PcapSpec::Both(w) => (Some(w), None, None),
             PcapSpec::PerDirection { outbound, inbound } => (None, outbound, inbound),
         };
-        let lane = |dir, rx: &str, tx: &str, pipe, pcap| -> Result<Lane, BridgeError> {
+        let lane = |dir, rx: &str, tx: &str, pcap| -> Result<Lane, BridgeError> {
             let mtu = crate::ethtool::mtu(tx).map_err(|e| BridgeError::Other(e.to_string()))?;
             Ok(Lane {
                 dir,
                 max_frame: mtu as usize + 14 + 4,
                 rx: RxRing::open(rx, cfg.ring)?,
                 tx: TxRing::open(tx, cfg.ring)?,
-                pipe,
                 backlog: VecDeque::new(),
                 copy_buf: vec![0; COPY_BUF],
                 gso_buf: Vec::with_capacity(COPY_BUF + 4),
@@ -315,31 +339,25 @@ impl Bridge {
                 meter: RateMeter::default(),
             })
         };
-        let out = lane(
-            Direction::Outbound,
-            &cfg.lan,
-            &cfg.wan,
-            cfg.outbound.take(),
-            pcap_out,
-        )?;
-        let inb = lane(
-            Direction::Inbound,
-            &cfg.wan,
-            &cfg.lan,
-            cfg.inbound.take(),
-            pcap_in,
-        )?;
+        let out = lane(Direction::Outbound, &cfg.lan, &cfg.wan, pcap_out)?;
+        let inb = lane(Direction::Inbound, &cfg.wan, &cfg.lan, pcap_in)?;
         // the socket last: once it exists, the rings are bound and no frame is missed
-        let stats = match &cfg.stats_socket {
+        let mut stats = match &cfg.stats_socket {
             Some(p) => Some(StatsServer::start(p).map_err(|e| BridgeError::Other(e.to_string()))?),
             None => None,
         };
+        let control = stats.as_mut().and_then(StatsServer::take_control);
+        let reload_file = cfg
+            .reload_file
+            .take()
+            .map(|f| (f, crate::signals::install_hup()));
         let slot = cfg.ring.frame_size as usize + VLAN_ROOM;
         Ok(Bridge {
             lan: cfg.lan,
             wan: cfg.wan,
             out,
             inb,
+            device: cfg.device,
             pool: Pool::new(cfg.pool_packets, slot),
             rng: Rng::new(cfg.seed),
             dropped: Vec::with_capacity(256),
@@ -347,6 +365,9 @@ impl Bridge {
             busy_poll: cfg.busy_poll,
             batch: cfg.batch.max(1),
             stats,
+            control,
+            reload_file,
+            reloads_refused: 0,
             pcap_both,
             _offloads: offloads,
         })
@@ -363,6 +384,7 @@ impl Bridge {
             for lane in [&mut self.out, &mut self.inb] {
                 work |= receive(
                     lane,
+                    &mut self.device,
                     &mut self.pool,
                     &mut self.rng,
                     &mut self.dropped,
@@ -376,7 +398,8 @@ impl Bridge {
                 };
                 let ts = self.clock.to_unix_ns(now);
                 transmit(
-                    lane.pipe.as_mut(),
+                    &mut self.device,
+                    lane.dir,
                     &mut lane.backlog,
                     &mut lane.tx,
                     &mut lane.stats,
@@ -388,6 +411,7 @@ impl Bridge {
                     ts,
                 );
             }
+            self.poll_control(now);
             if now >= next_stats {
                 // a deleted interface leaves its sockets silent after one error report:
                 // look for it on every tick, not only when a poll reports trouble
@@ -412,10 +436,9 @@ impl Bridge {
                     unsent |= lane.tx.outstanding() > 0;
                 }
             }
-            let wake = [&self.out, &self.inb]
-                .iter()
-                .filter_map(|l| l.pipe.as_ref().and_then(|p| p.next_wakeup()))
-                .min()
+            let wake = self
+                .device
+                .next_wakeup()
                 .unwrap_or(next_stats)
                 .min(next_stats);
             if self.busy_poll {
@@ -441,6 +464,8 @@ impl Bridge {
             seconds: (end - start).as_secs_f64(),
             outbound: self.out.stats.clone(),
             inbound: self.inb.stats.clone(),
+            policy_generation: self.device.generation(),
+            reloads_refused: self.reloads_refused,
         })
     }
 
@@ -504,16 +529,86 @@ impl Bridge {
         Ok(())
     }
 
+    /// Reload requests: from `weir reload` (answered) and SIGHUP (logged).
+    fn poll_control(&mut self, now: Instant) {
+        if let Some(rx) = &self.control {
+            if let Ok(req) = rx.try_recv() {
+                let answer = self.reload(&req.name, &req.text, now);
+                req.respond(answer.to_string());
+            }
+        }
+        let Some((file, hup)) = &self.reload_file else {
+            return;
+        };
+        if !hup.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        let file = file.clone();
+        let name = file.display().to_string();
+        let answer = match std::fs::read_to_string(&file) {
+            Ok(text) => self.reload(&name, &text, now),
+            Err(e) => {
+                self.reloads_refused += 1;
+                serde_json::json!({ "ok": false, "errors": format!("cannot read policy {name}: {e}") })
+            }
+        };
+        match answer["ok"].as_bool() {
+            Some(true) => eprintln!(
+                "weir: SIGHUP: reloaded {name} (generation {}): {}",
+                answer["report"]["generation"],
+                answer["summary"].as_str().unwrap_or("")
+            ),
+            _ => eprintln!(
+                "weir: SIGHUP: the new policy was refused; the running one stays:\n{}",
+                answer["errors"].as_str().unwrap_or("?")
+            ),
+        }
+    }
+
+    /// Validate `text` as a policy and put it in place of the running one, keeping every
+    /// packet held (`Device::replace_policy`). The answer is a JSON document.
+    fn reload(&mut self, name: &str, text: &str, now: Instant) -> serde_json::Value {
+        let refused = |me: &mut Bridge, errors: String| {
+            me.reloads_refused += 1;
+            serde_json::json!({ "ok": false, "errors": errors })
+        };
+        let policy = match weir_core::policy::Policy::parse(name, text) {
+            Ok(p) => p,
+            Err(e) => return refused(self, e.to_string()),
+        };
+        let mut cx = Ctx::new(now, &mut self.pool, &mut self.rng, &mut self.dropped);
+        let report = match self.device.replace_policy(&policy, &mut cx) {
+            Ok(r) => r,
+            Err(e) => return refused(self, format!("{name}: {e}")),
+        };
+        for (id, _) in self.dropped.drain(..) {
+            let lane = match self.pool.meta(id).dir {
+                Direction::Outbound => &mut self.out,
+                Direction::Inbound => &mut self.inb,
+            };
+            lane.stats.reload_drops.add(self.pool.len(id));
+            self.pool.free(id);
+        }
+        // the new stages count from zero: rates start afresh
+        self.out.meter = RateMeter::default();
+        self.inb.meter = RateMeter::default();
+        let summary = [("outbound", &report.outbound), ("inbound", &report.inbound)]
+            .iter()
+            .map(|(d, r)| {
+                format!(
+                    "{d}: {} kept, {} reclassified, {} re-emulated, {} dropped",
+                    r.kept, r.reclassified, r.re_emulated, r.dropped
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        serde_json::json!({ "ok": true, "report": report, "summary": summary })
+    }
+
     fn publish(&mut self, now: Instant, start: Instant) {
         for lane in [&mut self.out, &mut self.inb] {
             lane.stats.kernel_rx_drops += lane.rx.kernel_drops();
-            if let Some(e) = lane.pipe.as_ref().and_then(|p| p.emu.as_ref()) {
-                let mut dup = Count::default();
-                for l in e.emu.profiles() {
-                    dup = dup + l.counters().dup_admitted;
-                }
-                lane.stats.duplicated = dup;
-            }
+            lane.stats.duplicated = self.device.duplicated(lane.dir);
             lane.stats.tx_rejected = lane.tx.rejected;
             if let Some(p) = &mut lane.pcap {
                 let _ = p.flush();
@@ -523,9 +618,9 @@ impl Bridge {
             let _ = p.flush();
         }
         let Some(server) = &self.stats else { return };
+        let device = &self.device;
         let snap = |lane: &mut Lane| {
-            lane.pipe.as_ref().map(|p| {
-                let mut s = snapshot(p, now);
+            device.snapshot(lane.dir, now).map(|mut s| {
                 lane.meter.update(&mut s);
                 s
             })
@@ -536,6 +631,12 @@ impl Bridge {
             lan: &self.lan,
             wan: &self.wan,
             uptime_s: (now - start).as_secs_f64(),
+            policy: PolicyDoc {
+                source: self.device.source(),
+                generation: self.device.generation(),
+                reloads: self.device.generation() - 1,
+                reloads_refused: self.reloads_refused,
+            },
             outbound: LaneDoc {
                 lane: &self.out.stats,
                 pipeline: out_snap,
@@ -551,18 +652,22 @@ impl Bridge {
     }
 
     fn shutdown(&mut self, now: Instant) {
+        let mut cx = Ctx::new(now, &mut self.pool, &mut self.rng, &mut self.dropped);
+        self.device.purge(&mut cx, DropCause::Shutdown);
         for lane in [&mut self.out, &mut self.inb] {
-            let mut cx = Ctx::new(now, &mut self.pool, &mut self.rng, &mut self.dropped);
-            if let Some(p) = &mut lane.pipe {
-                p.purge(&mut cx, DropCause::Shutdown);
-            }
             while let Some(id) = lane.backlog.pop_front() {
                 cx.drop_later(id, DropCause::Shutdown);
             }
-            for (id, _) in self.dropped.drain(..) {
-                lane.stats.shutdown_drops.add(self.pool.len(id));
-                self.pool.free(id);
-            }
+        }
+        for (id, _) in self.dropped.drain(..) {
+            let lane = match self.pool.meta(id).dir {
+                Direction::Outbound => &mut self.out,
+                Direction::Inbound => &mut self.inb,
+            };
+            lane.stats.shutdown_drops.add(self.pool.len(id));
+            self.pool.free(id);
+        }
+        for lane in [&mut self.out, &mut self.inb] {
             if let Some(p) = &mut lane.pcap {
                 let _ = p.flush();
             }
@@ -598,8 +703,10 @@ fn pollfd(fd: RawFd, events: libc::c_short) -> libc::pollfd {
 }
 
 /// Read up to `batch` frames from the lane's RX ring into its pipeline. True if any came.
+#[allow(clippy::too_many_arguments)]
 fn receive(
     lane: &mut Lane,
+    device: &mut Device,
     pool: &mut Pool,
     rng: &mut Rng,
     dropped: &mut Vec<(PktId, DropCause)>,
@@ -623,8 +730,7 @@ fn receive(
         let mut sink = Sink {
             dir: lane.dir,
             max_frame: lane.max_frame,
-            pipe: lane.pipe.as_mut(),
-            backlog: &mut lane.backlog,
+            device,
             stats: &mut lane.stats,
             pool,
             rng,
@@ -680,8 +786,7 @@ struct Received {
 struct Sink<'a> {
     dir: Direction,
     max_frame: usize,
-    pipe: Option<&'a mut Pipeline>,
-    backlog: &'a mut VecDeque<PktId>,
+    device: &'a mut Device,
     stats: &'a mut LaneStats,
     pool: &'a mut Pool,
     rng: &'a mut Rng,
@@ -793,20 +898,17 @@ impl Sink<'_> {
         self.admit(id, len);
     }
 
-    /// Hand a packet of `len` bytes in the pool to the pipeline (or the backlog).
+    /// Hand a packet of `len` bytes in the pool to the device.
     fn admit(&mut self, id: PktId, len: usize) {
-        let m = self.pool.meta_mut(id);
-        m.len = len as u32;
-        m.dir = self.dir;
-        match self.pipe.as_deref_mut() {
-            None => self.backlog.push_back(id),
-            Some(p) => {
-                let mut cx = Ctx::new(self.now, self.pool, self.rng, self.dropped);
-                if p.ingress_at(id, &mut cx, self.arrival).is_err() {
-                    self.stats.dropped.add(len as u32);
-                    self.pool.free(id);
-                }
-            }
+        self.pool.meta_mut(id).len = len as u32;
+        let mut cx = Ctx::new(self.now, self.pool, self.rng, self.dropped);
+        if self
+            .device
+            .ingress(self.dir, id, &mut cx, self.arrival)
+            .is_err()
+        {
+            self.stats.dropped.add(len as u32);
+            self.pool.free(id);
         }
         settle(self.stats, self.pool, self.dropped);
     }
@@ -829,7 +931,8 @@ fn settle(stats: &mut LaneStats, pool: &mut Pool, dropped: &mut Vec<(PktId, Drop
 /// Move released packets into the TX ring; keep what does not fit in the backlog.
 #[allow(clippy::too_many_arguments)]
 fn transmit(
-    mut pipe: Option<&mut Pipeline>,
+    device: &mut Device,
+    dir: Direction,
     backlog: &mut VecDeque<PktId>,
     tx: &mut TxRing,
     stats: &mut LaneStats,
@@ -845,9 +948,8 @@ fn transmit(
         let id = match backlog.pop_front() {
             Some(id) => id,
             None => {
-                let Some(p) = pipe.as_deref_mut() else { break };
                 let mut cx = Ctx::new(now, pool, rng, dropped);
-                let got = p.dequeue(&mut cx);
+                let got = device.poll_transmit(dir, &mut cx);
                 settle(stats, pool, dropped);
                 match got {
                     Some(id) => id,

@@ -2,10 +2,16 @@
 //! connects and reads it.
 //!
 //! # Protocol
-//! A Unix stream socket, by default [`DEFAULT_PATH`]. A client connects and receives the
-//! latest published document followed by one newline; the server then closes the
-//! connection. The client sends nothing. A server that has not published yet sends only
-//! the newline ([`query`] reports that as [`StatsError::NoData`]).
+//! A Unix stream socket, by default [`DEFAULT_PATH`]. A client connects, sends one request
+//! and closes its writing side; the server answers and closes the connection.
+//! - `stats\n` (or nothing at all): the latest published document followed by one
+//!   newline. A server that has not published yet sends only the newline ([`query`]
+//!   reports that as [`StatsError::NoData`]).
+//! - `reload NAME\n` followed by a policy's text (at most [`MAX_REQUEST`] bytes): the
+//!   request goes to the data path ([`StatsServer::take_control`]), which validates and
+//!   applies it; its JSON answer (`{"ok": true, "report": …}` or `{"ok": false,
+//!   "errors": "…"}`) comes back followed by a newline ([`request_reload`]). Only root may
+//!   ask (the socket is root-only; the peer's uid is checked as well).
 //!
 //! # Server
 //! [`StatsServer::start`] creates the parent directory with mode 0700 if it is missing,
@@ -39,6 +45,27 @@ pub const DEFAULT_PATH: &str = "/run/weir/weir.sock";
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long [`query`] waits for the document.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the server waits for a client's request, and the data path's answer to a
+/// control request.
+pub const CONTROL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest request a client may send (a policy's text).
+pub const MAX_REQUEST: usize = 1 << 20;
+
+/// A control request from a client (today: a policy to reload), for the data path.
+pub struct ControlRequest {
+    /// The policy's file name as the client gave it (for error messages).
+    pub name: String,
+    /// The policy's text.
+    pub text: String,
+    reply: std::sync::mpsc::SyncSender<String>,
+}
+
+impl ControlRequest {
+    /// Send the answer (a JSON document) to the waiting client.
+    pub fn respond(self, json: String) {
+        let _ = self.reply.send(json);
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StatsError {
@@ -121,6 +148,8 @@ impl Publisher {
 pub struct StatsServer {
     path: PathBuf,
     doc: Doc,
+    /// Control requests, until the data path takes them ([`StatsServer::take_control`]).
+    control: Option<std::sync::mpsc::Receiver<ControlRequest>>,
     wake: UnixStream,
     thread: Option<JoinHandle<()>>,
     /// (device, inode) of the socket file we created.
@@ -177,9 +206,10 @@ impl StatsServer {
         let (wake, wake_rx) = UnixStream::pair().map_err(|e| io_err(path, "cannot start", e))?;
         let doc: Doc = Arc::new(Mutex::new(Arc::from("")));
         let thread_doc = doc.clone();
+        let (control_tx, control) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("weir-stats".into())
-            .spawn(move || serve(listener, wake_rx, thread_doc))
+            .spawn(move || serve(listener, wake_rx, thread_doc, control_tx))
             .map_err(|e| io_err(path, "cannot start the server thread", e));
         let thread = match thread {
             Ok(t) => t,
@@ -191,6 +221,7 @@ impl StatsServer {
         Ok(StatsServer {
             path: path.to_path_buf(),
             doc,
+            control: Some(control),
             wake,
             thread: Some(thread),
             id,
@@ -206,6 +237,12 @@ impl StatsServer {
     pub fn publish_json<T: serde::Serialize + ?Sized>(&self, v: &T) -> serde_json::Result<()> {
         self.publish(serde_json::to_string(v)?);
         Ok(())
+    }
+
+    /// The control requests clients send (once; `None` after the first call). Requests
+    /// nobody takes are answered with an error after [`CONTROL_TIMEOUT`].
+    pub fn take_control(&mut self) -> Option<std::sync::mpsc::Receiver<ControlRequest>> {
+        self.control.take()
     }
 
     /// A handle to publish from elsewhere (e.g. the data-path thread).
@@ -300,7 +337,12 @@ fn bind_private(path: &Path) -> Result<UnixListener> {
     Ok(UnixListener::from(fd))
 }
 
-fn serve(listener: UnixListener, wake: UnixStream, doc: Doc) {
+fn serve(
+    listener: UnixListener,
+    wake: UnixStream,
+    doc: Doc,
+    control: std::sync::mpsc::Sender<ControlRequest>,
+) {
     let mut fds = [
         libc::pollfd {
             fd: listener.as_raw_fd(),
@@ -331,7 +373,7 @@ fn serve(listener: UnixListener, wake: UnixStream, doc: Doc) {
         }
         loop {
             match listener.accept() {
-                Ok((stream, _)) => answer(stream, &doc),
+                Ok((stream, _)) => answer(stream, &doc, &control),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => break, // WouldBlock, or a transient error: back to poll
             }
@@ -339,10 +381,69 @@ fn serve(listener: UnixListener, wake: UnixStream, doc: Doc) {
     }
 }
 
-fn answer(mut s: UnixStream, doc: &Doc) {
-    let d: Arc<str> = doc.lock().unwrap_or_else(|p| p.into_inner()).clone();
+/// The uid of the process at the other end of `s`.
+fn peer_uid(s: &UnixStream) -> Option<u32> {
+    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: SO_PEERCRED into a ucred of the right size.
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            &mut cred as *mut libc::ucred as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    (r == 0).then_some(cred.uid)
+}
+
+fn reply_error(s: &mut UnixStream, msg: &str) {
+    let doc = serde_json::json!({ "ok": false, "errors": msg });
+    let _ = writeln!(s, "{doc}");
+    let _ = s.shutdown(std::net::Shutdown::Both);
+}
+
+fn answer(mut s: UnixStream, doc: &Doc, control: &std::sync::mpsc::Sender<ControlRequest>) {
     let _ = s.set_nonblocking(false);
     let _ = s.set_write_timeout(Some(WRITE_TIMEOUT));
+    let _ = s.set_read_timeout(Some(CONTROL_TIMEOUT));
+    let mut req = Vec::new();
+    let n = (&mut s)
+        .take(MAX_REQUEST as u64 + 1)
+        .read_to_end(&mut req)
+        .unwrap_or(0);
+    if n > MAX_REQUEST {
+        return reply_error(&mut s, "request too large");
+    }
+    let text = String::from_utf8_lossy(&req);
+    let (head, body) = text.split_once('\n').unwrap_or((&text, ""));
+    match head.split_once(' ').map_or((head, ""), |(a, b)| (a, b)) {
+        ("" | "stats", _) => {}
+        ("reload", name) => {
+            if peer_uid(&s) != Some(0) {
+                return reply_error(&mut s, "weir reload needs root");
+            }
+            let (tx, rx) = std::sync::mpsc::sync_channel(1);
+            let r = ControlRequest {
+                name: name.trim().to_string(),
+                text: body.to_string(),
+                reply: tx,
+            };
+            if control.send(r).is_err() {
+                return reply_error(&mut s, "this weir does not take reloads");
+            }
+            return match rx.recv_timeout(CONTROL_TIMEOUT) {
+                Ok(json) => {
+                    let _ = writeln!(s, "{}", json.trim_end());
+                    let _ = s.shutdown(std::net::Shutdown::Both);
+                }
+                Err(_) => reply_error(&mut s, "weir did not answer the reload request"),
+            };
+        }
+        (other, _) => return reply_error(&mut s, &format!("unknown request '{other}'")),
+    }
+    let d: Arc<str> = doc.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let _ = s.write_all(d.as_bytes());
     if !d.ends_with('\n') {
         let _ = s.write_all(b"\n");
@@ -350,11 +451,15 @@ fn answer(mut s: UnixStream, doc: &Doc) {
     let _ = s.shutdown(std::net::Shutdown::Both);
 }
 
-/// Read the latest statistics document from the weir serving on `path`.
-pub fn query(path: &Path) -> Result<String> {
+/// Send `request` to the weir serving on `path` and read its whole answer (without the
+/// trailing newline), waiting at most `timeout`.
+fn ask(path: &Path, request: &[u8], timeout: Duration) -> Result<String> {
     let mut s = UnixStream::connect(path).map_err(|e| connect_error(path, e))?;
-    s.set_read_timeout(Some(READ_TIMEOUT))
+    s.set_read_timeout(Some(timeout))
         .map_err(|e| io_err(path, "cannot configure", e))?;
+    s.write_all(request)
+        .and_then(|_| s.shutdown(std::net::Shutdown::Write))
+        .map_err(|e| io_err(path, "cannot send the request", e))?;
     let mut out = String::new();
     s.read_to_string(&mut out).map_err(|e| {
         let what = match e.kind() {
@@ -366,10 +471,25 @@ pub fn query(path: &Path) -> Result<String> {
     while out.ends_with('\n') || out.ends_with('\r') {
         out.pop();
     }
+    Ok(out)
+}
+
+/// Read the latest statistics document from the weir serving on `path`.
+pub fn query(path: &Path) -> Result<String> {
+    let out = ask(path, b"stats\n", READ_TIMEOUT)?;
     if out.is_empty() {
         return Err(StatsError::NoData);
     }
     Ok(out)
+}
+
+/// Ask the weir serving on `path` to replace its policy with `text` (called `name` in
+/// error messages). Returns its JSON answer: `{"ok": true, "report": …}` or
+/// `{"ok": false, "errors": "…"}`.
+pub fn request_reload(path: &Path, name: &str, text: &str) -> Result<String> {
+    let mut req = format!("reload {name}\n").into_bytes();
+    req.extend_from_slice(text.as_bytes());
+    ask(path, &req, CONTROL_TIMEOUT + READ_TIMEOUT)
 }
 
 #[cfg(test)]

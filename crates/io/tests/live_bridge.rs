@@ -43,7 +43,7 @@ impl Weir {
     fn start(t: &BridgeTopo, policy: &str) -> Weir {
         let p = Policy::parse("test.toml", policy).unwrap_or_else(|e| panic!("{e}"));
         let mut cfg = BridgeConfig::new(&t.dut_lan, &t.dut_wan);
-        cfg.outbound = Some(p.build(Instant::ZERO).unwrap());
+        cfg.device = p.build_device(Instant::ZERO).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();

@@ -750,17 +750,14 @@ fn start_weir<'a>(t: Technique, setup: &DutSetup<'a>) -> Result<RunningDut<'a>> 
     refuse_if_bridged(setup, &spec)?;
     let p = setup.policy.with_technique(t);
     let bad = |e: String| Error::Invalid(format!("{spec}: policy {}: {e}", p.file));
-    let outbound = p
-        .build_direction(Direction::Outbound, Instant::ZERO)
-        .map_err(bad)?;
-    let inbound = p
-        .build_direction(Direction::Inbound, Instant::ZERO)
-        .map_err(bad)?;
-    let what = |x: &Option<weir_core::pipeline::Pipeline>| match x {
+    let device = p.build_device(Instant::ZERO).map_err(bad)?;
+    let what = |dir| match device.pipeline(dir) {
         None => "forwarded untouched",
-        Some(p) if p.sched.is_some() && p.emu.is_some() => "shaped and emulated",
-        Some(p) if p.sched.is_some() => "shaped",
-        Some(_) => "emulated",
+        Some(p) => match (p.shaper().is_some(), p.emulator().is_some()) {
+            (true, true) => "shaped and emulated",
+            (true, false) => "shaped",
+            _ => "emulated",
+        },
     };
     let description = format!(
         "weir bridge {lan} <-> {wan} in netns {ns}: technique {tech}, seed {seed}, busy_poll {bp}, \
@@ -771,14 +768,13 @@ fn start_weir<'a>(t: Technique, setup: &DutSetup<'a>) -> Result<RunningDut<'a>> 
         tech = t.name(),
         seed = p.seed,
         bp = setup.busy_poll,
-        o = what(&outbound),
-        i = what(&inbound),
+        o = what(Direction::Outbound),
+        i = what(Direction::Inbound),
         file = p.file,
         desc = p.describe().trim_end(),
     );
     let mut cfg = BridgeConfig::new(&topo.dut_lan, &topo.dut_wan);
-    cfg.outbound = outbound;
-    cfg.inbound = inbound;
+    cfg.device = device;
     cfg.seed = p.seed;
     cfg.busy_poll = setup.busy_poll;
     cfg.stats_socket = None;

@@ -433,14 +433,9 @@ impl<'a> Dut<'a> {
                 let policy = weir_core::policy::Policy::parse(&path.name, &text)
                     .map_err(|e| Error::Invalid(e.to_string()))?;
                 let mut bc = weir_io::bridge::BridgeConfig::new(&topo.dut_lan, &topo.dut_wan);
-                for (dir, slot) in [
-                    (weir_core::Direction::Outbound, &mut bc.outbound),
-                    (weir_core::Direction::Inbound, &mut bc.inbound),
-                ] {
-                    *slot = policy
-                        .build_direction(dir, weir_core::Instant::ZERO)
-                        .map_err(Error::Invalid)?;
-                }
+                bc.device = policy
+                    .build_device(weir_core::Instant::ZERO)
+                    .map_err(Error::Invalid)?;
                 bc.seed = policy.seed;
                 bc.busy_poll = cfg.busy_poll;
                 let sock = std::env::temp_dir().join(format!(

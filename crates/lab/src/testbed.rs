@@ -307,8 +307,8 @@ fn start_wan_stage(topo: &BridgeTopo, policy_text: &str) -> Result<BridgeThread>
     let p = Policy::parse("<wan stage>", policy_text)
         .map_err(|e| Error::Invalid(format!("WAN stage policy: {e}")))?;
     let mut cfg = weir_io::bridge::BridgeConfig::new("lan0", "wan0");
-    cfg.outbound = p
-        .build_direction(weir_core::Direction::Outbound, weir_core::Instant::ZERO)
+    cfg.device = p
+        .build_device(weir_core::Instant::ZERO)
         .map_err(Error::Invalid)?;
     cfg.seed = p.seed;
     BridgeThread::start(emu, cfg, None, Duration::from_secs(10))

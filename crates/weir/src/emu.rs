@@ -1,14 +1,14 @@
 //! `weir emu`: the netem-style one-liner — one emulated WAN link between two interfaces.
 //!
-//! The same engine as `weir run` (a pipeline with only the emulation stage; no shaping,
-//! no classification rules), built from command-line options instead of a policy file.
+//! The same engine as `weir run` (a device whose pipelines have only the emulation stage;
+//! no shaping, no classification rules), from a policy made of the command-line options
+//! (`Policy::emulation`) instead of a policy file.
 //! Options accept exactly what a policy's `[[emulate]]` table accepts (shared parsers in
 //! `weir_core::emulate::spec`).
 
 use std::process::ExitCode;
-use weir_core::classify::Classifier;
-use weir_core::emulate::{spec, EmuConfig, Emulator};
-use weir_core::pipeline::{EmuStage, Pipeline};
+use weir_core::emulate::{spec, EmuConfig};
+use weir_core::policy::{Policy, Shapes};
 use weir_core::units::{parse_duration, parse_limit, parse_rate, Limit};
 use weir_core::Duration;
 
@@ -101,31 +101,22 @@ pub fn config(a: &Args) -> anyhow::Result<EmuConfig> {
     Ok(c)
 }
 
-fn pipeline(c: &EmuConfig) -> anyhow::Result<Pipeline> {
-    let classifier = Classifier::new(Vec::new(), 0).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let emu = Emulator::new(c.clone()).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let stage = EmuStage {
-        emu,
-        names: vec!["emu".into()],
-    };
-    Ok(Pipeline::new(classifier, None, Some(stage), 0x5eed_f10e))
-}
-
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let c = config(&a)?;
-    let (out, inb) = match a.direction.as_str() {
-        "outbound" => (true, false),
-        "inbound" => (false, true),
-        "both" => (true, true),
+    let direction = match a.direction.as_str() {
+        "outbound" => Shapes::Outbound,
+        "inbound" => Shapes::Inbound,
+        "both" => Shapes::Both,
         other => anyhow::bail!("--direction: '{other}' is not one of outbound, inbound, both"),
     };
-    let outbound = out.then(|| pipeline(&c)).transpose()?;
-    let inbound = inb.then(|| pipeline(&c)).transpose()?;
+    let device = Policy::emulation(c.clone(), direction, a.seed)
+        .and_then(|p| p.build_device(weir_core::Instant::ZERO))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let what = format!(
         "an emulated link ({} {}; seed {})",
         a.direction,
         spec::describe(&c),
         a.seed
     );
-    crate::run::bridge(&a.bridge, outbound, inbound, a.seed, &what)
+    crate::run::bridge(&a.bridge, device, a.seed, &what, None)
 }

@@ -9,6 +9,7 @@ use weir_core::policy::{Policy, Technique};
 mod check;
 mod emu;
 mod lab;
+mod reload;
 mod run;
 mod sim;
 mod stats;
@@ -45,6 +46,8 @@ enum Cmd {
     Lab(lab::Args),
     /// Print the counters of a running `weir run`.
     Stats(stats::Args),
+    /// Replace the policy of a running `weir run` without losing queued packets.
+    Reload(reload::Args),
 }
 
 fn main() -> ExitCode {
@@ -62,6 +65,7 @@ fn main() -> ExitCode {
         Cmd::Emu(a) => emu::run(a),
         Cmd::Lab(a) => lab::run(a),
         Cmd::Stats(a) => stats::run(a),
+        Cmd::Reload(a) => reload::run(a),
     };
     match r {
         Ok(code) => code,

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use weir_core::device::Device;
 use weir_core::units::parse_size;
 use weir_core::{Direction, Instant};
 use weir_io::bridge::{Bridge, BridgeConfig, PcapSpec};
@@ -67,10 +68,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         Ok(p) => p,
         Err(code) => return Ok(code),
     };
-    let build = |dir| {
-        p.build_direction(dir, Instant::ZERO)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", a.policy.display()))
-    };
+    let device = p
+        .build_device(Instant::ZERO)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", a.policy.display()))?;
     let seed = a.seed.unwrap_or(p.seed);
     let mut what = format!(
         "{} ({} shaped, technique {}; seed {seed})",
@@ -78,10 +78,18 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         p.shapes.name(),
         p.technique.name()
     );
-    let outbound = build(Direction::Outbound)?;
-    let inbound = build(Direction::Inbound)?;
-    for (name, pipe) in [("outbound", &outbound), ("inbound", &inbound)] {
-        if let Some(e) = pipe.as_ref().and_then(|p| p.emu.as_ref()) {
+    what += &describe_emulation(&device);
+    bridge(&a.bridge, device, seed, &what, Some(a.policy.clone()))
+}
+
+/// One line per emulation profile of the device, per direction.
+pub fn describe_emulation(device: &Device) -> String {
+    let mut what = String::new();
+    for (name, dir) in [
+        ("outbound", Direction::Outbound),
+        ("inbound", Direction::Inbound),
+    ] {
+        if let Some(e) = device.pipeline(dir).and_then(|p| p.emulator()) {
             for (i, l) in e.emu.profiles().iter().enumerate() {
                 what += &format!(
                     "\n  emulate {name} '{}': {}",
@@ -91,17 +99,18 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    bridge(&a.bridge, outbound, inbound, seed, &what)
+    what
 }
 
-/// Bridge `b.lan` and `b.wan` through the given pipelines until stopped, then print the
-/// report. `what` describes the configuration for the start-up line.
+/// Bridge `b.lan` and `b.wan` through `device` until stopped, then print the report.
+/// `what` describes the configuration for the start-up line.
+/// `reload_file`: the policy file SIGHUP re-reads (`weir run`).
 pub fn bridge(
     b: &BridgeArgs,
-    outbound: Option<weir_core::policy::Pipeline>,
-    inbound: Option<weir_core::policy::Pipeline>,
+    device: Device,
     seed: u64,
     what: &str,
+    reload_file: Option<PathBuf>,
 ) -> anyhow::Result<ExitCode> {
     let limit = parse_size(&b.pcap_limit).map_err(|e| anyhow::anyhow!("--pcap-limit: {e}"))?;
     // refuse before creating (and truncating) any capture file
@@ -111,8 +120,9 @@ pub fn bridge(
             .map_err(|e| anyhow::anyhow!("{opt} {}: {e}", path.display()))
     };
     let mut cfg = BridgeConfig::new(&b.lan, &b.wan);
-    cfg.outbound = outbound;
-    cfg.inbound = inbound;
+    cfg.device = device;
+    let cfg_reload = reload_file.is_some();
+    cfg.reload_file = reload_file;
     cfg.seed = seed;
     cfg.pcap = match (&b.pcap, &b.pcap_out, &b.pcap_in) {
         (Some(f), _, _) => PcapSpec::Both(writer("--pcap", f)?),
@@ -139,6 +149,12 @@ pub fn bridge(
         b.wan,
         b.stats_socket.display()
     );
+    if cfg_reload {
+        eprintln!(
+            "weir: new policy: weir reload --socket {} FILE, or SIGHUP to re-read the file",
+            b.stats_socket.display()
+        );
+    }
     let report = bridge.run(stop)?;
     if b.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

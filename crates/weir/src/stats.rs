@@ -33,6 +33,14 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 v["wan"].as_str().unwrap_or("?"),
                 v["uptime_s"].as_f64().unwrap_or(0.0)
             );
+            let p = &v["policy"];
+            println!(
+                "policy {} generation {} ({} reloads, {} refused)",
+                p["source"].as_str().unwrap_or("?"),
+                p["generation"],
+                p["reloads"],
+                p["reloads_refused"]
+            );
             for dir in ["outbound", "inbound"] {
                 let lane = &v[dir]["lane"];
                 println!(

@@ -336,8 +336,7 @@ impl EmuLink {
     /// Serialise and delay an admitted packet: compute its release time and put it in the
     /// delay line.
     #[inline]
-    fn schedule(&mut self, id: PktId, len: u32, cx: &mut Ctx<'_>) {
-        let now = cx.now.0;
+    fn schedule(&mut self, id: PktId, len: u32, now: u64, cx: &mut Ctx<'_>) {
         let tx_end = match self.rate {
             None => now,
             Some(rate) => {
@@ -397,7 +396,7 @@ impl EmuLink {
 
     /// Make, admit, schedule and maybe corrupt a copy of `orig` (admitted, not yet
     /// corrupted).
-    fn duplicate(&mut self, orig: PktId, len: u32, cx: &mut Ctx<'_>) {
+    fn duplicate(&mut self, orig: PktId, len: u32, now: u64, cx: &mut Ctx<'_>) {
         let Some(copy) = cx.pool.alloc() else {
             self.counters.dup_pool_empty += 1;
             return;
@@ -410,21 +409,30 @@ impl EmuLink {
         cx.pool.slot_mut(copy)[..n].copy_from_slice(&self.scratch);
         self.counters.duplicated.add(len);
         self.stats.received.add(len);
-        if let Err(cause) = self.admit(cx.now.0, len) {
+        if let Err(cause) = self.admit(now, len) {
             self.refuse(len, cause);
             cx.pool.free(copy);
             return;
         }
         self.counters.dup_admitted.add(len);
-        self.schedule(copy, len, cx);
+        self.schedule(copy, len, now, cx);
         self.maybe_corrupt(copy, len, cx);
     }
 }
 
-impl Qdisc for EmuLink {
-    fn enqueue(&mut self, pkt: PktId, cx: &mut Ctx<'_>) -> Result<(), DropCause> {
+impl EmuLink {
+    /// Enqueue a packet that reached the link at `at` (≤ `cx.now`; e.g. the kernel's
+    /// receive timestamp of a frame the driver read a little later): it is serialised and
+    /// delayed from `at`, so the driver's own reading latency does not add to the emulated
+    /// delay. [`Qdisc::enqueue`] is this with `at = cx.now`.
+    pub fn enqueue_at(
+        &mut self,
+        pkt: PktId,
+        cx: &mut Ctx<'_>,
+        at: Instant,
+    ) -> Result<(), DropCause> {
         let len = cx.pool.len(pkt);
-        let now = cx.now.0;
+        let now = at.min(cx.now).0;
         self.stats.received.add(len);
         self.retire(now);
         if self.loss.lose(cx.rng) {
@@ -436,13 +444,20 @@ impl Qdisc for EmuLink {
             self.refuse(len, cause);
             return Err(cause);
         }
-        self.schedule(pkt, len, cx);
+        self.schedule(pkt, len, now, cx);
         if self.cfg.duplicate > 0.0 && cx.rng.chance(self.cfg.duplicate) {
             // Copy the frame as it arrived, before it is corrupted (netem clones first).
-            self.duplicate(pkt, len, cx);
+            self.duplicate(pkt, len, now, cx);
         }
         self.maybe_corrupt(pkt, len, cx);
         Ok(())
+    }
+}
+
+impl Qdisc for EmuLink {
+    fn enqueue(&mut self, pkt: PktId, cx: &mut Ctx<'_>) -> Result<(), DropCause> {
+        let now = cx.now;
+        self.enqueue_at(pkt, cx, now)
     }
 
     fn dequeue(&mut self, cx: &mut Ctx<'_>) -> Option<PktId> {

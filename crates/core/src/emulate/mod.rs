@@ -322,6 +322,19 @@ impl Emulator {
         Ok(())
     }
 
+    /// Put `link` in place of profile `i` (its queue, delay line and state with it) and
+    /// return the link that was there: how a policy reload keeps a profile's packets and
+    /// their release times. `None` if there is no profile `i`.
+    pub fn replace_profile(&mut self, i: usize, link: EmuLink) -> Option<EmuLink> {
+        let slot = self.links.get_mut(i)?;
+        let old = std::mem::replace(slot, link);
+        let new = &self.links[i];
+        self.held = (self.held + Qdisc::len(new)).saturating_sub(Qdisc::len(&old));
+        self.held_bytes = (self.held_bytes + new.bytes()).saturating_sub(old.bytes());
+        self.rekey(i);
+        Some(old)
+    }
+
     pub fn profiles(&self) -> &[EmuLink] {
         &self.links
     }
@@ -351,18 +364,20 @@ impl Emulator {
         }
     }
 
-    /// Enqueue `pkt` into profile `profile` explicitly (the caller selected it).
+    /// Enqueue `pkt` into profile `profile` explicitly (the caller selected it), as
+    /// reaching the link at `at` (see [`EmuLink::enqueue_at`]).
     pub fn enqueue_to(
         &mut self,
         profile: usize,
         pkt: PktId,
         cx: &mut Ctx<'_>,
+        at: Instant,
     ) -> Result<(), DropCause> {
         let Some(l) = self.links.get_mut(profile) else {
             return Err(DropCause::Policy);
         };
         let (n0, b0) = (Qdisc::len(l), l.bytes());
-        let r = l.enqueue(pkt, cx);
+        let r = l.enqueue_at(pkt, cx, at);
         let (n1, b1) = (Qdisc::len(l), l.bytes());
         // An enqueue only adds packets (the original and maybe a copy).
         self.held = (self.held + n1).saturating_sub(n0);
@@ -415,11 +430,26 @@ impl Emulator {
     }
 }
 
+impl Emulator {
+    /// Enqueue `pkt` into the profile its metadata selects, as reaching the emulator at
+    /// `at` (≤ `cx.now`).
+    #[inline]
+    pub fn enqueue_at(
+        &mut self,
+        pkt: PktId,
+        cx: &mut Ctx<'_>,
+        at: Instant,
+    ) -> Result<(), DropCause> {
+        let p = self.profile_for(cx.pool.meta(pkt));
+        self.enqueue_to(p, pkt, cx, at)
+    }
+}
+
 impl Qdisc for Emulator {
     #[inline]
     fn enqueue(&mut self, pkt: PktId, cx: &mut Ctx<'_>) -> Result<(), DropCause> {
-        let p = self.profile_for(cx.pool.meta(pkt));
-        self.enqueue_to(p, pkt, cx)
+        let now = cx.now;
+        self.enqueue_at(pkt, cx, now)
     }
 
     #[inline]
@@ -658,7 +688,10 @@ mod tests {
         }
         assert_eq!(got[2], (10_000_000, b));
         assert_eq!(got[3], (150_000_000, a));
-        assert_eq!(e.enqueue_to(99, a, &mut cx), Err(DropCause::Policy));
+        assert_eq!(
+            e.enqueue_to(99, a, &mut cx, Instant::ZERO),
+            Err(DropCause::Policy)
+        );
         e.unroute(3);
         assert_eq!(e.profile_for(cx.pool.meta(a)), 0);
         let e = e.with_select(Select::Class);

@@ -1,0 +1,56 @@
+//! `weir reload`: replace the policy of a running `weir run` without losing a packet.
+//!
+//! The file is validated here first (its `file:line:col` errors printed, nothing sent);
+//! then its text goes to the running weir through its statistics socket, which validates
+//! it again, applies it (`Device::replace_policy`) and answers with what moved. `weir run`
+//! also re-reads the file it was started with on SIGHUP.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "Example:\n  sudo weir reload --socket /run/weir/weir.sock examples/basic-test.toml"
+)]
+pub struct Args {
+    /// The new policy (TOML).
+    policy: PathBuf,
+    /// The running weir's statistics socket.
+    #[arg(long, default_value = weir_io::stats::DEFAULT_PATH)]
+    socket: PathBuf,
+    /// Print the running weir's answer as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    let name = a.policy.display().to_string();
+    let text = std::fs::read_to_string(&a.policy)
+        .map_err(|e| anyhow::anyhow!("cannot read policy {name}: {e}"))?;
+    if let Err(errors) = weir_core::policy::Policy::parse(&name, &text) {
+        eprintln!("{errors}");
+        eprintln!("weir reload: {name} is not a valid policy; nothing was sent");
+        return Ok(ExitCode::from(1));
+    }
+    let answer = weir_io::stats::request_reload(&a.socket, &name, &text)?;
+    let v: serde_json::Value = serde_json::from_str(&answer)
+        .map_err(|e| anyhow::anyhow!("weir answered something unexpected ({e}): {answer}"))?;
+    if a.json {
+        println!("{answer}");
+    }
+    if v["ok"].as_bool() != Some(true) {
+        eprintln!(
+            "weir reload: refused; the running policy stays:\n{}",
+            v["errors"].as_str().unwrap_or(&answer)
+        );
+        return Ok(ExitCode::from(1));
+    }
+    if !a.json {
+        println!(
+            "reloaded {name}: policy generation {}\n{}",
+            v["report"]["generation"],
+            v["summary"].as_str().unwrap_or("")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
