@@ -580,3 +580,43 @@ proptest! {
         run_model(ops, cap, seed)?;
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// The batch calls give exactly what one call per key gives, evictions included.
+    #[test]
+    fn batches_equal_single_calls(
+        batches in proptest::collection::vec(
+            proptest::collection::vec((0u8..50, any::<bool>()), 1..40), 1..20),
+        cap in prop_oneof![1u32..12, Just(64u32)],
+        seed: u64,
+    ) {
+        let cfg = ConnConfig { capacity: cap, seed, ..ConnConfig::default() };
+        let mut one = ConnTable::new(cfg.clone()).unwrap();
+        let mut many = ConnTable::new(cfg).unwrap();
+        for (n, b) in batches.iter().enumerate() {
+            let now = ms(n as u64);
+            let keys: Vec<FlowKey> = b.iter().map(|&(k, r)| key(k, r)).collect();
+            let want: Vec<_> = keys.iter().map(|k| one.lookup_or_insert(k, now)).collect();
+            let mut got = vec![None; keys.len()];
+            many.lookup_or_insert_batch(&keys, now, &mut got);
+            prop_assert_eq!(&got, &want);
+            // Read-only batch lookups of a shifted set of keys.
+            let probe: Vec<FlowKey> = b.iter().map(|&(k, r)| key((k + 7) % 50, !r)).collect();
+            let want: Vec<_> = probe.iter().map(|k| many.lookup(k)).collect();
+            let mut got = vec![None; probe.len()];
+            many.lookup_batch(&probe, &mut got);
+            prop_assert_eq!(got, want);
+        }
+        prop_assert_eq!(one.stats(), many.stats());
+        many.check().map_err(TestCaseError::fail)?;
+    }
+}
+
+#[test]
+#[should_panic(expected = "lengths differ")]
+fn batch_lengths_must_match() {
+    let mut t = table(4);
+    t.lookup_or_insert_batch(&[udp(1, 1, 2, 2)], ms(0), &mut []);
+}
