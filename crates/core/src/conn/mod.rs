@@ -8,9 +8,9 @@
 //! # Use
 //! Per packet the driver builds a [`FlowKey`] ([`FlowKey::from_parsed`]), calls
 //! [`ConnTable::lookup_or_insert`] (or the batch form for a receive batch; → `ConnId`,
-//! which goes into `Meta::conn`, and the packet's [`Side`]), [`ConnTable::observe`] (counters) and, for TCP,
-//! [`ConnTable::observe_tcp`] (handshake options, sequence numbers, windows, RTT: see
-//! [`tcp`]). Now and then (e.g. once per batch) it calls [`ConnTable::expire`] with a
+//! which goes into `Meta::conn`, and the packet's [`Side`]), [`ConnTable::observe`]
+//! (counters) and, for TCP, [`ConnTable::observe_tcp`] (handshake options, sequence
+//! numbers, windows, RTT: see [`tcp`]). Now and then (e.g. once per batch) it calls [`ConnTable::expire`] with a
 //! bounded budget.
 //!
 //! # Parameters ([`ConnConfig`])
