@@ -393,9 +393,9 @@ fn main() {
     for r in &rows {
         match r.fixed_ns {
             Some((mean, best)) => {
-                eprintln!("  {:<26} {:>7.1} {:>7.1}   {}", r.id, mean, best, r.note)
+                eprintln!("  {:<30} {:>7.1} {:>7.1}   {}", r.id, mean, best, r.note)
             }
-            None => eprintln!("  {:<26} {:>7}              (filtered out)", r.id, "-"),
+            None => eprintln!("  {:<30} {:>7}              (filtered out)", r.id, "-"),
         }
     }
 }
