@@ -33,8 +33,49 @@
 //! and the best slice, the figure least disturbed by other processes); a summary table
 //! is printed at the end. Run with `cargo bench -p weir-core --bench conn`;
 //! `CONN_FIXED_ONLY=<part of a name>` runs only the fixed loops of the matching
-//! benchmarks (quick comparisons).
+//! benchmarks (quick comparisons); `CONN_HUGEPAGES=1` puts the tables on transparent huge
+//! pages (see `huge` below) to show how much of the cost is TLB misses.
 #![allow(clippy::disallowed_methods)] // the benchmark reads the wall clock on purpose
+
+/// With `CONN_HUGEPAGES=1`, allocations of 2 MiB and more are 2 MiB-aligned and advised
+/// `MADV_HUGEPAGE` (for machines whose transparent huge pages are `madvise` only), so
+/// the table's arena and index sit on huge pages: how much of a lookup is TLB misses.
+/// The engine itself makes no syscall; a driver would do this for its own allocations.
+#[cfg(target_os = "linux")]
+mod huge {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    pub static ON: AtomicBool = AtomicBool::new(false);
+    const HUGE: usize = 2 << 20;
+
+    pub struct Alloc;
+
+    unsafe impl GlobalAlloc for Alloc {
+        unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+            if !ON.load(Ordering::Relaxed) || l.size() < HUGE {
+                return System.alloc(l);
+            }
+            let l = Layout::from_size_align(l.size(), HUGE.max(l.align())).expect("layout");
+            let p = System.alloc(l);
+            if !p.is_null() {
+                libc::madvise(p.cast(), l.size(), libc::MADV_HUGEPAGE);
+            }
+            p
+        }
+        unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+            // Realigned exactly when it was allocated realigned (ON is set once, early).
+            if ON.load(Ordering::Relaxed) && l.size() >= HUGE {
+                let l = Layout::from_size_align(l.size(), HUGE.max(l.align())).expect("layout");
+                return System.dealloc(p, l);
+            }
+            System.dealloc(p, l)
+        }
+    }
+
+    #[global_allocator]
+    static A: Alloc = Alloc;
+}
 
 use criterion::{Criterion, Throughput};
 use std::hint::black_box;
@@ -346,6 +387,16 @@ fn bench(c: &mut Criterion, name: &'static str, op: Op, rows: &mut Vec<Row>) {
 
 fn report_memory() {
     let t = filled(config(CAPACITY), LIVE);
+    #[cfg(target_os = "linux")]
+    if huge::ON.load(std::sync::atomic::Ordering::Relaxed) {
+        let smaps = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap_or_default();
+        for l in smaps.lines().filter(|l| l.starts_with("AnonHugePages")) {
+            eprintln!(
+                "  with the table allocated: {}",
+                l.split_whitespace().collect::<Vec<_>>().join(" ")
+            );
+        }
+    }
     let conn = std::mem::size_of::<Conn>();
     let bytes = t.memory_bytes();
     eprintln!(
@@ -365,6 +416,11 @@ fn report_memory() {
 }
 
 fn main() {
+    #[cfg(target_os = "linux")]
+    if std::env::var("CONN_HUGEPAGES").is_ok_and(|v| v == "1") {
+        huge::ON.store(true, std::sync::atomic::Ordering::Relaxed);
+        eprintln!("CONN_HUGEPAGES=1: allocations >= 2 MiB advised MADV_HUGEPAGE");
+    }
     let mut c = Criterion::default()
         .sample_size(20)
         .warm_up_time(std::time::Duration::from_millis(1000))
