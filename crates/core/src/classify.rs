@@ -486,11 +486,12 @@ pub struct Fields {
 }
 
 /// One endpoint in hashable form: family tag (0 none, 1 v4, 2 v6), address, port.
+/// (`pub(crate)` so that [`crate::flow::FlowKey::hash`] computes the same hash.)
 #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct End {
-    tag: u8,
-    addr: u128,
-    port: u16,
+pub(crate) struct End {
+    pub(crate) tag: u8,
+    pub(crate) addr: u128,
+    pub(crate) port: u16,
 }
 
 #[inline]
@@ -527,8 +528,10 @@ fn fmix64(mut k: u64) -> u64 {
     k ^ (k >> 33)
 }
 
+/// The flow hash of two endpoints given in canonical order (`a <= b`) or, for the
+/// directional variant, in packet order.
 #[inline]
-fn hash_ends(seed: u64, proto: Option<u8>, a: End, b: End) -> u64 {
+pub(crate) fn hash_ends(seed: u64, proto: Option<u8>, a: End, b: End) -> u64 {
     let tail = proto.map_or(0x100, |p| p as u64)
         | (a.port as u64) << 9
         | (b.port as u64) << 25

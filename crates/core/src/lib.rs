@@ -19,9 +19,11 @@ pub use rng::Rng;
 pub use time::{Duration, Instant};
 
 pub mod classify;
+pub mod conn;
 pub mod device;
 pub mod emulate;
 pub mod fifo;
+pub mod flow;
 pub mod heap;
 pub mod linkshare;
 pub mod pfq;
