@@ -12,6 +12,13 @@
 //!   Device::snapshot(dir, now)                    counters for `weir stats`
 //! ```
 //!
+//! A *connection table* ([`crate::conn::ConnTable`]) shared by both directions: every IP
+//! frame a policy device receives, in either direction, finds (or makes) its connection's
+//! entry — the same one for a packet and its reply — whose id goes into `Meta.conn`; TCP
+//! segments update its state (options from SYN/SYN-ACK, sequence and ACK edges, windows,
+//! RTT samples). Idle entries expire a few per packet (bounded work); the table is bounded
+//! and counts evictions. It survives policy reloads. [`Device::passthrough`] has none.
+//!
 //! Per direction ([`Direction`]): a [`Pipeline`] (classifier → ordered stages: shaper,
 //! emulator), or nothing — the direction is then forwarded untouched, in order, through a
 //! queue that never drops. Beside it an *originate queue*: packets the engine emits itself
@@ -40,8 +47,11 @@
 //! counts them. Identity per direction, checked by the bridge's live tests:
 //! `ingress = transmitted + refused at ingress + dropped later + len(dir)`.
 
+use crate::classify::Fields;
+use crate::conn::{ConnConfig, ConnId, ConnStats, ConnTable};
 use crate::emulate::{EmuConfig, EmuLink};
-use crate::pipeline::Pipeline;
+use crate::flow::FlowKey;
+use crate::pipeline::{parsed_fields, Pipeline};
 use crate::policy::Policy;
 use crate::pool::{Direction, PktId, PktQueue};
 use crate::qdisc::{Count, Ctx, DropCause};
@@ -79,7 +89,12 @@ pub struct Device {
     source: String,
     /// 1 for the policy the device was built with, +1 per reload.
     generation: u64,
+    /// Connections of both directions; `None` for a pass-through device.
+    conns: Option<ConnTable>,
 }
+
+/// Idle connection entries examined per received frame.
+const EXPIRE_PER_PACKET: u32 = 2;
 
 /// What [`Device::replace_policy`] did.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -134,18 +149,36 @@ impl Device {
         inbound: Option<Pipeline>,
         overhead: i32,
         source: String,
-    ) -> Device {
-        Device {
+        conns: Option<ConnConfig>,
+    ) -> Result<Device, String> {
+        Ok(Device {
             lanes: [Lane::new(outbound), Lane::new(inbound)],
             overhead,
             source,
             generation: 1,
+            conns: conns.map(ConnTable::new).transpose()?,
+        })
+    }
+
+    /// A device that forwards both directions untouched (no policy, no connection table).
+    pub fn passthrough() -> Device {
+        Device {
+            lanes: [Lane::new(None), Lane::new(None)],
+            overhead: 0,
+            source: "(none)".into(),
+            generation: 1,
+            conns: None,
         }
     }
 
-    /// A device that forwards both directions untouched (no policy).
-    pub fn passthrough() -> Device {
-        Device::new(None, None, 0, "(none)".into())
+    /// The connection table (both directions), if this device keeps one.
+    pub fn connections(&self) -> Option<&ConnTable> {
+        self.conns.as_ref()
+    }
+
+    /// The connection table's counters.
+    pub fn connection_stats(&self) -> Option<ConnStats> {
+        self.conns.as_ref().map(ConnTable::stats)
     }
 
     /// Where the policy came from.
@@ -167,16 +200,19 @@ impl Device {
         policy: &Policy,
         cx: &mut Ctx<'_>,
     ) -> Result<ReloadReport, String> {
-        let fresh = policy.build_device(cx.now)?;
+        // the new pipelines (the connection table stays: it is the device's, not the policy's)
+        let fresh = [
+            policy.build_direction(Direction::Outbound, cx.now)?,
+            policy.build_direction(Direction::Inbound, cx.now)?,
+        ];
         let mut report = ReloadReport::default();
         let reps = [&mut report.outbound, &mut report.inbound];
-        for ((lane, new), rep) in self.lanes.iter_mut().zip(fresh.lanes).zip(reps) {
-            let mut new = new.pipe;
+        for ((lane, mut new), rep) in self.lanes.iter_mut().zip(fresh).zip(reps) {
             carry(lane.pipe.take(), &mut new, &mut lane.pass, cx, rep)?;
             lane.pipe = new;
         }
-        self.overhead = fresh.overhead;
-        self.source = fresh.source;
+        self.overhead = policy.overhead;
+        self.source = policy.file.clone();
         self.generation += 1;
         report.generation = self.generation;
         Ok(report)
@@ -197,12 +233,30 @@ impl Device {
         cx: &mut Ctx<'_>,
         arrival: Instant,
     ) -> Result<(), DropCause> {
-        cx.pool.meta_mut(pkt).dir = dir;
         let lane = &mut self.lanes[dir_index(dir)];
-        match &mut lane.pipe {
-            Some(p) => p.ingress_at(pkt, cx, arrival),
-            None => {
-                cx.pool.meta_mut(pkt).arrival = arrival.min(cx.now);
+        let mut fields = None;
+        if lane.pipe.is_some() || self.conns.is_some() {
+            let data = cx.pool.data(pkt);
+            let parsed = weir_wire::parse_frame(data);
+            let conn = match (&mut self.conns, &parsed) {
+                (Some(t), Ok(p)) => track(t, p, data, cx.now),
+                _ => ConnId::NONE,
+            };
+            cx.pool.meta_mut(pkt).conn = conn.0;
+            fields = Some(parsed.as_ref().map(parsed_fields).map_err(|_| ()));
+        }
+        let m = cx.pool.meta_mut(pkt);
+        m.dir = dir;
+        match (&mut lane.pipe, fields) {
+            (Some(p), Some(f)) => {
+                let f = f.unwrap_or_else(|_| {
+                    p.malformed.add(cx.pool.len(pkt));
+                    Fields::default()
+                });
+                p.ingress_fields(pkt, &f, cx, arrival)
+            }
+            _ => {
+                m.arrival = arrival.min(cx.now);
                 lane.pass.push_back(cx.pool, pkt);
                 Ok(())
             }
@@ -320,6 +374,30 @@ impl Device {
         }
         dup
     }
+}
+
+/// Find or make the connection of a parsed frame (`data`), count it, feed TCP segments to
+/// its state, and expire a few idle entries. `ConnId::NONE` for non-IP frames and a full
+/// table that could not evict.
+fn track(t: &mut ConnTable, p: &weir_wire::Parsed, data: &[u8], now: Instant) -> ConnId {
+    t.expire(now, EXPIRE_PER_PACKET);
+    let Some(key) = FlowKey::from_parsed(p) else {
+        return ConnId::NONE;
+    };
+    let Some((id, side)) = t.lookup_or_insert(&key, now) else {
+        return ConnId::NONE;
+    };
+    t.observe(id, side, data.len() as u32, now);
+    if p.tcp_flags.is_some() {
+        if let Some(seg) = p
+            .l4_offset
+            .and_then(|l4| data.get(l4..p.l3_end))
+            .and_then(|b| weir_wire::tcp::Packet::new_checked(b).ok())
+        {
+            t.observe_tcp(id, side, &seg, p.payload_len(), now);
+        }
+    }
+    id
 }
 
 /// Move what `old` holds into `new` (see the module comment); `pass` takes what has no
@@ -847,5 +925,93 @@ mod reload_tests {
             .is_err());
         assert_eq!(dev.generation(), 1);
         assert_eq!(dev.len(Direction::Outbound), 1);
+    }
+}
+
+#[cfg(test)]
+mod conn_tests {
+    use super::*;
+    use crate::pool::Pool;
+    use crate::rng::Rng;
+    use weir_wire::build::{self, EthSpec, Ipv4Spec, TcpSpec};
+    use weir_wire::tcp::TcpFlags;
+
+    fn seg(pool: &mut Pool, from_client: bool, flags: TcpFlags, seq: u32, ack: u32) -> PktId {
+        let id = pool.alloc().unwrap();
+        let (a, b) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let (src, dst, sport, dport) = if from_client {
+            (a, b, 40000, 80)
+        } else {
+            (b, a, 80, 40000)
+        };
+        let tcp = TcpSpec {
+            src_port: sport,
+            dst_port: dport,
+            seq,
+            ack,
+            flags,
+            mss: flags.contains(TcpFlags::SYN).then_some(1460),
+            window_scale: flags.contains(TcpFlags::SYN).then_some(7),
+            ..Default::default()
+        };
+        let ip = Ipv4Spec {
+            src,
+            dst,
+            ..Default::default()
+        };
+        let n =
+            build::tcp_v4_frame(pool.slot_mut(id), &EthSpec::default(), &ip, &tcp, &[]).unwrap();
+        pool.meta_mut(id).len = n as u32;
+        id
+    }
+
+    #[test]
+    fn both_directions_share_one_connection_entry_that_survives_a_reload() {
+        let text = "[link]\nrate = \"10Mbit\"\n";
+        let p = Policy::parse("t.toml", text).unwrap();
+        let mut dev = p.build_device(Instant::ZERO).unwrap();
+        let mut pool = Pool::new(64, 2048);
+        let mut rng = Rng::new(1);
+        let mut dropped = Vec::new();
+        let ms = |x: u64| Instant(x * 1_000_000);
+        let steps = [
+            (Direction::Outbound, true, TcpFlags::SYN, 100, 0, ms(0)),
+            (
+                Direction::Inbound,
+                false,
+                TcpFlags::SYN | TcpFlags::ACK,
+                500,
+                101,
+                ms(10),
+            ),
+            (Direction::Outbound, true, TcpFlags::ACK, 101, 501, ms(30)),
+        ];
+        let mut ids = Vec::new();
+        for (dir, client, flags, seq, ack, now) in steps {
+            let id = seg(&mut pool, client, flags, seq, ack);
+            let mut cx = Ctx::new(now, &mut pool, &mut rng, &mut dropped);
+            dev.ingress(dir, id, &mut cx, now).unwrap();
+            ids.push(cx.pool.meta(id).conn);
+        }
+        assert_ne!(ids[0], ConnId::NONE.0);
+        assert!(ids.iter().all(|&c| c == ids[0]), "{ids:?}");
+        let t = dev.connections().unwrap();
+        let c = t.get(ConnId(ids[0]));
+        let tcp = c.tcp().unwrap();
+        assert!(tcp.handshake_seen());
+        assert_eq!(
+            tcp.handshake_rtt_total(),
+            Some(crate::time::Duration::from_millis(30))
+        );
+        assert_eq!(dev.connection_stats().unwrap().live, 1);
+        let mut cx = Ctx::new(ms(40), &mut pool, &mut rng, &mut dropped);
+        let q = Policy::parse("u.toml", "[link]\nrate = \"5Mbit\"\n").unwrap();
+        dev.replace_policy(&q, &mut cx).unwrap();
+        assert_eq!(
+            dev.connection_stats().unwrap().live,
+            1,
+            "the table survives"
+        );
+        assert!(Device::passthrough().connections().is_none());
     }
 }

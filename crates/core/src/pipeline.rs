@@ -32,8 +32,12 @@ use crate::time::Instant;
 /// The header fields of a frame that classification uses, or the error that stopped the
 /// parse.
 pub fn frame_fields(frame: &[u8]) -> Result<Fields, weir_wire::Error> {
-    let p = weir_wire::parse_frame(frame)?;
-    Ok(Fields {
+    Ok(parsed_fields(&weir_wire::parse_frame(frame)?))
+}
+
+/// The classification fields of an already parsed frame.
+pub fn parsed_fields(p: &weir_wire::Parsed) -> Fields {
+    Fields {
         vlan: p.vlan,
         ethertype: p.ethertype,
         src: p.src_ip,
@@ -42,7 +46,7 @@ pub fn frame_fields(frame: &[u8]) -> Result<Fields, weir_wire::Error> {
         sport: p.src_port,
         dport: p.dst_port,
         dscp: p.dscp,
-    })
+    }
 }
 
 /// The emulation stage: the emulator and its profiles' names (index = profile).

@@ -737,12 +737,16 @@ impl Policy {
     /// [`Policy::build_direction`] makes it. The only way to assemble a [`Device`] from a
     /// policy.
     pub fn build_device(&self, now: Instant) -> Result<Device, String> {
-        Ok(Device::new(
+        Device::new(
             self.build_direction(Direction::Outbound, now)?,
             self.build_direction(Direction::Inbound, now)?,
             self.overhead,
             self.file.clone(),
-        ))
+            Some(crate::conn::ConnConfig {
+                seed: self.seed,
+                ..crate::conn::ConnConfig::default()
+            }),
+        )
     }
 
     /// A policy that only emulates (what `weir emu` runs): every packet travelling in

@@ -113,7 +113,9 @@ impl BridgeConfig {
 pub struct LaneStats {
     pub rx: Count,
     pub tx: Count,
-    /// Frames longer than a ring slot (the kernel truncated them); dropped.
+    /// Frames weir could not hold whole; dropped: longer than a ring slot while the
+    /// socket's copy queue was full, or longer than a packet slot (jumbo frames within the
+    /// MTU).
     pub truncated: Count,
     /// Frames longer than the outgoing interface's MTU allows; dropped.
     pub oversize: Count,
@@ -239,6 +241,8 @@ struct StatusDoc<'a> {
     wan: &'a str,
     uptime_s: f64,
     policy: PolicyDoc<'a>,
+    /// The device's connection table (both directions); absent without a policy.
+    connections: Option<weir_core::conn::ConnStats>,
     outbound: LaneDoc<'a>,
     inbound: LaneDoc<'a>,
 }
@@ -637,6 +641,7 @@ impl Bridge {
                 reloads: self.device.generation() - 1,
                 reloads_refused: self.reloads_refused,
             },
+            connections: self.device.connection_stats(),
             outbound: LaneDoc {
                 lane: &self.out.stats,
                 pipeline: out_snap,
@@ -852,33 +857,37 @@ impl Sink<'_> {
     /// A frame that is not a super-packet: copy, restore its VLAN tag, complete its
     /// checksum.
     fn single(&mut self, data: &[u8], rx: Received) {
-        let Some(id) = self.pool.alloc() else {
-            self.stats.rx.add(data.len() as u32);
-            self.stats.pool_exhausted.add(data.len() as u32);
-            return;
-        };
-        let slot = self.pool.slot_mut(id);
-        let (len, shift) = match rx.vlan {
-            Some(tag) if data.len() >= 12 && data.len() + 4 <= slot.len() => {
-                slot[..12].copy_from_slice(&data[..12]);
-                slot[12..16].copy_from_slice(&tag_bytes(tag));
-                slot[16..data.len() + 4].copy_from_slice(&data[12..]);
-                self.stats.vlan_restored += 1;
-                (data.len() + 4, 4)
-            }
-            _ => {
-                let n = data.len().min(slot.len());
-                slot[..n].copy_from_slice(&data[..n]);
-                (n, 0)
-            }
-        };
+        let tagged = rx.vlan.is_some() && data.len() >= 12;
+        let len = data.len() + if tagged { 4 } else { 0 };
         self.stats.rx.add(len as u32);
         if len > self.max_frame {
             // the kernel would refuse it on the way out
             self.stats.oversize.add(len as u32);
-            self.pool.free(id);
             return;
         }
+        if len > self.pool.slot_size() {
+            // within the MTU (jumbo frames) but longer than weir's packet slots
+            self.stats.truncated.add(len as u32);
+            return;
+        }
+        let Some(id) = self.pool.alloc() else {
+            self.stats.pool_exhausted.add(len as u32);
+            return;
+        };
+        let slot = self.pool.slot_mut(id);
+        let shift = match rx.vlan {
+            Some(tag) if tagged => {
+                slot[..12].copy_from_slice(&data[..12]);
+                slot[12..16].copy_from_slice(&tag_bytes(tag));
+                slot[16..len].copy_from_slice(&data[12..]);
+                self.stats.vlan_restored += 1;
+                4
+            }
+            _ => {
+                slot[..len].copy_from_slice(data);
+                0
+            }
+        };
         let frame = &mut self.pool.slot_mut(id)[..len];
         if rx.vnet.needs_csum() {
             let start = usize::from(rx.vnet.csum_start) + shift;

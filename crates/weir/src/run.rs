@@ -160,21 +160,35 @@ pub fn bridge(
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         for (name, l) in [("outbound", &report.outbound), ("inbound", &report.inbound)] {
+            let errors = l.offload_errors.total();
             println!(
-                "{name}: rx {} frames / {} bytes, tx {} frames / {} bytes, dropped {} (policy) + {} (truncated) + {} (over MTU) + {} (pool) + {} (at shutdown), duplicated {}; checksums filled {}, VLAN tags restored {}; kernel rx-ring drops {}, tx ring full {} times, tx rejected {}",
+                "{name}: rx {} frames / {} bytes, tx {} frames / {} bytes, dropped {} (policy) + {} (truncated) + {} (over MTU) + {} (pool) + {} (offload errors) + {} (reload) + {} (at shutdown), duplicated {}; super-packets {} cut into {} segments; checksums filled {}, VLAN tags restored {}; kernel rx-ring drops {}, tx ring full {} times, tx rejected {}",
                 l.rx.packets, l.rx.bytes, l.tx.packets, l.tx.bytes, l.dropped.packets, l.truncated.packets,
-                l.oversize.packets, l.pool_exhausted.packets, l.shutdown_drops.packets, l.duplicated.packets,
+                l.oversize.packets, l.pool_exhausted.packets, errors.packets, l.reload_drops.packets,
+                l.shutdown_drops.packets, l.duplicated.packets, l.gso.super_packets, l.gso.segments,
                 l.csum_filled, l.vlan_restored, l.kernel_rx_drops, l.tx_ring_full, l.tx_rejected
             );
         }
+        println!(
+            "policy generation {} ({} reloads refused)",
+            report.policy_generation, report.reloads_refused
+        );
     }
     for (l, from) in [(&report.outbound, &b.lan), (&report.inbound, &b.wan)] {
         if l.truncated.packets > 0 {
             eprintln!(
-                "weir: warning: {} frames arriving on {from} were larger than a ring slot and were dropped: \
-                 the host sending them uses segmentation offload (GSO/TSO super-packets; a veth peer's \
-                 offloads are beyond weir's reach). Turn it off on that host: ethtool -K IFACE tso off gso off",
+                "weir: warning: {} frames arriving on {from} could not be read whole and were dropped: \
+                 frames longer than weir's 2 KB packet slots (jumbo frames), or super-packets that \
+                 found the socket's copy queue full (see docs/live.md)",
                 l.truncated.packets
+            );
+        }
+        let e = l.offload_errors.total();
+        if e.packets > 0 {
+            eprintln!(
+                "weir: warning: {} frames arriving on {from} carried a virtio header weir could not honour \
+                 (dropped; causes in --json: offload_errors)",
+                e.packets
             );
         }
     }

@@ -41,6 +41,13 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 p["reloads"],
                 p["reloads_refused"]
             );
+            let c = &v["connections"];
+            if !c.is_null() {
+                println!(
+                    "connections: {} live of {}, {} inserted, {} evicted, {} expired",
+                    c["live"], c["capacity"], c["inserted"], c["evicted"], c["expired"]
+                );
+            }
             for dir in ["outbound", "inbound"] {
                 let lane = &v[dir]["lane"];
                 println!(
