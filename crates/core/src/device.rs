@@ -522,14 +522,68 @@ fn carry(
     Ok(())
 }
 
+/// What the device tests share: a pool, an RNG, the late-drop list, and TCP frames whose
+/// sequence number is a tag.
 #[cfg(test)]
-mod tests {
+mod test_env {
     use super::*;
-    use crate::policy::Policy;
     use crate::pool::Pool;
     use crate::rng::Rng;
-    use crate::time::Duration;
     use weir_wire::build::{self, EthSpec, Ipv4Spec, TcpSpec};
+
+    pub struct Env {
+        pub pool: Pool,
+        pub rng: Rng,
+        pub dropped: Vec<(PktId, DropCause)>,
+    }
+
+    impl Env {
+        pub fn new() -> Env {
+            Env {
+                pool: Pool::new(4096, 2048),
+                rng: Rng::new(1),
+                dropped: Vec::new(),
+            }
+        }
+        pub fn cx(&mut self, now: Instant) -> Ctx<'_> {
+            Ctx::new(now, &mut self.pool, &mut self.rng, &mut self.dropped)
+        }
+        /// A 1514-byte TCP frame to port `port` with `tag` as its sequence number.
+        pub fn frame_to(&mut self, port: u16, tag: u32) -> PktId {
+            let id = self.pool.alloc().unwrap();
+            let tcp = TcpSpec {
+                seq: tag,
+                src_port: 40000,
+                dst_port: port,
+                ..Default::default()
+            };
+            let n = build::tcp_v4_frame(
+                self.pool.slot_mut(id),
+                &EthSpec::default(),
+                &Ipv4Spec::default(),
+                &tcp,
+                &[0u8; 1460],
+            )
+            .unwrap();
+            self.pool.meta_mut(id).len = n as u32;
+            id
+        }
+        /// [`Env::frame_to`] port 5000.
+        pub fn frame(&mut self, tag: u32) -> PktId {
+            self.frame_to(5000, tag)
+        }
+        pub fn tag(&self, id: PktId) -> u32 {
+            let d = self.pool.data(id);
+            u32::from_be_bytes([d[38], d[39], d[40], d[41]])
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_env::Env;
+    use super::*;
+    use crate::time::Duration;
 
     const POLICY: &str = r#"
         [link]
@@ -546,47 +600,6 @@ mod tests {
         proto = "tcp"
         emulate = "wan"
     "#;
-
-    struct Env {
-        pool: Pool,
-        rng: Rng,
-        dropped: Vec<(PktId, DropCause)>,
-    }
-
-    impl Env {
-        fn new() -> Env {
-            Env {
-                pool: Pool::new(4096, 2048),
-                rng: Rng::new(1),
-                dropped: Vec::new(),
-            }
-        }
-        fn cx(&mut self, now: Instant) -> Ctx<'_> {
-            Ctx::new(now, &mut self.pool, &mut self.rng, &mut self.dropped)
-        }
-        /// A 1514-byte TCP frame with `tag` in its sequence number.
-        fn frame(&mut self, tag: u32) -> PktId {
-            let id = self.pool.alloc().unwrap();
-            let tcp = TcpSpec {
-                seq: tag,
-                ..Default::default()
-            };
-            let n = build::tcp_v4_frame(
-                self.pool.slot_mut(id),
-                &EthSpec::default(),
-                &Ipv4Spec::default(),
-                &tcp,
-                &[0u8; 1460],
-            )
-            .unwrap();
-            self.pool.meta_mut(id).len = n as u32;
-            id
-        }
-        fn tag(&self, id: PktId) -> u32 {
-            let d = self.pool.data(id);
-            u32::from_be_bytes([d[38], d[39], d[40], d[41]])
-        }
-    }
 
     #[test]
     fn each_direction_has_its_own_stages() {
@@ -730,11 +743,9 @@ mod tests {
 
 #[cfg(test)]
 mod reload_tests {
+    use super::test_env::Env;
     use super::*;
-    use crate::pool::Pool;
-    use crate::rng::Rng;
     use crate::time::Duration;
-    use weir_wire::build::{self, EthSpec, Ipv4Spec, TcpSpec};
 
     fn policy(text: &str) -> Policy {
         Policy::parse("t.toml", text).unwrap_or_else(|e| panic!("{e}"))
@@ -758,41 +769,10 @@ mod reload_tests {
         s
     }
 
-    struct Env {
-        pool: Pool,
-        rng: Rng,
-        dropped: Vec<(PktId, DropCause)>,
-    }
-
     impl Env {
-        fn new() -> Env {
-            Env {
-                pool: Pool::new(4096, 2048),
-                rng: Rng::new(1),
-                dropped: Vec::new(),
-            }
-        }
-        fn cx(&mut self, now: Instant) -> Ctx<'_> {
-            Ctx::new(now, &mut self.pool, &mut self.rng, &mut self.dropped)
-        }
-        /// A 1514-byte TCP frame to `port` with `seq` as its tag.
+        /// A 1514-byte TCP frame to `port` with `seq` as its tag, into `dev` at `now`.
         fn push(&mut self, dev: &mut Device, port: u16, seq: u32, now: Instant) {
-            let id = self.pool.alloc().unwrap();
-            let tcp = TcpSpec {
-                seq,
-                src_port: 40000,
-                dst_port: port,
-                ..Default::default()
-            };
-            let n = build::tcp_v4_frame(
-                self.pool.slot_mut(id),
-                &EthSpec::default(),
-                &Ipv4Spec::default(),
-                &tcp,
-                &[0u8; 1460],
-            )
-            .unwrap();
-            self.pool.meta_mut(id).len = n as u32;
+            let id = self.frame_to(port, seq);
             dev.ingress(Direction::Outbound, id, &mut self.cx(now), now)
                 .unwrap();
         }
@@ -802,8 +782,7 @@ mod reload_tests {
             while !dev.is_empty() {
                 match dev.poll_transmit(Direction::Outbound, &mut self.cx(now)) {
                     Some(id) => {
-                        let d = self.pool.data(id);
-                        out.push((u32::from_be_bytes([d[38], d[39], d[40], d[41]]), now));
+                        out.push((self.tag(id), now));
                         self.pool.free(id);
                     }
                     None => now = dev.next_wakeup().expect("held packets wait for time"),

@@ -7,31 +7,21 @@
 //! percent), the broken policies leave weir running with the old one, `weir stats` shows
 //! the generation and the reload counts.
 
+mod common;
+
+use common::{wait_for, weir, KillOnDrop, WEIR};
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use weir_lab::agents::{SenderOpts, TcpSender, TcpSink};
 use weir_lab::netns::{skip_unless_root, BridgeTopo};
-
-const WEIR: &str = env!("CARGO_BIN_EXE_weir");
 /// Seconds between reloads; the rate is checked over the last `PHASE - SETTLE` of each.
 const PHASE: f64 = 1.5;
 const SETTLE: f64 = 0.5;
 const RELOADS: usize = 50;
 /// Seconds before the first reload: slow start's overshoot and its recovery are over.
 const WARMUP: f64 = 3.0;
-
-struct Guard(Option<Child>);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 /// The link at `mbit`; the flow (TCP to port 5001) in class `bulk` unless `bulk` is false,
 /// else in the default class `rest`. Either class may borrow the whole link. RED queues
@@ -51,15 +41,6 @@ fn policy(mbit: u32, bulk: bool) -> String {
         );
     }
     s
-}
-
-fn weir(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(WEIR).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn stats(sock: &Path) -> serde_json::Value {
@@ -87,7 +68,7 @@ fn fifty_reloads_under_load_lose_nothing_and_the_rate_follows() {
             f
         })
         .collect();
-    let mut w = Guard(Some(
+    let w = KillOnDrop(Some(
         Command::new("ip")
             .args(["netns", "exec", t.dut.name(), WEIR, "run", "--json"])
             .arg("--policy")
@@ -100,11 +81,7 @@ fn fifty_reloads_under_load_lose_nothing_and_the_rate_follows() {
             .spawn()
             .unwrap(),
     ));
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !sock.exists() {
-        assert!(Instant::now() < deadline, "weir run did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(&sock, Duration::from_secs(5), "weir run did not start");
 
     let sink_addr = SocketAddr::new(IpAddr::V4(BridgeTopo::RCV_ADDR), 5001);
     let sink = TcpSink::start(&t.rcv, sink_addr, Duration::from_millis(100)).unwrap();
@@ -186,10 +163,7 @@ fn fifty_reloads_under_load_lose_nothing_and_the_rate_follows() {
 
     let sr = snd.join();
     let rep = sink.stop();
-    let child = w.0.take().unwrap();
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let out = child.wait_with_output().unwrap();
+    let out = w.terminate();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}{stderr}");

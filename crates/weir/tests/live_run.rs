@@ -6,21 +6,8 @@ use weir_io::ethtool::{get_offloads, set_offloads, Offloads};
 use weir_lab::agents::icmp_ping;
 use weir_lab::netns::{skip_unless_root, BridgeTopo};
 
-const WEIR: &str = env!("CARGO_BIN_EXE_weir");
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-
-fn weir(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(WEIR)
-        .args(args)
-        .current_dir(ROOT)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::{wait_for, weir, KillOnDrop, ROOT, WEIR};
 
 #[test]
 fn run_refuses_bad_setups_clearly() {
@@ -61,18 +48,6 @@ fn run_refuses_bad_setups_clearly() {
     ]);
     assert_eq!(code, 2);
     assert!(err.contains("cannot read policy"), "{err}");
-}
-
-/// A child process that is killed if the test ends early (a failed assertion).
-struct KillOnDrop(Option<std::process::Child>);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 fn offloads_in(ns: &weir_lab::netns::Netns, ifname: &str) -> Offloads {
@@ -133,7 +108,7 @@ fn run_forwards_reports_captures_and_stops_cleanly() {
     let before = offloads_in(&t.dut, &t.dut_lan);
     assert_eq!(before.gro, Some(true));
 
-    let mut guard = KillOnDrop(Some(
+    let guard = KillOnDrop(Some(
         Command::new("ip")
             .args([
                 "netns",
@@ -155,14 +130,11 @@ fn run_forwards_reports_captures_and_stops_cleanly() {
             .spawn()
             .unwrap(),
     ));
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !sock.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "weir run did not open its stats socket"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(
+        &sock,
+        Duration::from_secs(5),
+        "weir run did not open its stats socket",
+    );
     let during = offloads_in(&t.dut, &t.dut_lan);
     assert_eq!(
         (during.gro, during.gso, during.tso),
@@ -196,10 +168,7 @@ fn run_forwards_reports_captures_and_stops_cleanly() {
     );
 
     // SIGTERM: clean exit with a report
-    // SAFETY: signalling our own child.
-    let child = guard.0.take().unwrap();
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let out = child.wait_with_output().unwrap();
+    let out = guard.terminate();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -283,18 +252,11 @@ fn emu_delays_and_loses_as_asked() {
                 .spawn()
                 .unwrap(),
         ));
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !sock.exists() {
-            assert!(Instant::now() < deadline, "weir emu did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_for(&sock, Duration::from_secs(5), "weir emu did not start");
         g
     };
-    let stop = |mut g: KillOnDrop| {
-        let child = g.0.take().unwrap();
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        let out = child.wait_with_output().unwrap();
+    let stop = |g: KillOnDrop| {
+        let out = g.terminate();
         assert!(
             out.status.success(),
             "{}",

@@ -5,13 +5,13 @@
 //! Root and iperf3 needed (`scripts/test` installs iperf3); without them the tests print
 //! `SKIP: …` and pass, except under CI (`CI` set), where a missing iperf3 is a failure.
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
+
+use common::{wait_for, KillOnDrop, ROOT, WEIR};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 use weir_io::ethtool::get_offloads;
 use weir_lab::netns::{skip_unless_root, BridgeTopo, Netns};
-
-const WEIR: &str = env!("CARGO_BIN_EXE_weir");
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 /// The two tests measure rates: one at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -30,18 +30,6 @@ fn have_iperf3(test: &str) -> bool {
     false
 }
 
-/// A child process killed if the test ends early.
-struct Guard(Option<Child>);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 fn in_ns(ns: &Netns, argv: &[&str]) -> Command {
     let mut c = Command::new("ip");
     c.args(["netns", "exec", ns.name()]).args(argv);
@@ -50,7 +38,7 @@ fn in_ns(ns: &Netns, argv: &[&str]) -> Command {
 }
 
 /// Start weir (`args` after the binary) in the DUT namespace; wait for its stats socket.
-fn start_weir(t: &BridgeTopo, args: &[&str], sock: &std::path::Path) -> Guard {
+fn start_weir(t: &BridgeTopo, args: &[&str], sock: &std::path::Path) -> KillOnDrop {
     let mut argv = vec![WEIR];
     argv.extend_from_slice(args);
     argv.extend_from_slice(&["--lan", &t.dut_lan, "--wan", &t.dut_wan, "--json"]);
@@ -60,21 +48,14 @@ fn start_weir(t: &BridgeTopo, args: &[&str], sock: &std::path::Path) -> Guard {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let g = Guard(Some(child));
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !sock.exists() {
-        assert!(Instant::now() < deadline, "weir did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let g = KillOnDrop(Some(child));
+    wait_for(sock, Duration::from_secs(5), "weir did not start");
     g
 }
 
 /// SIGTERM weir and return its JSON report.
-fn stop_weir(mut g: Guard) -> serde_json::Value {
-    let child = g.0.take().unwrap();
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let out = child.wait_with_output().unwrap();
+fn stop_weir(g: KillOnDrop) -> serde_json::Value {
+    let out = g.terminate();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -88,7 +69,7 @@ fn stop_weir(mut g: Guard) -> serde_json::Value {
 /// warm-up; the receiver's goodput in bit/s.
 fn iperf3(t: &BridgeTopo, secs: u32, omit: u32) -> f64 {
     let port = "5201";
-    let server = Guard(Some(
+    let server = KillOnDrop(Some(
         in_ns(&t.rcv, &["iperf3", "-s", "-1", "-p", port])
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -1,0 +1,55 @@
+//! What the `weir` command's live tests share: running the binary, a child process that
+//! is killed if a test ends early, stopping a child with SIGTERM, waiting for a socket.
+#![allow(dead_code)] // each test binary uses its own part
+
+use std::path::Path;
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
+
+pub const WEIR: &str = env!("CARGO_BIN_EXE_weir");
+pub const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
+/// Run `weir ARGS` in the repository's root: (exit code, stdout, stderr).
+pub fn weir(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(WEIR)
+        .args(args)
+        .current_dir(ROOT)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A child process that is killed if the test ends early (a failed assertion).
+pub struct KillOnDrop(pub Option<Child>);
+
+impl KillOnDrop {
+    /// SIGTERM the child and collect what it printed.
+    pub fn terminate(mut self) -> Output {
+        let child = self.0.take().unwrap();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        child.wait_with_output().unwrap()
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Wait until `path` exists (a started weir's statistics socket), at most `limit`.
+pub fn wait_for(path: &Path, limit: Duration, what: &str) {
+    let deadline = Instant::now() + limit;
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
