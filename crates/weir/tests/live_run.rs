@@ -4,7 +4,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use weir_io::ethtool::{get_offloads, set_offloads, Offloads};
 use weir_lab::agents::icmp_ping;
-use weir_lab::netns::{skip_unless_root, BridgeTopo};
+use weir_lab::topo::{skip_unless_root, BridgeTopo};
 
 const WEIR: &str = env!("CARGO_BIN_EXE_weir");
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
@@ -75,7 +75,7 @@ impl Drop for KillOnDrop {
     }
 }
 
-fn offloads_in(ns: &weir_lab::netns::Netns, ifname: &str) -> Offloads {
+fn offloads_in(ns: &weir_lab::topo::Netns, ifname: &str) -> Offloads {
     let i = ifname.to_string();
     ns.run(move || get_offloads(&i)).unwrap()
 }

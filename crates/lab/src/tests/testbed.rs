@@ -1,0 +1,705 @@
+//! The black-box testbed of seed 000 (Fig. 6) in namespaces, and the runner every test
+//! (`weir lab basic|robustness|advanced`) is built on.
+//!
+//! ```text
+//!   snd ──── lan0 [DUT] wan0 ──── lan0 [WAN stage] wan0 ──── rcv
+//!   aliases: one source address per session      per-session delay/loss (a weir emulator)
+//! ```
+//!
+//! A [`Plan`] says which policy the DUT enforces, which TCP sessions run (source address,
+//! congestion control, MSS, receive buffer, start and stop times, WAN delay and loss on the
+//! way to the receiver) and the TCP settings of the hosts (SACK, timestamps, window scaling,
+//! minimum RTO — all explicit, never the machine's defaults). [`run_plan`] builds a fresh
+//! topology for one run of one DUT ([`crate::dut`]), runs the sessions with the project's
+//! own agents ([`crate::agents`]), and returns per session the bytes received per interval
+//! (the sink's series, from which goodput over the analysis window follows) and the
+//! sender's segment and retransmission counts (`TCP_INFO`), with the DUT's and the WAN
+//! stage's own reports. Everything it made is removed when the run ends, also on error.
+//!
+//! The WAN stage exists only when a session has an impairment; it is weir with one
+//! `[[emulate]]` profile per impaired session, selected by the session's source address,
+//! applied to the data direction only (seed 000's wan-emu sits at the sink-side last hop and
+//! delays the data; the ACKs return unimpaired), so a session's RTT is its WAN delay plus
+//! the queueing in the DUT.
+//!
+//! Sessions get their source addresses from the policy ([`addresses_for_class`]): hosts
+//! of the IPv4 source prefix of a rule that sends to the class, checked with the policy's
+//! own classifier so that a test never silently measures the wrong class.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use weir_core::classify::Fields;
+use weir_core::policy::Policy;
+
+use crate::agents::{SenderOpts, SenderReport, SinkOpts, TcpSender, TcpSink};
+use crate::dut::{self, BridgeThread, DutSetup, DutSpec};
+use crate::report::{html_report, meta_text, write_files, Section};
+use crate::stats::series::{goodput_bps, sum_series};
+use crate::stats::table4::{self, ClassStats, RunMeasure, SessionMeasure};
+use crate::topo::{require_root, set_tcp_options, BridgeTopo};
+use crate::{Error, Result};
+
+/// The receiver's port for every session.
+pub const SINK_PORT: u16 = 5001;
+
+/// A WAN impairment on a session's data path.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Wan {
+    /// One-way delay, ms.
+    pub delay_ms: f64,
+    /// Loss in the policy language's grammar (`"periodic 1%"`, `"1%"`, ...).
+    pub loss: Option<String>,
+}
+
+/// One TCP session.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionPlan {
+    pub name: String,
+    /// The class the policy should put it in (checked).
+    pub class: String,
+    pub src: Ipv4Addr,
+    /// Congestion control (`reno`, `cubic`, `bbr`).
+    pub cc: String,
+    /// `TCP_MAXSEG`.
+    pub mss: Option<u32>,
+    /// Receiver's `SO_RCVBUF` is per sink; the sender's, per session.
+    pub rcvbuf: Option<usize>,
+    /// Start, seconds after the receiver starts.
+    pub start_s: f64,
+    /// Stop writing, seconds after the receiver starts.
+    pub stop_s: f64,
+    pub wan: Option<Wan>,
+}
+
+/// Host TCP settings (per namespace, so common to every session of a run).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HostTcp {
+    pub sack: bool,
+    pub timestamps: bool,
+    pub window_scaling: bool,
+    /// `rto_min` on the sender's route to the receiver; `None`: the kernel's (200 ms).
+    pub min_rto_ms: Option<u64>,
+    /// The receiver's `SO_RCVBUF` (bytes; the kernel doubles it); `None`: autotuning.
+    #[serde(default)]
+    pub rcvbuf: Option<usize>,
+}
+
+impl HostTcp {
+    /// Seed 000 Table 3: SACK, timestamps and window scaling off.
+    pub fn seed000() -> Self {
+        HostTcp {
+            sack: false,
+            timestamps: false,
+            window_scaling: false,
+            min_rto_ms: None,
+            // explicit, not the machine's autotuning; with window scaling off the
+            // advertised window is at most 64 KB anyway
+            rcvbuf: Some(65_536),
+        }
+    }
+}
+
+/// A test run's plan: policy, sessions, timing.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Plan {
+    pub name: String,
+    /// The policy's text (what the DUT enforces), and the file it came from.
+    pub policy_text: String,
+    pub policy_file: String,
+    pub sessions: Vec<SessionPlan>,
+    pub tcp: HostTcp,
+    /// Length of a run, s.
+    pub duration_s: f64,
+    /// Analysis window, s since the receiver started.
+    pub window_s: (f64, f64),
+    /// Bin of the per-session series, ms.
+    pub interval_ms: u64,
+    /// weir DUTs busy-poll.
+    pub busy_poll: bool,
+}
+
+impl Plan {
+    pub fn policy(&self) -> Result<Policy> {
+        Policy::parse(&self.policy_file, &self.policy_text)
+            .map_err(|e| Error::Invalid(format!("policy: {e}")))
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::Invalid(format!("plan '{}': {m}", self.name)));
+        if self.sessions.is_empty() {
+            return bad("no sessions".into());
+        }
+        if self.duration_s.is_nan() || self.duration_s <= 0.0 || self.interval_ms == 0 {
+            return bad("duration and interval must be > 0".into());
+        }
+        let (a, b) = self.window_s;
+        if !(0.0 <= a && a < b && b <= self.duration_s) {
+            return bad(format!(
+                "analysis window {a}-{b} s must lie within the {} s run",
+                self.duration_s
+            ));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for s in &self.sessions {
+            if !seen.insert(s.src) {
+                return bad(format!("two sessions from {}", s.src));
+            }
+            if !(0.0 <= s.start_s && s.start_s < s.stop_s && s.stop_s <= self.duration_s) {
+                return bad(format!(
+                    "session {}: start {} s / stop {} s outside the run",
+                    s.name, s.start_s, s.stop_s
+                ));
+            }
+        }
+        let p = self.policy()?;
+        check_classes(&p, &self.sessions)
+    }
+}
+
+/// Sessions' source addresses must land in their classes under the policy's classifier.
+pub fn check_classes(p: &Policy, sessions: &[SessionPlan]) -> Result<()> {
+    let mut pipe = p
+        .build(weir_core::Instant::ZERO)
+        .map_err(|e| Error::Invalid(format!("policy: {e}")))?;
+    for s in sessions {
+        let f = Fields::ip(
+            IpAddr::V4(s.src),
+            IpAddr::V4(BridgeTopo::RCV_ADDR),
+            6,
+            Some(40000),
+            Some(SINK_PORT),
+        );
+        let (class, _) = pipe.classifier.classify(&f, 1500);
+        let got = &p.classes[class as usize].name;
+        if got != &s.class {
+            return Err(Error::Invalid(format!(
+                "session {} from {} is classified into '{got}', not '{}': the policy's rules do not match the test's addressing",
+                s.name, s.src, s.class
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `n` source addresses that the policy classifies into `class`: hosts 1..=n of the first
+/// IPv4 source prefix of a rule sending to it (skipping `used`); for the default class with
+/// no such rule, hosts of 10.77.200.0/24 that no rule matches.
+pub fn addresses_for_class(
+    p: &Policy,
+    class: &str,
+    n: usize,
+    used: &[Ipv4Addr],
+) -> Result<Vec<Ipv4Addr>> {
+    let ci = p
+        .class_index(class)
+        .ok_or_else(|| Error::Invalid(format!("no class '{class}' in the policy")))?;
+    let mut candidates: Vec<Ipv4Addr> = Vec::new();
+    for r in p.rules.iter().filter(|r| r.class == ci) {
+        for net in r.m.src.iter().filter(|n| n.is_ipv4()) {
+            let IpAddr::V4(base) = net.addr() else {
+                continue;
+            };
+            let size = 1u64 << (32 - net.prefix_len() as u32);
+            let base = u32::from(base) as u64;
+            let hosts = if size <= 2 { 0..size } else { 1..size - 1 };
+            candidates.extend(hosts.take(n * 4).map(|h| Ipv4Addr::from((base + h) as u32)));
+        }
+    }
+    if ci == p.default_class {
+        candidates.extend((1..=250).map(|h| Ipv4Addr::new(10, 77, 200, h)));
+    }
+    let mut out = Vec::new();
+    for a in candidates {
+        if out.len() == n {
+            break;
+        }
+        if used.contains(&a) || out.contains(&a) || a == BridgeTopo::RCV_ADDR {
+            continue;
+        }
+        let probe = SessionPlan {
+            name: "probe".into(),
+            class: class.into(),
+            src: a,
+            cc: String::new(),
+            mss: None,
+            rcvbuf: None,
+            start_s: 0.0,
+            stop_s: 1.0,
+            wan: None,
+        };
+        if check_classes(p, &[probe]).is_ok() {
+            out.push(a);
+        }
+    }
+    if out.len() < n {
+        return Err(Error::Invalid(format!(
+            "class '{class}': found only {} of {n} source addresses the policy classifies into it; give it a rule with an IPv4 `src` prefix",
+            out.len()
+        )));
+    }
+    Ok(out)
+}
+
+/// What one session did in one run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SessionOutcome {
+    pub name: String,
+    pub class: String,
+    pub src: Ipv4Addr,
+    pub cc: String,
+    /// Bytes received.
+    pub bytes: u64,
+    /// Goodput over the analysis window, bit/s.
+    pub goodput_bps: f64,
+    /// Bytes received per interval since the receiver started.
+    pub series: Vec<u64>,
+    /// Segments sent (`tcpi_segs_out`) and data segments (`tcpi_data_segs_out`).
+    pub segs_out: u64,
+    pub data_segs_out: u64,
+    /// Segments retransmitted (`tcpi_total_retrans`).
+    pub retrans: u64,
+    pub min_rtt_ms: f64,
+    pub error: Option<String>,
+}
+
+/// One run of one DUT.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunOutcome {
+    pub dut: String,
+    pub run: u32,
+    pub sessions: Vec<SessionOutcome>,
+    /// The DUT's report (what ran, its counters, problems).
+    pub dut_report: serde_json::Value,
+    /// The WAN stage's weir report, when there was one.
+    pub wan_report: Option<serde_json::Value>,
+    pub seconds: f64,
+}
+
+/// The WAN stage's policy: one profile per impaired session, by source address.
+pub fn wan_policy(sessions: &[SessionPlan], seed: u64) -> Option<String> {
+    let impaired: Vec<&SessionPlan> = sessions.iter().filter(|s| s.wan.is_some()).collect();
+    if impaired.is_empty() {
+        return None;
+    }
+    let mut t = format!("[link]\nrate = \"10Gbit\"\ndirection = \"none\"\nseed = {seed}\n");
+    for (i, s) in impaired.iter().enumerate() {
+        let w = s.wan.as_ref().unwrap();
+        t += &format!(
+            "\n[[emulate]]\nname = \"s{i}\"\ndelay = \"{}us\"\n",
+            (w.delay_ms * 1000.0).round() as u64
+        );
+        if let Some(l) = &w.loss {
+            t += &format!("loss = \"{l}\"\n");
+        }
+        t += &format!(
+            "[[rule]]\nname = \"{}\"\nsrc = \"{}/32\"\nemulate = \"s{i}\"\n",
+            s.name, s.src
+        );
+    }
+    Some(t)
+}
+
+/// weir as the WAN stage, on a thread in the stage's namespace.
+fn start_wan_stage(topo: &BridgeTopo, policy_text: &str) -> Result<BridgeThread> {
+    let emu = topo
+        .emu
+        .as_ref()
+        .ok_or_else(|| Error::Invalid("no WAN stage in the topology".into()))?;
+    let p = Policy::parse("<wan stage>", policy_text)
+        .map_err(|e| Error::Invalid(format!("WAN stage policy: {e}")))?;
+    let mut cfg = weir_io::bridge::BridgeConfig::new("lan0", "wan0");
+    cfg.outbound = p
+        .build_direction(weir_core::Direction::Outbound, weir_core::Instant::ZERO)
+        .map_err(Error::Invalid)?;
+    cfg.seed = p.seed;
+    BridgeThread::start(emu, cfg, None, Duration::from_secs(10))
+        .map_err(|e| Error::Invalid(format!("WAN stage: {e}")))
+}
+
+/// Run `plan` once against `dut`. `progress` is called about once a second.
+pub fn run_plan(
+    plan: &Plan,
+    spec: &DutSpec,
+    run: u32,
+    progress: &mut dyn FnMut(&str),
+) -> Result<RunOutcome> {
+    plan.validate()?;
+    let policy = plan.policy()?;
+    let wan = wan_policy(&plan.sessions, 1 + run as u64);
+    let topo = if wan.is_some() {
+        BridgeTopo::with_wan_stage("tb")?
+    } else {
+        BridgeTopo::new("tb")?
+    };
+    // hosts: no segmentation offload (wire-size frames through the DUT), explicit TCP
+    for (ns, ifname) in [
+        (&topo.snd, topo.snd_if.clone()),
+        (&topo.rcv, topo.rcv_if.clone()),
+    ] {
+        ns.try_run(move || {
+            weir_io::ethtool::set_offloads(&ifname, &weir_io::ethtool::Offloads::SEGMENTATION_OFF)
+        })?
+        .map_err(|e| Error::Invalid(format!("offloads: {e}")))?;
+        set_tcp_options(
+            ns,
+            plan.tcp.sack,
+            plan.tcp.timestamps,
+            plan.tcp.window_scaling,
+        )?;
+    }
+    if let Some(rto) = plan.tcp.min_rto_ms {
+        topo.snd.ip(&[
+            "route",
+            "replace",
+            "10.77.0.0/24",
+            "dev",
+            &topo.snd_if,
+            "rto_min",
+            &format!("{rto}ms"),
+        ])?;
+    }
+    let srcs: Vec<Ipv4Addr> = plan.sessions.iter().map(|s| s.src).collect();
+    topo.add_sender_addrs(&srcs)?;
+    let mut wan_stage = match &wan {
+        Some(text) => Some(start_wan_stage(&topo, text)?),
+        None => None,
+    };
+    let sink_addr = SocketAddr::new(IpAddr::V4(BridgeTopo::RCV_ADDR), SINK_PORT);
+    let dut_sessions: Vec<dut::Session> = plan
+        .sessions
+        .iter()
+        .map(|s| dut::Session::tcp(SocketAddr::new(IpAddr::V4(s.src), 0), sink_addr))
+        .collect();
+    let setup = DutSetup {
+        topo: &topo,
+        policy: &policy,
+        sessions: &dut_sessions,
+        busy_poll: plan.busy_poll,
+    };
+    let running = dut::start(spec, &setup)?;
+    let interval = Duration::from_millis(plan.interval_ms);
+    let mut sink_opts = SinkOpts::new(sink_addr, interval);
+    sink_opts.rcvbuf = plan.tcp.rcvbuf;
+    let sink = TcpSink::start_with(&topo.rcv, sink_opts)?;
+    let t0 = Instant::now();
+    // one thread per session: wait for its start, send, report
+    let total = Duration::from_secs_f64(plan.duration_s);
+    let (sink_report, reports) = std::thread::scope(|sc| {
+        let mut handles = Vec::new();
+        for s in &plan.sessions {
+            let mut o = SenderOpts::new(
+                sink_addr,
+                Duration::from_secs_f64(s.stop_s - s.start_s),
+                &s.cc,
+            );
+            o.src = Some(IpAddr::V4(s.src));
+            o.mss = s.mss;
+            o.rcvbuf = s.rcvbuf;
+            // keep little unsent data in the kernel: a slow class stops soon after its stop
+            o.notsent_lowat = Some(16_384);
+            o.connect_timeout = Duration::from_secs(30);
+            o.drain_timeout = Duration::from_secs(2);
+            let start = Duration::from_secs_f64(s.start_s);
+            let ns = &topo.snd;
+            handles.push(
+                sc.spawn(move || -> std::result::Result<SenderReport, String> {
+                    std::thread::sleep(start.saturating_sub(t0.elapsed()));
+                    let sender = TcpSender::start(ns, o).map_err(|e| e.to_string())?;
+                    Ok(sender.join())
+                }),
+            );
+        }
+        while t0.elapsed() < total {
+            std::thread::sleep(Duration::from_millis(1000).min(total.saturating_sub(t0.elapsed())));
+            progress(&format!(
+                "{} run {} {}: {:.0}/{:.0} s",
+                plan.name,
+                run + 1,
+                spec.name(),
+                t0.elapsed().as_secs_f64().min(plan.duration_s),
+                plan.duration_s
+            ));
+            if !running.is_running() || crate::interrupted() {
+                break;
+            }
+        }
+        let sink_report = sink.stop();
+        let reports: Vec<std::result::Result<SenderReport, String>> = handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("sender thread panicked".into()))
+            })
+            .collect();
+        (sink_report, reports)
+    });
+    let dut_report = running.stop();
+    let wan_report = wan_stage
+        .as_mut()
+        .and_then(|w| w.stop())
+        .and_then(|r| match r {
+            Ok(rep) => serde_json::to_value(rep).ok(),
+            Err(e) => Some(serde_json::json!({ "error": e })),
+        });
+    crate::check_interrupted()?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let (from, to) = (
+        Duration::from_secs_f64(plan.window_s.0),
+        Duration::from_secs_f64(plan.window_s.1),
+    );
+    let mut sessions = Vec::new();
+    for (s, rep) in plan.sessions.iter().zip(reports) {
+        let conns: Vec<_> = sink_report.conns_from(IpAddr::V4(s.src)).collect();
+        let bytes = conns.iter().map(|c| c.bytes).sum();
+        let series = sum_series(conns.iter().map(|c| c.series.as_slice()));
+        let goodput_bps = goodput_bps(&series, interval, from, to);
+        let (segs_out, data_segs_out, retrans, min_rtt_ms, error) = match &rep {
+            Ok(r) => (
+                r.segs_out as u64,
+                r.data_segs_out as u64,
+                r.retrans as u64,
+                r.min_rtt.as_secs_f64() * 1e3,
+                r.error.clone(),
+            ),
+            Err(e) => (0, 0, 0, 0.0, Some(e.clone())),
+        };
+        sessions.push(SessionOutcome {
+            name: s.name.clone(),
+            class: s.class.clone(),
+            src: s.src,
+            cc: s.cc.clone(),
+            bytes,
+            goodput_bps,
+            series,
+            segs_out,
+            data_segs_out,
+            retrans,
+            min_rtt_ms,
+            error,
+        });
+    }
+    Ok(RunOutcome {
+        dut: spec.name(),
+        run,
+        sessions,
+        dut_report: serde_json::to_value(&dut_report).unwrap_or_default(),
+        wan_report,
+        seconds,
+    })
+}
+
+/// Per class, the sessions' goodputs and segment counts of one run, for Table 4.
+pub fn class_measures(policy: &Policy, run: &RunOutcome) -> BTreeMap<String, RunMeasure> {
+    let mut m: BTreeMap<String, RunMeasure> = BTreeMap::new();
+    for s in &run.sessions {
+        let rate = policy
+            .class_index(&s.class)
+            .map_or(0, |i| policy.classes[i].rate) as f64;
+        m.entry(s.class.clone())
+            .or_insert_with(|| RunMeasure {
+                class_rate_bps: rate,
+                sessions: Vec::new(),
+            })
+            .sessions
+            // all segments sent (SYNs included): a SYN retransmitted into a full queue
+            // counts as a retransmission, so it must count as sent too
+            .push(SessionMeasure::with_segments(
+                s.goodput_bps,
+                s.segs_out,
+                s.retrans,
+            ));
+    }
+    m
+}
+
+/// Table 4 per DUT and class (classes in policy order) from the runs of `plan`. A class
+/// whose statistics cannot be computed is reported on standard error and left out; the
+/// rest of the result is kept.
+pub fn table4_stats(
+    plan: &Plan,
+    runs: &[RunOutcome],
+    duts: &[String],
+) -> Result<Vec<(String, String, ClassStats)>> {
+    let policy = plan.policy()?;
+    let mut out = Vec::new();
+    for dut in duts {
+        let mut per_class: BTreeMap<String, Vec<RunMeasure>> = BTreeMap::new();
+        for r in runs.iter().filter(|r| &r.dut == dut) {
+            for (class, m) in class_measures(&policy, r) {
+                per_class.entry(class).or_default().push(m);
+            }
+        }
+        for ci in policy.leaves() {
+            let name = &policy.classes[ci].name;
+            if let Some(runs) = per_class.get(name) {
+                match table4::class_stats(runs) {
+                    Ok(s) => out.push((dut.clone(), name.clone(), s)),
+                    Err(e) => eprintln!("weir lab: {dut} {name}: statistics not computable: {e}"),
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The DUTs of a test, parsed (a bad spec is refused before anything runs), then root
+/// required.
+pub fn dut_specs(duts: &[String]) -> Result<Vec<DutSpec>> {
+    let specs = duts
+        .iter()
+        .map(|d| DutSpec::parse(d))
+        .collect::<Result<_>>()?;
+    require_root()?;
+    Ok(specs)
+}
+
+/// Run `plan` `runs` times against each DUT in turn (all runs of the first DUT, then the
+/// next), stopping at a stop signal between runs.
+pub fn run_each(
+    plan: &Plan,
+    specs: &[DutSpec],
+    runs: u32,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<RunOutcome>> {
+    let mut out = Vec::new();
+    for spec in specs {
+        for r in 0..runs {
+            crate::check_interrupted()?;
+            out.push(run_plan(plan, spec, r, progress)?);
+        }
+    }
+    Ok(out)
+}
+
+/// The outputs every testbed test writes: `result.json` (the result, serialised),
+/// `table.txt` (`text`), any `extra` text files, the SVG `charts`, and `report.html` with
+/// the run's metadata, the text, the charts, the policies and what ran on each DUT.
+pub struct Outputs<'a> {
+    pub title: &'a str,
+    pub meta: &'a BTreeMap<String, String>,
+    pub json: String,
+    pub text_heading: &'a str,
+    pub text: String,
+    pub extra: Vec<(String, String)>,
+    pub figs_heading: &'a str,
+    pub charts: Vec<(String, String)>,
+    /// (plan name, plan, its runs) of every part of the test.
+    pub parts: Vec<(&'a Plan, &'a [RunOutcome])>,
+}
+
+impl Outputs<'_> {
+    /// Write everything into `dir`; returns the paths.
+    pub fn write(self, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
+        let mut html = vec![
+            Section::new("Run").pre(meta_text(self.meta)),
+            Section::new(self.text_heading).pre(self.text.clone()),
+        ];
+        let mut figs = Section::new(self.figs_heading);
+        for (_, svg) in &self.charts {
+            figs = figs.svg(svg.clone());
+        }
+        html.push(figs);
+        let mut pol = Section::new("Policies");
+        let mut what = Section::new("What ran");
+        for (plan, runs) in &self.parts {
+            pol = pol.pre(format!("{}:\n{}", plan.name, plan.policy_text));
+            for r in runs.iter().filter(|r| r.run == 0) {
+                let d = r.dut_report["description"].as_str().unwrap_or("");
+                what = what.pre(format!("{} / {}:\n{d}", plan.name, r.dut));
+            }
+        }
+        html.push(pol);
+        html.push(what);
+        let mut files = vec![
+            ("result.json".to_string(), self.json),
+            ("table.txt".to_string(), self.text),
+            ("report.html".to_string(), html_report(self.title, &html)),
+        ];
+        files.extend(self.extra);
+        files.extend(self.charts);
+        write_files(dir, &files)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn basic() -> Policy {
+        Policy::parse(
+            "basic-test.toml",
+            include_str!("../../../../examples/basic-test.toml"),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn addresses_come_from_the_rules_and_are_checked() {
+        let p = basic();
+        let a = addresses_for_class(&p, "c20", 4, &[]).unwrap();
+        assert_eq!(
+            a,
+            [
+                Ipv4Addr::new(10, 1, 1, 1),
+                Ipv4Addr::new(10, 1, 1, 2),
+                Ipv4Addr::new(10, 1, 1, 3),
+                Ipv4Addr::new(10, 1, 1, 4)
+            ]
+        );
+        let b = addresses_for_class(&p, "c20", 2, &a).unwrap();
+        assert_eq!(b[0], Ipv4Addr::new(10, 1, 1, 5));
+        assert!(addresses_for_class(&p, "nope", 1, &[]).is_err());
+        // a session put in the wrong class is refused
+        let wrong = SessionPlan {
+            name: "x".into(),
+            class: "c40".into(),
+            src: a[0],
+            cc: "cubic".into(),
+            mss: None,
+            rcvbuf: None,
+            start_s: 0.0,
+            stop_s: 1.0,
+            wan: None,
+        };
+        let e = check_classes(&p, &[wrong]).unwrap_err().to_string();
+        assert!(e.contains("classified into 'c20', not 'c40'"), "{e}");
+    }
+
+    #[test]
+    fn wan_policy_has_one_profile_per_impaired_session() {
+        let mk = |i: u8, wan: Option<Wan>| SessionPlan {
+            name: format!("s{i}"),
+            class: "c".into(),
+            src: Ipv4Addr::new(10, 1, 1, i),
+            cc: "cubic".into(),
+            mss: None,
+            rcvbuf: None,
+            start_s: 0.0,
+            stop_s: 1.0,
+            wan,
+        };
+        assert!(wan_policy(&[mk(1, None)], 1).is_none());
+        let t = wan_policy(
+            &[
+                mk(1, None),
+                mk(
+                    2,
+                    Some(Wan {
+                        delay_ms: 50.0,
+                        loss: Some("periodic 1%".into()),
+                    }),
+                ),
+            ],
+            9,
+        )
+        .unwrap();
+        let p = Policy::parse("w", &t).unwrap();
+        assert_eq!(p.emulators.len(), 1);
+        assert_eq!(p.emulators[0].cfg.delay.0, 50_000_000);
+        assert_eq!(p.seed, 9);
+        assert_eq!(p.rules[0].emulate, Some(0));
+    }
+}
