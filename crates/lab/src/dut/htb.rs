@@ -68,10 +68,10 @@
 
 use std::collections::BTreeMap;
 
-use weir_core::classify::{Classifier, IpNet, Match, Rule, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
+use weir_core::classify::{IpNet, Match, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 use weir_core::policy::{Policy, Technique};
 use weir_core::units::Limit;
-use weir_core::Direction;
+use weir_core::{Direction, Instant};
 
 use super::Session;
 
@@ -395,16 +395,8 @@ fn htb_device(
     // sessions per leaf
     let mut splits: BTreeMap<usize, Split> = BTreeMap::new();
     if let Some(sessions) = sessions {
-        let rules: Vec<Rule> = policy
-            .rules
-            .iter()
-            .map(|r| Rule {
-                m: r.m.clone(),
-                class: r.class as u32,
-                name: r.name.clone(),
-            })
-            .collect();
-        let cls = Classifier::new(rules, policy.default_class as u32).map_err(|e| e.to_string())?;
+        // the policy's own classifier, as weir runs it
+        let cls = policy.build(Instant::ZERO)?.classifier;
         let mut per_leaf: BTreeMap<usize, Vec<Session>> = BTreeMap::new();
         for s in sessions {
             if s.src.is_ipv4() != s.dst.is_ipv4() {
