@@ -110,7 +110,7 @@ use weir_io::bridge::{Bridge, BridgeConfig, BridgeReport, LaneStats};
 use weir_io::clock::{set_timer_slack_1ns, Clock};
 use weir_io::ethtool::{set_offloads, Offloads};
 use weir_lab::agents::icmp_ping;
-use weir_lab::netns::{link_veth, set_up, skip_unless_root, wait_link_up, BridgeTopo, Netns};
+use weir_lab::topo::{link_veth, set_up, skip_unless_root, wait_link_up, BridgeTopo, Netns};
 use weir_wire::build::{udp_v4_frame, EthSpec, Ipv4Spec};
 use weir_wire::ethernet::MacAddr;
 

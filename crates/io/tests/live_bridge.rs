@@ -11,7 +11,7 @@ use weir_core::Instant;
 use weir_io::afpacket::{RingConfig, RxRing};
 use weir_io::bridge::{Bridge, BridgeConfig, BridgeReport};
 use weir_lab::agents::{icmp_ping, SenderOpts, TcpSender, TcpSink};
-use weir_lab::netns::{set_tcp_options, skip_unless_root, BridgeTopo};
+use weir_lab::topo::{set_tcp_options, skip_unless_root, BridgeTopo};
 
 /// The live tests measure rates: run them one at a time so they do not share the two cores.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -282,8 +282,8 @@ fn oversize_frames_are_named_and_do_not_stall() {
     }
     let _serial = serial();
     let t = topo("mtu");
-    weir_lab::netns::set_mtu(&t.snd, &t.snd_if, 1600).unwrap();
-    weir_lab::netns::set_mtu(&t.dut, &t.dut_lan, 1600).unwrap();
+    weir_lab::topo::set_mtu(&t.snd, &t.snd_if, 1600).unwrap();
+    weir_lab::topo::set_mtu(&t.dut, &t.dut_lan, 1600).unwrap();
     let w = Weir::start(&t, "[link]\nrate = \"10Mbit\"\n");
     let rx = t
         .rcv

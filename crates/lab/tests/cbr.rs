@@ -7,10 +7,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use weir_lab::cbr::{CbrRecords, CbrSender, CbrSenderOpts, CbrSenderReport, CbrSink, CbrSinkOpts};
-use weir_lab::netns::{
-    add_addr, link_veth, list_testbed_namespaces, set_up, skip_unless_root, wait_link_up, Netns,
+use weir_lab::agents::cbr::{
+    CbrRecords, CbrSender, CbrSenderOpts, CbrSenderReport, CbrSink, CbrSinkOpts,
 };
+use weir_lab::topo::{list_testbed_namespaces, skip_unless_root, Netns, VethPair};
 
 /// Pacing spins a core; tests share a 2-core machine, so they run one at a time.
 fn serial() -> MutexGuard<'static, ()> {
@@ -24,28 +24,8 @@ const FLOW: u32 = 0xC0FF_EE01;
 
 /// Two namespaces joined by one veth pair: `snd` eth0 (10.78.0.1/24) ── eth0 `rcv`
 /// (10.78.0.2/24).
-struct Pair {
-    snd: Netns,
-    rcv: Netns,
-}
-
-impl Pair {
-    fn new(label: &str) -> Pair {
-        let snd = Netns::new(&format!("{label}-snd")).expect("netns");
-        let rcv = Netns::new(&format!("{label}-rcv")).expect("netns");
-        link_veth(&snd, "eth0", &rcv, "eth0").expect("veth");
-        add_addr(&snd, "eth0", &format!("{SND_ADDR}/24")).unwrap();
-        add_addr(&rcv, "eth0", &format!("{RCV_ADDR}/24")).unwrap();
-        set_up(&snd, "eth0").unwrap();
-        set_up(&rcv, "eth0").unwrap();
-        wait_link_up(&snd, "eth0", Duration::from_secs(3)).unwrap();
-        wait_link_up(&rcv, "eth0", Duration::from_secs(3)).unwrap();
-        Pair { snd, rcv }
-    }
-
-    fn names(&self) -> Vec<String> {
-        vec![self.snd.name().to_string(), self.rcv.name().to_string()]
-    }
+fn pair(label: &str) -> VethPair {
+    VethPair::with_addrs(label, SND_ADDR, RCV_ADDR).expect("veth pair")
 }
 
 fn assert_gone(names: &[String]) {
@@ -57,7 +37,7 @@ fn assert_gone(names: &[String]) {
 
 /// Sends a few packets of another flow so that ARP is resolved before the measurement (the
 /// sink ignores them, which also exercises its flow filter). Returns how many were sent.
-fn warm_up(pair: &Pair, dst: SocketAddr) -> u64 {
+fn warm_up(pair: &VethPair, dst: SocketAddr) -> u64 {
     let mut o = CbrSenderOpts::new(dst, 1000.0, 64);
     o.flow = FLOW ^ 0xffff_ffff;
     o.count = Some(3);
@@ -70,13 +50,13 @@ fn warm_up(pair: &Pair, dst: SocketAddr) -> u64 {
 }
 
 /// Runs one CBR flow from `snd` to `rcv` and returns what both ends saw.
-fn run_flow(pair: &Pair, pps: f64, frame: usize, count: u64) -> (CbrSenderReport, CbrRecords) {
+fn run_flow(pair: &VethPair, pps: f64, frame: usize, count: u64) -> (CbrSenderReport, CbrRecords) {
     run_flow_with(pair, pps, frame, count, |_| {})
 }
 
 /// [`run_flow`] with a hook to change the sender's options.
 fn run_flow_with(
-    pair: &Pair,
+    pair: &VethPair,
     pps: f64,
     frame: usize,
     count: u64,
@@ -133,8 +113,8 @@ fn cbr_800b_10kpps_plain_veth() {
     let _g = serial();
     let names;
     {
-        let pair = Pair::new("cbr800");
-        names = pair.names();
+        let pair = pair("cbr800");
+        names = pair.namespace_names();
         let (sent, recs) = run_flow(&pair, 10_000.0, 800, 20_000);
         print_sender(&sent);
         let s = recs.summary(sent.attempted);
@@ -185,8 +165,8 @@ fn cbr_64b_40kpps_plain_veth() {
     let _g = serial();
     let names;
     {
-        let pair = Pair::new("cbr64");
-        names = pair.names();
+        let pair = pair("cbr64");
+        names = pair.namespace_names();
         let (sent, recs) = run_flow(&pair, 40_000.0, 64, 80_000);
         print_sender(&sent);
         let s = recs.summary(sent.attempted);
@@ -218,8 +198,8 @@ fn cbr_stop_early() {
     let _g = serial();
     let names;
     {
-        let pair = Pair::new("cbrstop");
-        names = pair.names();
+        let pair = pair("cbrstop");
+        names = pair.namespace_names();
         let bind = SocketAddr::new(IpAddr::V4(RCV_ADDR), 0);
         let sink = CbrSink::start(&pair.rcv, bind, Some(FLOW)).expect("sink");
         let dst = sink.local_addr();
@@ -257,8 +237,8 @@ fn cbr_cleanup_after_panic() {
     let _g = serial();
     let mut names = Vec::new();
     let res = catch_unwind(AssertUnwindSafe(|| {
-        let pair = Pair::new("cbrpanic");
-        names = pair.names();
+        let pair = pair("cbrpanic");
+        names = pair.namespace_names();
         let bind = SocketAddr::new(IpAddr::V4(RCV_ADDR), 0);
         let sink = CbrSink::start(&pair.rcv, bind, None).expect("sink");
         let o = CbrSenderOpts::new(sink.local_addr(), 5_000.0, 64);
@@ -293,7 +273,7 @@ fn cbr_max_rate_64b() {
         return;
     }
     let _g = serial();
-    let pair = Pair::new("cbrmax");
+    let pair = pair("cbrmax");
     for batch in [32, 1] {
         eprintln!("max_batch {batch}:");
         let (sent, recs) = run_flow_with(&pair, 300_000.0, 64, 300_000, |o| o.max_batch = batch);

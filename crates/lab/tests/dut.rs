@@ -16,7 +16,7 @@ use weir_core::policy::Policy;
 use weir_io::ethtool::{set_offloads, Offloads};
 use weir_lab::agents::{icmp_ping, SenderOpts, TcpSender, TcpSink};
 use weir_lab::dut::{self, DutReport, DutSetup, DutSpec, Session};
-use weir_lab::netns::{set_tcp_options, skip_unless_root, BridgeTopo};
+use weir_lab::topo::{set_tcp_options, skip_unless_root, BridgeTopo};
 
 /// The tests measure rates on a 2-core machine: one at a time.
 fn serial() -> MutexGuard<'static, ()> {

@@ -3,9 +3,9 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use weir_lab::advanced::{self, AdvancedConfig};
-use weir_lab::netns::skip_unless_root;
-use weir_lab::robustness::{self, RobustnessConfig};
+use weir_lab::tests::advanced::{self, AdvancedConfig};
+use weir_lab::tests::robustness::{self, RobustnessConfig};
+use weir_lab::topo::skip_unless_root;
 
 /// The tests measure rates on a 2-core machine: one at a time.
 fn serial() -> MutexGuard<'static, ()> {

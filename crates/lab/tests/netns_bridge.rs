@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use weir_lab::agents::{icmp_ping, icmp_ping_with, PingOpts, SenderOpts, TcpSender, TcpSink};
-use weir_lab::netns::{
+use weir_lab::topo::{
     list_testbed_namespaces, process_prefix, set_tcp_options, skip_unless_root, BridgeTopo, Netns,
 };
 
@@ -317,16 +317,16 @@ fn veth_to_host_goes_with_the_namespace() {
     }
     let _g = serial();
     let host = Netns::host().unwrap();
-    let (a, _) = weir_lab::netns::unique_veth_names();
+    let (a, _) = weir_lab::topo::unique_veth_names();
     let name;
     {
         let ns = Netns::new("hostveth").unwrap();
         name = ns.name().to_string();
-        weir_lab::netns::link_veth(&host, &a, &ns, "eth0").unwrap();
-        weir_lab::netns::add_addr(&ns, "eth0", "fd00:77::2/64").unwrap();
-        weir_lab::netns::set_up(&ns, "eth0").unwrap();
-        weir_lab::netns::set_up(&host, &a).unwrap();
-        weir_lab::netns::wait_link_up(&ns, "eth0", Duration::from_secs(3)).unwrap();
+        weir_lab::topo::link_veth(&host, &a, &ns, "eth0").unwrap();
+        weir_lab::topo::add_addr(&ns, "eth0", "fd00:77::2/64").unwrap();
+        weir_lab::topo::set_up(&ns, "eth0").unwrap();
+        weir_lab::topo::set_up(&host, &a).unwrap();
+        weir_lab::topo::wait_link_up(&ns, "eth0", Duration::from_secs(3)).unwrap();
         assert!(host.ip(&["link", "show", "dev", &a]).is_ok());
     }
     assert_gone(&[name]);

@@ -4,7 +4,9 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use weir_lab::fidelity::{self, FidelityConfig, FidelityResult};
+use weir_lab::report::{self, Check};
+use weir_lab::tests::fidelity::{FidelityConfig, FidelityResult};
+use weir_lab::tests::{advanced, basic, fidelity, robustness};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -173,7 +175,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     // Ctrl-C / SIGTERM: the run stops at its next step and removes what it made
     weir_io::signals::install();
     // namespaces of earlier runs that were killed outright (SIGKILL) and could not clean up
-    if let Ok(stale) = weir_lab::netns::remove_stale_namespaces() {
+    if let Ok(stale) = weir_lab::topo::remove_stale_namespaces() {
         if !stale.is_empty() {
             eprintln!(
                 "weir lab: removed {} namespace(s) left by dead runs: {}",
@@ -229,7 +231,7 @@ fn run_fidelity(a: FidelityArgs) -> anyhow::Result<ExitCode> {
     cfg.busy_poll = !a.no_busy_poll;
     cfg.seed = a.seed;
     cfg.validate()?;
-    weir_lab::netns::require_root()?;
+    weir_lab::topo::require_root()?;
     let cells = cfg.paths.len() * cfg.sizes.len() * cfg.rates.len() * cfg.repeats as usize;
     eprintln!(
         "weir lab fidelity: {} paths x {} sizes x {} rates x {} repeats = {cells} cells of {} ms; outputs in {}",
@@ -247,16 +249,12 @@ fn run_fidelity(a: FidelityArgs) -> anyhow::Result<ExitCode> {
 fn finish(r: &FidelityResult, out: &std::path::Path, strict: bool) -> anyhow::Result<ExitCode> {
     print!("{}", fidelity::tables(r));
     println!();
-    print!("{}", fidelity::checks_text(r));
+    print!("{}", report::checks_text(&r.checks));
     conclude(fidelity::write_outputs(r, out)?, &r.checks, strict)
 }
 
 /// Say which files were written; status 3 under `--strict` when a check failed.
-fn conclude(
-    files: Vec<PathBuf>,
-    checks: &[weir_lab::fidelity::Check],
-    strict: bool,
-) -> anyhow::Result<ExitCode> {
+fn conclude(files: Vec<PathBuf>, checks: &[Check], strict: bool) -> anyhow::Result<ExitCode> {
     eprintln!(
         "weir lab: wrote {}",
         files
@@ -265,7 +263,7 @@ fn conclude(
             .collect::<Vec<_>>()
             .join(", ")
     );
-    if strict && checks.iter().any(|c| !c.passed) {
+    if strict && !report::all_passed(checks) {
         return Ok(ExitCode::from(3));
     }
     Ok(ExitCode::SUCCESS)
@@ -304,21 +302,21 @@ fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
             finish(&r, &out, false)
         }
         Some("basic") => {
-            let mut r: weir_lab::basic::BasicResult = serde_json::from_value(v)
+            let mut r: basic::BasicResult = serde_json::from_value(v)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", a.result.display()))?;
-            weir_lab::basic::finish(&mut r)?;
+            basic::finish(&mut r)?;
             finish_basic(&r, &out, false)
         }
         Some("robustness") => {
-            let mut r: weir_lab::robustness::RobustnessResult = serde_json::from_value(v)
+            let mut r: robustness::RobustnessResult = serde_json::from_value(v)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", a.result.display()))?;
-            weir_lab::robustness::finish(&mut r)?;
+            robustness::finish(&mut r)?;
             finish_robustness(&r, &out, false)
         }
         Some("advanced") => {
-            let mut r: weir_lab::advanced::AdvancedResult = serde_json::from_value(v)
+            let mut r: advanced::AdvancedResult = serde_json::from_value(v)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", a.result.display()))?;
-            weir_lab::advanced::finish(&mut r)?;
+            advanced::finish(&mut r)?;
             finish_advanced(&r, &out, false)
         }
         Some(k) => anyhow::bail!("{}: unknown result kind '{k}'", a.result.display()),
@@ -330,7 +328,7 @@ fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn run_basic(a: BasicArgs) -> anyhow::Result<ExitCode> {
-    use weir_lab::basic::{self, BasicConfig};
+    use basic::BasicConfig;
     let mut c = if a.t.quick {
         BasicConfig::quick()
     } else {
@@ -366,7 +364,7 @@ fn run_basic(a: BasicArgs) -> anyhow::Result<ExitCode> {
     let (file, text) = read_policy(a.policy.as_deref())?;
     // refuse a bad plan (policy, addressing, window) before asking for root
     let plan = basic::plan(&file, &text, &c)?;
-    weir_lab::netns::require_root()?;
+    weir_lab::topo::require_root()?;
     let total = c.duts.len() as f64 * c.runs as f64 * (c.duration_s + 3.0);
     eprintln!(
         "weir lab basic: {} sessions, {} DUT(s) x {} run(s) of {} s (about {:.0} min); outputs in {}",
@@ -382,12 +380,12 @@ fn run_basic(a: BasicArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn finish_basic(
-    r: &weir_lab::basic::BasicResult,
+    r: &basic::BasicResult,
     out: &std::path::Path,
     strict: bool,
 ) -> anyhow::Result<ExitCode> {
-    print!("{}", weir_lab::basic::text(r));
-    conclude(weir_lab::basic::write_outputs(r, out)?, &r.checks, strict)
+    print!("{}", basic::text(r));
+    conclude(basic::write_outputs(r, out)?, &r.checks, strict)
 }
 
 /// The DUT list of `--compare` and `--dut` (each checked), or `None` for the test's default.
@@ -415,7 +413,7 @@ fn dut_list(compare: bool, dut: Vec<String>) -> anyhow::Result<Option<Vec<String
 
 /// Run `f` with a progress printer (see [`progress_printer`]); ends the progress line.
 fn with_progress<T>(
-    f: impl FnOnce(&mut dyn FnMut(&str)) -> weir_lab::netns::Result<T>,
+    f: impl FnOnce(&mut dyn FnMut(&str)) -> weir_lab::Result<T>,
 ) -> anyhow::Result<T> {
     let (tty, mut progress) = progress_printer();
     let r = f(&mut progress);
@@ -444,7 +442,7 @@ fn progress_printer() -> (bool, impl FnMut(&str)) {
 }
 
 fn run_robustness(a: RobustnessArgs) -> anyhow::Result<ExitCode> {
-    use weir_lab::robustness::{self, RobustnessConfig};
+    use robustness::RobustnessConfig;
     let mut c = if a.t.quick {
         RobustnessConfig::quick()
     } else {
@@ -468,7 +466,7 @@ fn run_robustness(a: RobustnessArgs) -> anyhow::Result<ExitCode> {
     };
     // refuse a bad plan (policy, addressing, subtests) before asking for root
     robustness::plans(&file, &text, &c)?;
-    weir_lab::netns::require_root()?;
+    weir_lab::topo::require_root()?;
     let per_dut = c.seconds_per_dut() + 3.0 * c.runs_per_dut() as f64;
     eprintln!(
         "weir lab robustness: {} on {} DUT(s), {} run(s) per DUT (about {:.0} min); outputs in {}",
@@ -483,20 +481,16 @@ fn run_robustness(a: RobustnessArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn finish_robustness(
-    r: &weir_lab::robustness::RobustnessResult,
+    r: &robustness::RobustnessResult,
     out: &std::path::Path,
     strict: bool,
 ) -> anyhow::Result<ExitCode> {
-    print!("{}", weir_lab::robustness::text(r));
-    conclude(
-        weir_lab::robustness::write_outputs(r, out)?,
-        &r.checks,
-        strict,
-    )
+    print!("{}", robustness::text(r));
+    conclude(robustness::write_outputs(r, out)?, &r.checks, strict)
 }
 
 fn run_advanced(a: AdvancedArgs) -> anyhow::Result<ExitCode> {
-    use weir_lab::advanced::{self, AdvancedConfig};
+    use advanced::AdvancedConfig;
     let mut c = if a.t.quick {
         AdvancedConfig::quick()
     } else {
@@ -514,7 +508,7 @@ fn run_advanced(a: AdvancedArgs) -> anyhow::Result<ExitCode> {
     c.cc = a.t.cc.clone();
     c.busy_poll = a.t.busy_poll;
     let plans = advanced::plans(&c)?;
-    weir_lab::netns::require_root()?;
+    weir_lab::topo::require_root()?;
     let total = (plans.len() * c.duts.len()) as f64 * c.runs as f64 * (c.duration_s + 3.0);
     eprintln!(
         "weir lab advanced: {} on {} DUT(s) x {} run(s) of {} s (about {:.0} min); outputs in {}",
@@ -530,14 +524,10 @@ fn run_advanced(a: AdvancedArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn finish_advanced(
-    r: &weir_lab::advanced::AdvancedResult,
+    r: &advanced::AdvancedResult,
     out: &std::path::Path,
     strict: bool,
 ) -> anyhow::Result<ExitCode> {
-    print!("{}", weir_lab::advanced::text(r));
-    conclude(
-        weir_lab::advanced::write_outputs(r, out)?,
-        &r.checks,
-        strict,
-    )
+    print!("{}", advanced::text(r));
+    conclude(advanced::write_outputs(r, out)?, &r.checks, strict)
 }

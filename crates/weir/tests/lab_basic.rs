@@ -3,7 +3,7 @@
 //! the accuracy and fairness checks, and `weir lab report` re-makes the outputs.
 
 use std::process::Command;
-use weir_lab::netns::skip_unless_root;
+use weir_lab::topo::skip_unless_root;
 
 const WEIR: &str = env!("CARGO_BIN_EXE_weir");
 
@@ -153,7 +153,7 @@ fn ctrl_c_cleans_up() {
     let pid = child.id();
     let prefix = format!("weir-{pid}-");
     let mine = || {
-        weir_lab::netns::list_testbed_namespaces()
+        weir_lab::topo::list_testbed_namespaces()
             .into_iter()
             .filter(|n| n.starts_with(&prefix))
             .count()
@@ -180,6 +180,6 @@ fn ctrl_c_cleans_up() {
         mine(),
         0,
         "namespaces left behind: {:?}",
-        weir_lab::netns::list_testbed_namespaces()
+        weir_lab::topo::list_testbed_namespaces()
     );
 }

@@ -3,7 +3,7 @@
 //! report` re-makes them from the JSON alone.
 
 use std::process::Command;
-use weir_lab::netns::skip_unless_root;
+use weir_lab::topo::skip_unless_root;
 
 const WEIR: &str = env!("CARGO_BIN_EXE_weir");
 

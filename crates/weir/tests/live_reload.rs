@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use weir_lab::agents::{SenderOpts, TcpSender, TcpSink};
-use weir_lab::netns::{skip_unless_root, BridgeTopo};
+use weir_lab::topo::{skip_unless_root, BridgeTopo};
 /// Seconds between reloads; the rate is checked over the last `PHASE - SETTLE` of each.
 const PHASE: f64 = 1.5;
 const SETTLE: f64 = 0.5;

@@ -4,7 +4,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use weir_io::ethtool::{get_offloads, set_offloads, Offloads};
 use weir_lab::agents::icmp_ping;
-use weir_lab::netns::{skip_unless_root, BridgeTopo};
+use weir_lab::topo::{skip_unless_root, BridgeTopo};
 
 mod common;
 use common::{wait_for, weir, KillOnDrop, ROOT, WEIR};
@@ -50,7 +50,7 @@ fn run_refuses_bad_setups_clearly() {
     assert!(err.contains("cannot read policy"), "{err}");
 }
 
-fn offloads_in(ns: &weir_lab::netns::Netns, ifname: &str) -> Offloads {
+fn offloads_in(ns: &weir_lab::topo::Netns, ifname: &str) -> Offloads {
     let i = ifname.to_string();
     ns.run(move || get_offloads(&i)).unwrap()
 }

@@ -11,7 +11,7 @@ use common::{wait_for, KillOnDrop, ROOT, WEIR};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use weir_io::ethtool::get_offloads;
-use weir_lab::netns::{skip_unless_root, BridgeTopo, Netns};
+use weir_lab::topo::{skip_unless_root, BridgeTopo, Netns};
 /// The two tests measure rates: one at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 

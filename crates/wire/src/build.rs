@@ -383,6 +383,33 @@ pub fn tcp_v6_frame(
     tcp_frame(buf, eth, IpSpec::V6(ip), tcp, payload)
 }
 
+/// Writes an ICMP echo request (`request == true`) or echo reply message with
+/// its checksum: the ICMP header and payload only, as a raw `IPPROTO_ICMP`
+/// socket sends it (the kernel adds the IP header). Returns its length,
+/// `8 + payload.len()`.
+pub fn icmp_echo(
+    buf: &mut [u8],
+    request: bool,
+    ident: u16,
+    seq_no: u16,
+    payload: &[u8],
+) -> Result<usize> {
+    let len = icmp::HEADER_LEN + payload.len();
+    let m = buf.get_mut(..len).ok_or(Error::BufferTooSmall)?;
+    m[0] = if request {
+        icmp::ECHO_REQUEST
+    } else {
+        icmp::ECHO_REPLY
+    };
+    m[1] = 0;
+    wr16(m, 2, 0);
+    wr16(m, 4, ident);
+    wr16(m, 6, seq_no);
+    m[icmp::HEADER_LEN..].copy_from_slice(payload);
+    icmp::Packet::new_checked(m)?.fill_checksum();
+    Ok(len)
+}
+
 /// Writes an Ethernet / IPv4 / ICMP echo request (`request == true`) or
 /// echo reply frame.
 pub fn icmp_echo_v4(
@@ -396,18 +423,7 @@ pub fn icmp_echo_v4(
 ) -> Result<usize> {
     let len = icmp::HEADER_LEN + payload.len();
     frame(buf, eth, IpSpec::V4(ip), protocol::ICMP, len, |l4, _, _| {
-        l4[0] = if request {
-            icmp::ECHO_REQUEST
-        } else {
-            icmp::ECHO_REPLY
-        };
-        l4[1] = 0;
-        wr16(l4, 2, 0);
-        wr16(l4, 4, ident);
-        wr16(l4, 6, seq_no);
-        l4[icmp::HEADER_LEN..].copy_from_slice(payload);
-        icmp::Packet::new_checked(l4)?.fill_checksum();
-        Ok(())
+        icmp_echo(l4, request, ident, seq_no, payload).map(|_| ())
     })
 }
 
@@ -416,6 +432,38 @@ mod tests {
     use super::*;
     use crate::parse::parse_frame;
     use proptest::prelude::*;
+
+    #[test]
+    fn icmp_echo_message_matches_fixture() {
+        // The echo request of the icmp.rs fixture: id 0x1234, seq 1, the 32-byte
+        // Windows ping payload, checksum 0x3b27.
+        let want = b"\x08\x00\x3b\x27\x12\x34\x00\x01abcdefghijklmnopqrstuvwabcdefghi";
+        let mut buf = [0xaau8; 64];
+        let n = icmp_echo(
+            &mut buf,
+            true,
+            0x1234,
+            1,
+            b"abcdefghijklmnopqrstuvwabcdefghi",
+        )
+        .unwrap();
+        assert_eq!(&buf[..n], &want[..]);
+        assert_eq!(buf[n], 0xaa, "bytes after the message are untouched");
+        // A reply: type 0, checksum valid.
+        let n = icmp_echo(&mut buf, false, 7, 9, b"abc").unwrap();
+        assert_eq!(n, 11);
+        let m = icmp::Packet::new_checked(&buf[..n]).unwrap();
+        assert_eq!(m.msg_type(), icmp::ECHO_REPLY);
+        assert_eq!(
+            (m.echo_ident(), m.echo_seq_no(), m.payload()),
+            (7, 9, &b"abc"[..])
+        );
+        assert!(m.verify_checksum());
+        assert_eq!(
+            icmp_echo(&mut buf[..10], true, 1, 1, b"abc"),
+            Err(Error::BufferTooSmall)
+        );
+    }
 
     #[test]
     fn linux_syn_options_layout() {

@@ -34,9 +34,13 @@ use serde::{Deserialize, Serialize};
 use weir_core::classify::Fields;
 use weir_core::policy::Policy;
 
-use crate::agents::{SenderOpts, SenderReport, TcpSender, TcpSink};
+use crate::agents::{SenderOpts, SenderReport, SinkOpts, TcpSender, TcpSink};
 use crate::dut::{self, BridgeThread, DutSetup, DutSpec};
-use crate::netns::{set_tcp_options, BridgeTopo, Error, Result};
+use crate::report::{html_report, meta_text, write_files, Section};
+use crate::stats::series::{goodput_bps, sum_series};
+use crate::stats::table4::{self, ClassStats, RunMeasure, SessionMeasure};
+use crate::topo::{require_root, set_tcp_options, BridgeTopo};
+use crate::{Error, Result};
 
 /// The receiver's port for every session.
 pub const SINK_PORT: u16 = 5001;
@@ -377,7 +381,7 @@ pub fn run_plan(
     };
     let running = dut::start(spec, &setup)?;
     let interval = Duration::from_millis(plan.interval_ms);
-    let mut sink_opts = crate::agents::SinkOpts::new(sink_addr, interval);
+    let mut sink_opts = SinkOpts::new(sink_addr, interval);
     sink_opts.rcvbuf = plan.tcp.rcvbuf;
     let sink = TcpSink::start_with(&topo.rcv, sink_opts)?;
     let t0 = Instant::now();
@@ -449,18 +453,9 @@ pub fn run_plan(
     let mut sessions = Vec::new();
     for (s, rep) in plan.sessions.iter().zip(reports) {
         let conns: Vec<_> = sink_report.conns_from(IpAddr::V4(s.src)).collect();
-        let mut series: Vec<u64> = Vec::new();
-        let mut bytes = 0;
-        for c in &conns {
-            bytes += c.bytes;
-            if series.len() < c.series.len() {
-                series.resize(c.series.len(), 0);
-            }
-            for (a, b) in series.iter_mut().zip(&c.series) {
-                *a += b;
-            }
-        }
-        let goodput_bps = crate::agents::goodput_bps(&series, interval, from, to);
+        let bytes = conns.iter().map(|c| c.bytes).sum();
+        let series = sum_series(conns.iter().map(|c| c.series.as_slice()));
+        let goodput_bps = goodput_bps(&series, interval, from, to);
         let (segs_out, data_segs_out, retrans, min_rtt_ms, error) = match &rep {
             Ok(r) => (
                 r.segs_out as u64,
@@ -497,30 +492,86 @@ pub fn run_plan(
 }
 
 /// Per class, the sessions' goodputs and segment counts of one run, for Table 4.
-pub fn class_measures(
-    policy: &Policy,
-    run: &RunOutcome,
-) -> BTreeMap<String, crate::table4::RunMeasure> {
-    let mut m: BTreeMap<String, crate::table4::RunMeasure> = BTreeMap::new();
+pub fn class_measures(policy: &Policy, run: &RunOutcome) -> BTreeMap<String, RunMeasure> {
+    let mut m: BTreeMap<String, RunMeasure> = BTreeMap::new();
     for s in &run.sessions {
         let rate = policy
             .class_index(&s.class)
             .map_or(0, |i| policy.classes[i].rate) as f64;
         m.entry(s.class.clone())
-            .or_insert_with(|| crate::table4::RunMeasure {
+            .or_insert_with(|| RunMeasure {
                 class_rate_bps: rate,
                 sessions: Vec::new(),
             })
             .sessions
             // all segments sent (SYNs included): a SYN retransmitted into a full queue
             // counts as a retransmission, so it must count as sent too
-            .push(crate::table4::SessionMeasure::with_segments(
+            .push(SessionMeasure::with_segments(
                 s.goodput_bps,
                 s.segs_out,
                 s.retrans,
             ));
     }
     m
+}
+
+/// Table 4 per DUT and class (classes in policy order) from the runs of `plan`. A class
+/// whose statistics cannot be computed is reported on standard error and left out; the
+/// rest of the result is kept.
+pub fn table4_stats(
+    plan: &Plan,
+    runs: &[RunOutcome],
+    duts: &[String],
+) -> Result<Vec<(String, String, ClassStats)>> {
+    let policy = plan.policy()?;
+    let mut out = Vec::new();
+    for dut in duts {
+        let mut per_class: BTreeMap<String, Vec<RunMeasure>> = BTreeMap::new();
+        for r in runs.iter().filter(|r| &r.dut == dut) {
+            for (class, m) in class_measures(&policy, r) {
+                per_class.entry(class).or_default().push(m);
+            }
+        }
+        for ci in policy.leaves() {
+            let name = &policy.classes[ci].name;
+            if let Some(runs) = per_class.get(name) {
+                match table4::class_stats(runs) {
+                    Ok(s) => out.push((dut.clone(), name.clone(), s)),
+                    Err(e) => eprintln!("weir lab: {dut} {name}: statistics not computable: {e}"),
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The DUTs of a test, parsed (a bad spec is refused before anything runs), then root
+/// required.
+pub fn dut_specs(duts: &[String]) -> Result<Vec<DutSpec>> {
+    let specs = duts
+        .iter()
+        .map(|d| DutSpec::parse(d))
+        .collect::<Result<_>>()?;
+    require_root()?;
+    Ok(specs)
+}
+
+/// Run `plan` `runs` times against each DUT in turn (all runs of the first DUT, then the
+/// next), stopping at a stop signal between runs.
+pub fn run_each(
+    plan: &Plan,
+    specs: &[DutSpec],
+    runs: u32,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<RunOutcome>> {
+    let mut out = Vec::new();
+    for spec in specs {
+        for r in 0..runs {
+            crate::check_interrupted()?;
+            out.push(run_plan(plan, spec, r, progress)?);
+        }
+    }
+    Ok(out)
 }
 
 /// The outputs every testbed test writes: `result.json` (the result, serialised),
@@ -543,21 +594,16 @@ impl Outputs<'_> {
     /// Write everything into `dir`; returns the paths.
     pub fn write(self, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
         let mut html = vec![
-            crate::plot::Section::new("Run").pre(
-                self.meta
-                    .iter()
-                    .map(|(k, v)| format!("{k}: {v}\n"))
-                    .collect::<String>(),
-            ),
-            crate::plot::Section::new(self.text_heading).pre(self.text.clone()),
+            Section::new("Run").pre(meta_text(self.meta)),
+            Section::new(self.text_heading).pre(self.text.clone()),
         ];
-        let mut figs = crate::plot::Section::new(self.figs_heading);
+        let mut figs = Section::new(self.figs_heading);
         for (_, svg) in &self.charts {
             figs = figs.svg(svg.clone());
         }
         html.push(figs);
-        let mut pol = crate::plot::Section::new("Policies");
-        let mut what = crate::plot::Section::new("What ran");
+        let mut pol = Section::new("Policies");
+        let mut what = Section::new("What ran");
         for (plan, runs) in &self.parts {
             pol = pol.pre(format!("{}:\n{}", plan.name, plan.policy_text));
             for r in runs.iter().filter(|r| r.run == 0) {
@@ -570,20 +616,12 @@ impl Outputs<'_> {
         let mut files = vec![
             ("result.json".to_string(), self.json),
             ("table.txt".to_string(), self.text),
-            (
-                "report.html".to_string(),
-                crate::plot::html_report(self.title, &html),
-            ),
+            ("report.html".to_string(), html_report(self.title, &html)),
         ];
         files.extend(self.extra);
         files.extend(self.charts);
-        crate::write_files(dir, &files)
+        write_files(dir, &files)
     }
-}
-
-/// `serde_json::to_string_pretty` with the error as a testbed error.
-pub fn to_json<T: Serialize>(v: &T) -> Result<String> {
-    serde_json::to_string_pretty(v).map_err(|e| Error::Invalid(format!("serialise: {e}")))
 }
 
 #[cfg(test)]
@@ -593,7 +631,7 @@ mod tests {
     fn basic() -> Policy {
         Policy::parse(
             "basic-test.toml",
-            include_str!("../../../examples/basic-test.toml"),
+            include_str!("../../../../examples/basic-test.toml"),
         )
         .unwrap()
     }

@@ -37,3 +37,8 @@ pub fn meta() -> BTreeMap<String, String> {
     );
     m
 }
+
+/// The metadata as text, one `key: value` line each (the "Run" section of a report).
+pub fn meta_text(meta: &BTreeMap<String, String>) -> String {
+    meta.iter().map(|(k, v)| format!("{k}: {v}\n")).collect()
+}

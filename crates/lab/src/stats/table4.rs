@@ -49,6 +49,8 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use weir_core::stats::{cov, jain, mean, std_pop};
 
+use crate::report::{fmt_opt, text_table};
+
 /// One session's measurement in one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionMeasure {
@@ -268,13 +270,6 @@ pub fn class_stats(runs: &[RunMeasure]) -> Result<ClassStats, Table4Error> {
     })
 }
 
-fn cell(v: Option<f64>, decimals: usize) -> String {
-    match v {
-        Some(x) if x.is_finite() => format!("{x:.decimals$}"),
-        _ => "n/a".to_string(),
-    }
-}
-
 /// Column headings of [`format_table`] and [`format_csv`], after "class" and "DUT".
 pub const COLUMNS: [&str; 6] = [
     "accuracy",
@@ -287,12 +282,12 @@ pub const COLUMNS: [&str; 6] = [
 
 fn values(s: &ClassStats) -> [String; 6] {
     [
-        cell(Some(s.accuracy), 3),
-        cell(s.accuracy_cov, 3),
-        cell(s.fairness_cov_mean, 3),
-        cell(s.fairness_cov_std, 3),
-        cell(s.jain_mean, 3),
-        cell(s.retransmission_ratio, 4),
+        fmt_opt(Some(s.accuracy), 3),
+        fmt_opt(s.accuracy_cov, 3),
+        fmt_opt(s.fairness_cov_mean, 3),
+        fmt_opt(s.fairness_cov_std, 3),
+        fmt_opt(s.jain_mean, 3),
+        fmt_opt(s.retransmission_ratio, 4),
     ]
 }
 
@@ -339,36 +334,8 @@ pub fn format_table(rows: &[(String, String, ClassStats)]) -> String {
         line.extend(values(stats));
         table.push(line);
     }
-    let ncols = table[0].len();
-    let widths: Vec<usize> = (0..ncols)
-        .map(|c| {
-            table
-                .iter()
-                .map(|r| r[c].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for row in &table {
-        let mut line = String::new();
-        for (c, v) in row.iter().enumerate() {
-            if c > 0 {
-                line.push_str("  ");
-            }
-            let pad = widths[c] - v.chars().count();
-            if c < 2 {
-                // text columns: left-aligned
-                line.push_str(v);
-                line.extend(std::iter::repeat_n(' ', pad));
-            } else {
-                line.extend(std::iter::repeat_n(' ', pad));
-                line.push_str(v);
-            }
-        }
-        let _ = writeln!(out, "{}", line.trim_end());
-    }
-    out
+    // text columns (class, DUT) left-aligned, figures right-aligned
+    text_table(&table, 2)
 }
 
 /// The same table as CSV (`class,dut,accuracy,…`), full precision, empty fields for

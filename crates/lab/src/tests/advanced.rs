@@ -44,13 +44,11 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use weir_core::policy::Policy;
 
-use crate::basic::PAYLOAD_SHARE;
-use crate::dut::DutSpec;
-use crate::fidelity::Check;
-use crate::netns::{Error, Result};
-use crate::plot;
-use crate::robustness::{file_safe, text_table, window_goodput};
-use crate::testbed::{self, HostTcp, Plan, RunOutcome, SessionPlan};
+use super::basic::PAYLOAD_SHARE;
+use super::testbed::{self, HostTcp, Plan, RunOutcome, SessionPlan};
+use crate::report::{self, checks_text, fmt_opt, text_table, Check};
+use crate::stats::series::{last_byte_s, sliding_bps, sum_series, time_to_reach, window_goodput};
+use crate::{Error, Result};
 
 /// The subtests, in the order they run.
 pub const SUBTESTS: [&str; 2] = ["inter", "intra"];
@@ -258,45 +256,6 @@ pub fn freed_fraction(before_bps: f64, after_bps: f64, capacity_bps: f64) -> Opt
     Some((after_bps - before_bps) / room)
 }
 
-/// Sliding mean in bit/s over the `window_ms / interval_ms` bins ending at each bin (fewer
-/// at the start of the series).
-pub fn sliding_bps(series: &[u64], interval_ms: u64, window_ms: u64) -> Vec<f64> {
-    let k = (window_ms / interval_ms.max(1)).max(1) as usize;
-    let iv_s = interval_ms as f64 / 1000.0;
-    (0..series.len())
-        .map(|i| {
-            let lo = (i + 1).saturating_sub(k);
-            let sum: u64 = series[lo..=i].iter().sum();
-            sum as f64 * 8.0 / ((i + 1 - lo) as f64 * iv_s)
-        })
-        .collect()
-}
-
-/// Seconds from `from_s` until the sliding mean ([`sliding_bps`]) first reaches
-/// `threshold_bps`, timed at the end of the first window that ends after `from_s`; `None`
-/// if it never does.
-pub fn time_to_reach(
-    series: &[u64],
-    interval_ms: u64,
-    window_ms: u64,
-    from_s: f64,
-    threshold_bps: f64,
-) -> Option<f64> {
-    let iv = interval_ms as f64 / 1000.0;
-    sliding_bps(series, interval_ms, window_ms)
-        .into_iter()
-        .enumerate()
-        .map(|(i, v)| ((i + 1) as f64 * iv, v))
-        .find(|&(end, v)| end > from_s + 1e-9 && v >= threshold_bps)
-        .map(|(end, _)| end - from_s)
-}
-
-/// The end of the last non-empty bin, s; `None` for an empty series.
-pub fn last_byte_s(series: &[u64], interval_ms: u64) -> Option<f64> {
-    let i = series.iter().rposition(|&b| b > 0)?;
-    Some((i + 1) as f64 * interval_ms as f64 / 1000.0)
-}
-
 /// The measures of one run of one subtest.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BorrowRow {
@@ -392,21 +351,10 @@ pub fn plans(c: &AdvancedConfig) -> Result<Vec<(String, Plan)>> {
 /// Run the test: every subtest, every DUT, `runs` runs.
 pub fn run(c: &AdvancedConfig, progress: &mut dyn FnMut(&str)) -> Result<AdvancedResult> {
     let plans = plans(c)?;
-    let specs: Vec<DutSpec> = c
-        .duts
-        .iter()
-        .map(|d| DutSpec::parse(d))
-        .collect::<Result<_>>()?;
-    crate::netns::require_root()?;
+    let specs = testbed::dut_specs(&c.duts)?;
     let mut parts = Vec::new();
     for (subtest, plan) in plans {
-        let mut runs = Vec::new();
-        for spec in &specs {
-            for r in 0..c.runs {
-                crate::check_interrupted()?;
-                runs.push(testbed::run_plan(&plan, spec, r, progress)?);
-            }
-        }
+        let runs = testbed::run_each(&plan, &specs, c.runs, progress)?;
         parts.push(BorrowPart {
             subtest,
             plan,
@@ -416,7 +364,7 @@ pub fn run(c: &AdvancedConfig, progress: &mut dyn FnMut(&str)) -> Result<Advance
     }
     let mut res = AdvancedResult {
         kind: "advanced".into(),
-        meta: crate::meta(),
+        meta: report::meta(),
         config: c.clone(),
         parts,
         checks: Vec::new(),
@@ -439,40 +387,34 @@ pub fn finish(res: &mut AdvancedResult) -> Result<()> {
     Ok(())
 }
 
-fn opt(v: Option<f64>, decimals: usize) -> String {
-    match v {
-        Some(x) if x.is_finite() => format!("{x:.decimals$}"),
-        _ => "n/a".into(),
-    }
-}
-
 /// For each weir DUT and subtest: every run meets the requirement.
 pub fn checks(res: &AdvancedResult) -> Vec<Check> {
     let mut out = Vec::new();
     for p in &res.parts {
         for dut in res.config.duts.iter().filter(|d| d.starts_with("weir:")) {
             let rows: Vec<&BorrowRow> = p.rows.iter().filter(|r| &r.dut == dut).collect();
-            out.push(Check {
-                name: format!(
+            out.push(Check::new(
+                format!(
                     "{}-class borrowing: {dut}: session 1 takes >= {:.0} % of the freed bandwidth within {TAKE_WITHIN_S} s",
                     p.subtest,
                     TAKE_FRACTION * 100.0
                 ),
-                passed: !rows.is_empty() && rows.iter().all(|r| r.meets),
-                cells: rows.len(),
-                detail: rows
+                !rows.is_empty() && rows.iter().all(|r| r.meets),
+                rows.len(),
+                "runs",
+                rows
                     .iter()
                     .map(|r| {
                         format!(
                             "run {}: {} in {} s",
                             r.run + 1,
-                            opt(r.freed_fraction, 3),
-                            opt(r.t95_s, 1)
+                            fmt_opt(r.freed_fraction, 3),
+                            fmt_opt(r.t95_s, 1)
                         )
                     })
                     .collect::<Vec<_>>()
                     .join(", "),
-            });
+            ));
         }
     }
     out
@@ -520,25 +462,17 @@ pub fn text(res: &AdvancedResult) -> String {
                 format!("{:.1}", r.s2_before_bps / 1000.0),
                 format!("{:.1}", r.s1_after_bps / 1000.0),
                 format!("{:.1}", r.capacity_bps / 1000.0),
-                opt(r.freed_fraction, 3),
-                opt(r.t95_s, 1),
-                opt(r.s2_drained_s, 1),
+                fmt_opt(r.freed_fraction, 3),
+                fmt_opt(r.t95_s, 1),
+                fmt_opt(r.s2_drained_s, 1),
                 if r.meets { "yes" } else { "no" }.into(),
             ]);
         }
     }
     s += "goodputs in kbit/s\n";
-    s += &text_table(&rows);
+    s += &text_table(&rows, 1);
     s += "\n";
-    for ch in &res.checks {
-        s += &format!(
-            "{} {} [{} runs] {}\n",
-            if ch.passed { "PASS" } else { "FAIL" },
-            ch.name,
-            ch.cells,
-            ch.detail
-        );
-    }
+    s += &checks_text(&res.checks);
     s
 }
 
@@ -560,31 +494,23 @@ pub fn charts(res: &AdvancedResult) -> Vec<(String, String)> {
                     .map(|(i, v)| ((i + 1) as f64 * iv as f64 / 1000.0, v / 1000.0))
                     .collect()
             };
-            let mut series: Vec<plot::Series> = r
+            let mut series: Vec<report::Series> = r
                 .sessions
                 .iter()
                 .map(|s| {
-                    plot::Series::new(format!("{} ({})", s.name, s.class), to_points(&s.series))
+                    report::Series::new(format!("{} ({})", s.name, s.class), to_points(&s.series))
                 })
                 .collect();
-            let n = r.sessions.iter().map(|s| s.series.len()).max().unwrap_or(0);
-            let total: Vec<u64> = (0..n)
-                .map(|i| {
-                    r.sessions
-                        .iter()
-                        .map(|s| s.series.get(i).copied().unwrap_or(0))
-                        .sum()
-                })
-                .collect();
-            series.push(plot::Series::new("total", to_points(&total)));
+            let total = sum_series(r.sessions.iter().map(|s| s.series.as_slice()));
+            series.push(report::Series::new("total", to_points(&total)));
             let capacity = payload_capacity_bps(p.plan.policy().map_or(1_544_000, |p| p.link_rate));
-            series.push(plot::Series::new(
+            series.push(report::Series::new(
                 "session 2 stops",
                 vec![(c.s2_stop_s, 0.0), (c.s2_stop_s, capacity / 1000.0 * 1.05)],
             ));
             out.push((
-                format!("borrow-{}-{}.svg", p.subtest, file_safe(dut)),
-                plot::line_chart(
+                format!("borrow-{}-{}.svg", p.subtest, report::file_safe(dut)),
+                report::line_chart(
                     &format!(
                         "{dut}: {}-class borrowing, run {} ({} ms sliding mean of {} ms bins)",
                         p.subtest,
@@ -595,7 +521,7 @@ pub fn charts(res: &AdvancedResult) -> Vec<(String, String)> {
                     "time (s)",
                     "goodput (kbit/s)",
                     &series,
-                    &plot::ChartOpts {
+                    &report::ChartOpts {
                         y_include_zero: true,
                         hlines: vec![(capacity / 1000.0, "link payload capacity".into())],
                         ..Default::default()
@@ -615,7 +541,7 @@ pub fn write_outputs(
     testbed::Outputs {
         title: "weir lab advanced",
         meta: &res.meta,
-        json: testbed::to_json(res)?,
+        json: report::to_json(res)?,
         text_heading: "Borrowing",
         text: text(res),
         extra: Vec::new(),
@@ -651,33 +577,6 @@ mod tests {
         assert_eq!(freed_fraction(744_000.0, 744_000.0, 1_488_000.0), Some(0.0));
         // nothing to take: session 1 already had (almost) the whole link
         assert_eq!(freed_fraction(1_450_000.0, 1_480_000.0, 1_488_000.0), None);
-    }
-
-    #[test]
-    fn sliding_mean_and_time_to_95_by_hand() {
-        // 100 ms bins: 1000 B (80 kbit/s) for 1 s, then 2000 B (160 kbit/s)
-        let mut s = vec![1000u64; 10];
-        s.extend(vec![2000u64; 10]);
-        let sm = sliding_bps(&s, 100, 500);
-        assert!((sm[0] - 80_000.0).abs() < 1e-9); // one bin
-        assert!((sm[9] - 80_000.0).abs() < 1e-9);
-        assert!((sm[10] - 96_000.0).abs() < 1e-9); // (4 x 1000 + 2000) / 0.5 s
-        assert!((sm[13] - 144_000.0).abs() < 1e-9);
-        assert!((sm[14] - 160_000.0).abs() < 1e-9);
-        // threshold 95 % of 160 kbit/s = 152 kbit/s: first reached by the window ending at
-        // 1.5 s -> 0.5 s after the step at 1.0 s
-        let t = time_to_reach(&s, 100, 500, 1.0, 0.95 * 160_000.0).unwrap();
-        assert!((t - 0.5).abs() < 1e-9, "{t}");
-        // a lower threshold (120 kbit/s) is reached by the window ending at 1.3 s
-        let t = time_to_reach(&s, 100, 500, 1.0, 120_000.0).unwrap();
-        assert!((t - 0.3).abs() < 1e-9, "{t}");
-        // windows ending at or before the stop do not count, even if already high
-        let t = time_to_reach(&s, 100, 500, 1.0, 50_000.0).unwrap();
-        assert!((t - 0.1).abs() < 1e-9, "{t}");
-        // never
-        assert_eq!(time_to_reach(&s, 100, 500, 1.0, 200_000.0), None);
-        assert_eq!(last_byte_s(&[5, 0, 7, 0, 0], 100), Some(0.3));
-        assert_eq!(last_byte_s(&[0, 0], 100), None);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! matching four TCP sessions from distinct source addresses, each session guaranteed a
 //! quarter of its class. All sessions pump bulk TCP for the whole run; the receiver counts
 //! bytes per second per session; goodput over the analysis window feeds seed 000's Table 4
-//! statistics ([`crate::table4`]): **accuracy** (class goodput / class rate, mean over runs)
+//! statistics ([`crate::stats::table4`]): **accuracy** (class goodput / class rate, mean over runs)
 //! with its stability (CoV over runs), **fairness** (CoV of the sessions' goodputs, mean over
 //! runs) with its stability (std dev over runs), Jain's index, and the **retransmission
 //! ratio** (segments retransmitted / segments sent, SYNs included).
@@ -24,12 +24,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use weir_core::policy::Policy;
 
-use crate::dut::DutSpec;
-use crate::fidelity::Check;
-use crate::netns::{Error, Result};
-use crate::plot;
-use crate::table4::{self, ClassStats};
-use crate::testbed::{self, HostTcp, Plan, RunOutcome, SessionPlan};
+use super::testbed::{self, HostTcp, Plan, RunOutcome, SessionPlan};
+use crate::report::{self, checks_text, fmt_opt, Check};
+use crate::stats::table4::{self, ClassStats};
+use crate::{Error, Result};
 
 /// Ideal accuracy with 1460-byte payloads in 1514-byte frames.
 pub const PAYLOAD_SHARE: f64 = 1460.0 / 1514.0;
@@ -130,21 +128,11 @@ pub fn run(
     progress: &mut dyn FnMut(&str),
 ) -> Result<BasicResult> {
     let plan = plan(policy_file, policy_text, c)?;
-    let specs: Vec<DutSpec> = c
-        .duts
-        .iter()
-        .map(|d| DutSpec::parse(d))
-        .collect::<Result<_>>()?;
-    crate::netns::require_root()?;
-    let mut runs = Vec::new();
-    for spec in &specs {
-        for r in 0..c.runs {
-            runs.push(testbed::run_plan(&plan, spec, r, progress)?);
-        }
-    }
+    let specs = testbed::dut_specs(&c.duts)?;
+    let runs = testbed::run_each(&plan, &specs, c.runs, progress)?;
     let mut res = BasicResult {
         kind: "basic".into(),
-        meta: crate::meta(),
+        meta: report::meta(),
         config: c.clone(),
         plan,
         runs,
@@ -164,27 +152,7 @@ pub fn finish(res: &mut BasicResult) -> Result<()> {
 
 /// Table 4 per DUT and class, classes in policy order.
 pub fn stats(res: &BasicResult) -> Result<Vec<(String, String, ClassStats)>> {
-    let policy = res.plan.policy()?;
-    let mut out = Vec::new();
-    for dut in &res.config.duts {
-        let mut per_class: BTreeMap<String, Vec<table4::RunMeasure>> = BTreeMap::new();
-        for r in res.runs.iter().filter(|r| &r.dut == dut) {
-            for (class, m) in testbed::class_measures(&policy, r) {
-                per_class.entry(class).or_default().push(m);
-            }
-        }
-        for ci in policy.leaves() {
-            let name = &policy.classes[ci].name;
-            if let Some(runs) = per_class.get(name) {
-                match table4::class_stats(runs) {
-                    Ok(s) => out.push((dut.clone(), name.clone(), s)),
-                    // keep the rest of the result: report the class as not computable
-                    Err(e) => eprintln!("weir lab: {dut} {name}: statistics not computable: {e}"),
-                }
-            }
-        }
-    }
-    Ok(out)
+    testbed::table4_stats(&res.plan, &res.runs, &res.config.duts)
 }
 
 /// The acceptance criteria for `weir:cbq+pfq`: accuracy in [0.95, 1.05] and fairness
@@ -206,7 +174,7 @@ pub fn table4_checks(
     prefix: &str,
 ) -> Vec<Check> {
     let mut out = Vec::new();
-    let fmt = |x: Option<f64>| x.map_or("n/a".to_string(), |v| format!("{v:.3}"));
+    let fmt = |x: Option<f64>| fmt_opt(x, 3);
     for dut in duts.iter().filter(|d| d.as_str() == "weir:cbq+pfq") {
         let rows: Vec<&(String, String, ClassStats)> = stats
             .iter()
@@ -239,11 +207,12 @@ pub fn table4_checks(
                 .filter(|(_, _, s)| !get(s).is_some_and(ok))
                 .map(|(_, c, s)| format!("{c} {}", fmt(get(s))))
                 .collect();
-            out.push(Check {
-                name: format!("{prefix}{dut}: {what} in classes >= 128 kbit/s"),
-                passed: !rows.is_empty() && bad.is_empty(),
-                cells: rows.len(),
-                detail: if bad.is_empty() {
+            out.push(Check::new(
+                format!("{prefix}{dut}: {what} in classes >= 128 kbit/s"),
+                !rows.is_empty() && bad.is_empty(),
+                rows.len(),
+                "classes",
+                if bad.is_empty() {
                     rows.iter()
                         .map(|(_, c, s)| format!("{c} {}", fmt(get(s))))
                         .collect::<Vec<_>>()
@@ -251,7 +220,7 @@ pub fn table4_checks(
                 } else {
                     format!("{bad_word}: {}", bad.join(", "))
                 },
-            });
+            ));
         }
     }
     out
@@ -272,16 +241,68 @@ pub fn text(res: &BasicResult) -> String {
     );
     s += &table4::format_table(&res.stats);
     s += "\n";
-    for c in &res.checks {
-        s += &format!(
-            "{} {} [{} classes] {}\n",
-            if c.passed { "PASS" } else { "FAIL" },
-            c.name,
-            c.cells,
-            c.detail
-        );
-    }
+    s += &checks_text(&res.checks);
     s
+}
+
+/// The three Table 4 bar charts of seed 000 Figs. 8-10 style: accuracy (with its std dev
+/// over runs), fairness (mean CoV with its std dev) and retransmission ratio, one group per
+/// entry of `classes` and one bar per entry of `labels`; `get(label, class)` finds the
+/// statistics. `names` gives per chart its file name and title.
+pub(crate) fn table4_bar_charts<'a>(
+    classes: &[String],
+    labels: &[String],
+    get: impl Fn(&str, &str) -> Option<&'a ClassStats>,
+    names: [(&str, &str); 3],
+) -> Vec<(String, String)> {
+    let grid = |f: &dyn Fn(&ClassStats) -> Option<(f64, f64)>| -> Vec<Vec<Option<(f64, f64)>>> {
+        classes
+            .iter()
+            .map(|c| labels.iter().map(|l| get(l, c).and_then(f)).collect())
+            .collect()
+    };
+    let [(acc_file, acc_title), (fair_file, fair_title), (rtx_file, rtx_title)] = names;
+    vec![
+        (
+            acc_file.to_string(),
+            report::bar_chart(
+                acc_title,
+                "class goodput / class rate",
+                classes,
+                labels,
+                &grid(&|s| Some((s.accuracy, s.accuracy * s.accuracy_cov.unwrap_or(0.0)))),
+                &report::BarOpts {
+                    hlines: vec![(PAYLOAD_SHARE, "ideal 0.964".into())],
+                    ..Default::default()
+                },
+            ),
+        ),
+        (
+            fair_file.to_string(),
+            report::bar_chart(
+                fair_title,
+                "CoV",
+                classes,
+                labels,
+                &grid(&|s| {
+                    s.fairness_cov_mean
+                        .map(|m| (m, s.fairness_cov_std.unwrap_or(0.0)))
+                }),
+                &report::BarOpts::default(),
+            ),
+        ),
+        (
+            rtx_file.to_string(),
+            report::bar_chart(
+                rtx_title,
+                "retransmitted / sent",
+                classes,
+                labels,
+                &grid(&|s| s.retransmission_ratio.map(|r| (r, 0.0))),
+                &report::BarOpts::default(),
+            ),
+        ),
+    ]
 }
 
 /// Bar charts in the style of seed 000 Figs. 8-10 (accuracy, fairness, retransmissions per
@@ -303,64 +324,31 @@ pub fn charts(res: &BasicResult) -> Vec<(String, String)> {
             .find(|(dd, cc, _)| dd == d && cc == c)
             .map(|(_, _, s)| s)
     };
-    let grid = |f: &dyn Fn(&ClassStats) -> Option<(f64, f64)>| -> Vec<Vec<Option<(f64, f64)>>> {
-        classes
-            .iter()
-            .map(|c| duts.iter().map(|d| get(d, c).and_then(f)).collect())
-            .collect()
-    };
-    let mut out = Vec::new();
-    let acc = grid(&|s| Some((s.accuracy, s.accuracy * s.accuracy_cov.unwrap_or(0.0))));
-    out.push((
-        "accuracy.svg".to_string(),
-        plot::bar_chart(
-            "Accuracy (mean normalised goodput; bars: std dev over runs)",
-            "class goodput / class rate",
-            &classes,
-            duts,
-            &acc,
-            &plot::BarOpts {
-                hlines: vec![(PAYLOAD_SHARE, "ideal 0.964".into())],
-                ..Default::default()
-            },
-        ),
-    ));
-    let fair = grid(&|s| {
-        s.fairness_cov_mean
-            .map(|m| (m, s.fairness_cov_std.unwrap_or(0.0)))
-    });
-    out.push((
-        "fairness.svg".to_string(),
-        plot::bar_chart(
-            "Fairness (mean CoV among sessions; bars: std dev over runs)",
-            "CoV",
-            &classes,
-            duts,
-            &fair,
-            &plot::BarOpts::default(),
-        ),
-    ));
-    let rtx = grid(&|s| s.retransmission_ratio.map(|r| (r, 0.0)));
-    out.push((
-        "retransmissions.svg".to_string(),
-        plot::bar_chart(
-            "Retransmission ratio",
-            "retransmitted / sent",
-            &classes,
-            duts,
-            &rtx,
-            &plot::BarOpts::default(),
-        ),
-    ));
+    let mut out = table4_bar_charts(
+        &classes,
+        duts,
+        get,
+        [
+            (
+                "accuracy.svg",
+                "Accuracy (mean normalised goodput; bars: std dev over runs)",
+            ),
+            (
+                "fairness.svg",
+                "Fairness (mean CoV among sessions; bars: std dev over runs)",
+            ),
+            ("retransmissions.svg", "Retransmission ratio"),
+        ],
+    );
     for d in duts {
         let Some(r) = res.runs.iter().find(|r| &r.dut == d) else {
             continue;
         };
-        let series: Vec<plot::Series> = r
+        let series: Vec<report::Series> = r
             .sessions
             .iter()
             .map(|s| {
-                plot::Series::new(
+                report::Series::new(
                     s.name.clone(),
                     s.series
                         .iter()
@@ -370,15 +358,15 @@ pub fn charts(res: &BasicResult) -> Vec<(String, String)> {
                 )
             })
             .collect();
-        let name = format!("goodput-{}.svg", d.replace([':', '+', '/'], "_"));
+        let name = format!("goodput-{}.svg", report::file_safe(d));
         out.push((
             name,
-            plot::line_chart(
+            report::line_chart(
                 &format!("{d}: goodput per session, run {}", r.run + 1),
                 "time (s)",
                 "kbit/s",
                 &series,
-                &plot::ChartOpts {
+                &report::ChartOpts {
                     y_include_zero: true,
                     ..Default::default()
                 },
@@ -393,7 +381,7 @@ pub fn write_outputs(res: &BasicResult, dir: &std::path::Path) -> Result<Vec<std
     testbed::Outputs {
         title: "weir lab basic",
         meta: &res.meta,
-        json: testbed::to_json(res)?,
+        json: report::to_json(res)?,
         text_heading: "Table 4",
         text: text(res),
         extra: vec![("table.csv".to_string(), table4::format_csv(&res.stats))],

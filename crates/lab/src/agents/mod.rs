@@ -1,0 +1,31 @@
+//! The testbed's own traffic agents, one file per agent:
+//!
+//! | file | agent |
+//! |---|---|
+//! | `tcp_sender.rs` | [`TcpSender`]: bulk TCP with explicit TCP settings, for a fixed time |
+//! | `tcp_sink.rs` | [`TcpSink`]: receives any number of connections, bytes per interval each |
+//! | `tcp_info.rs` | [`TcpInfo`]: the kernel's `TCP_INFO` of a connection |
+//! | `icmp.rs` | [`icmp_ping`]: ICMP echo round-trip times on a raw socket |
+//! | [`cbr`] | constant-bit-rate UDP sender and sink with kernel timestamps (seed 002) |
+//!
+//! No external tool (iperf, ping) is needed, every byte is accounted, and the agents work at
+//! any rate — a 5 kbit/s session included, because nothing in them blocks for longer than
+//! the time left: sockets are non-blocking and every wait is a `poll` bounded by the deadline
+//! and interruptible by a stop signal (an eventfd). Timestamps come from the monotonic clock
+//! (`std::time::Instant`), the CBR agents' from the kernel and `weir_io::clock`.
+//!
+//! Agents create their sockets inside a namespace ([`Netns::try_run`](crate::topo::Netns::try_run))
+//! and then run on ordinary threads: a socket stays in the namespace it was created in. A
+//! running agent keeps its namespace alive, so stop agents before dropping the topology
+//! (declare them after it).
+
+pub mod cbr;
+mod icmp;
+mod tcp_info;
+mod tcp_sender;
+mod tcp_sink;
+
+pub use icmp::{icmp_ping, icmp_ping_with, PingOpts};
+pub use tcp_info::{tcp_info, TcpInfo};
+pub use tcp_sender::{SenderOpts, SenderReport, TcpSender};
+pub use tcp_sink::{ConnReport, SinkOpts, SinkReport, TcpSink};

@@ -1,0 +1,338 @@
+//! The bulk TCP sender: [`TcpSender`] connects with explicit TCP settings (congestion
+//! control set with `TCP_CONGESTION`, MSS with `TCP_MAXSEG`, buffer sizes, `TCP_NODELAY`,
+//! `TCP_NOTSENT_LOWAT`), writes as fast as the socket accepts for a fixed duration, then
+//! shuts its side down and waits (bounded) until the sink has read everything and closed,
+//! so that the final `TCP_INFO` accounts for the whole transfer.
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use super::tcp_info::{tcp_info, TcpInfo};
+use crate::sys::{join_thread, poll, pollfd, Waker};
+use crate::topo::Netns;
+use crate::{Error, Result};
+
+/// Settings of one [`TcpSender`] session. Build with [`SenderOpts::new`], then set fields.
+#[derive(Debug, Clone, Serialize)]
+pub struct SenderOpts {
+    /// Source address to bind (an alias); `None`: the kernel chooses.
+    pub src: Option<IpAddr>,
+    /// Where to connect.
+    pub dst: SocketAddr,
+    /// How long to write.
+    pub duration: Duration,
+    /// Congestion control, set with `TCP_CONGESTION` ("cubic", "reno", "bbr", …).
+    pub cc: String,
+    /// `TCP_MAXSEG` before connecting (clamps the MSS we announce and use).
+    pub mss: Option<u32>,
+    /// `SO_SNDBUF` (the kernel doubles it; turns send-buffer autotuning off).
+    pub sndbuf: Option<usize>,
+    /// `SO_RCVBUF`.
+    pub rcvbuf: Option<usize>,
+    /// `TCP_NODELAY`.
+    pub nodelay: bool,
+    /// `TCP_NOTSENT_LOWAT`: limits unsent data queued in the kernel (useful at low rates,
+    /// where a large send buffer would keep sending long after `duration`).
+    pub notsent_lowat: Option<u32>,
+    /// Bytes per `send`.
+    pub write_size: usize,
+    /// Longest wait for the connection to be established.
+    pub connect_timeout: Duration,
+    /// After `duration`: longest wait for the peer to read everything and close.
+    pub drain_timeout: Duration,
+}
+
+impl SenderOpts {
+    /// Options with defaults: no source binding, kernel MSS and buffers, Nagle on, 128 KiB
+    /// writes, 3 s connect timeout, 5 s drain timeout.
+    pub fn new(dst: SocketAddr, duration: Duration, cc: &str) -> SenderOpts {
+        SenderOpts {
+            src: None,
+            dst,
+            duration,
+            cc: cc.to_string(),
+            mss: None,
+            sndbuf: None,
+            rcvbuf: None,
+            nodelay: false,
+            notsent_lowat: None,
+            write_size: 128 * 1024,
+            connect_timeout: Duration::from_secs(3),
+            drain_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What a [`TcpSender`] did.
+#[derive(Debug, Clone, Serialize)]
+pub struct SenderReport {
+    /// Local address of the connection.
+    pub local: SocketAddr,
+    /// Peer address.
+    pub peer: SocketAddr,
+    /// Congestion control in use, as read back from the socket.
+    pub cc: String,
+    /// Bytes accepted by `send` during `duration`.
+    pub bytes_written: u64,
+    /// Time spent writing (≈ `duration`, less if an error ended it).
+    pub write_time: Duration,
+    /// The peer read everything and closed before the drain timeout.
+    pub drained: bool,
+    /// Time from the end of writing until the peer closed (or the drain timeout).
+    pub drain_time: Duration,
+    /// Segments sent (`tcpi_segs_out`, final).
+    pub segs_out: u32,
+    /// Data segments sent (`tcpi_data_segs_out`, final).
+    pub data_segs_out: u32,
+    /// Segments retransmitted (`tcpi_total_retrans`, final).
+    pub retrans: u32,
+    /// Smoothed RTT at the end of writing.
+    pub rtt: Duration,
+    /// Minimum RTT seen.
+    pub min_rtt: Duration,
+    /// `TCP_INFO` when writing stopped.
+    pub info_at_deadline: TcpInfo,
+    /// `TCP_INFO` after the drain.
+    pub info_final: TcpInfo,
+    /// An error that ended the transfer early, if any.
+    pub error: Option<String>,
+}
+
+/// A bulk TCP sender: writes as fast as the socket allows for a fixed duration.
+#[derive(Debug)]
+pub struct TcpSender {
+    local: SocketAddr,
+    stop: Arc<Waker>,
+    abort: Arc<Waker>,
+    thread: Option<JoinHandle<SenderReport>>,
+}
+
+impl TcpSender {
+    /// Connects from `ns` with the given settings (errors in setting up or connecting are
+    /// returned here) and starts writing on a background thread.
+    pub fn start(ns: &Netns, opts: SenderOpts) -> Result<TcpSender> {
+        let o = opts.clone();
+        let sock = ns.try_run(move || connect_sender(&o))??;
+        let local = sock
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_socket())
+            .ok_or_else(|| Error::Invalid("sender socket has no local address".into()))?;
+        let stop = Arc::new(Waker::new()?);
+        let abort = Arc::new(Waker::new()?);
+        let thread = {
+            let (stop, abort) = (Arc::clone(&stop), Arc::clone(&abort));
+            std::thread::Builder::new()
+                .name(format!("tcp-sender:{local}"))
+                .spawn(move || sender_loop(sock, local, &opts, &stop, &abort))
+                .map_err(|e| Error::io("spawn sender thread", e))?
+        };
+        Ok(TcpSender {
+            local,
+            stop,
+            abort,
+            thread: Some(thread),
+        })
+    }
+
+    /// The connection's local address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Waits until the sender is done (duration elapsed and drained) and returns its report.
+    pub fn join(mut self) -> SenderReport {
+        join_thread(self.thread.take().expect("sender thread"))
+    }
+
+    /// Stops writing now (then drains as usual) and returns the report.
+    pub fn stop(mut self) -> SenderReport {
+        self.stop.wake();
+        join_thread(self.thread.take().expect("sender thread"))
+    }
+}
+
+impl Drop for TcpSender {
+    /// Aborts at once (no drain) and waits for the thread.
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            self.abort.wake();
+            let _ = t.join();
+        }
+    }
+}
+
+fn available_cc() -> String {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn connect_sender(o: &SenderOpts) -> Result<Socket> {
+    let dst = o.dst;
+    let ctx = |what: &str, e| Error::io(format!("sender to {dst}: {what}"), e);
+    if o.write_size == 0 {
+        return Err(Error::Invalid("sender write_size must be > 0".into()));
+    }
+    let s = Socket::new(Domain::for_address(dst), Type::STREAM, Some(Protocol::TCP))
+        .map_err(|e| ctx("socket", e))?;
+    s.set_tcp_congestion(o.cc.as_bytes()).map_err(|e| {
+        ctx(
+            &format!("TCP_CONGESTION {:?} (available: {})", o.cc, available_cc()),
+            e,
+        )
+    })?;
+    if let Some(mss) = o.mss {
+        s.set_tcp_mss(mss)
+            .map_err(|e| ctx(&format!("TCP_MAXSEG {mss}"), e))?;
+    }
+    if let Some(n) = o.sndbuf {
+        s.set_send_buffer_size(n).map_err(|e| ctx("SO_SNDBUF", e))?;
+    }
+    if let Some(n) = o.rcvbuf {
+        s.set_recv_buffer_size(n).map_err(|e| ctx("SO_RCVBUF", e))?;
+    }
+    s.set_tcp_nodelay(o.nodelay)
+        .map_err(|e| ctx("TCP_NODELAY", e))?;
+    if let Some(n) = o.notsent_lowat {
+        s.set_tcp_notsent_lowat(n)
+            .map_err(|e| ctx("TCP_NOTSENT_LOWAT", e))?;
+    }
+    if let Some(src) = o.src {
+        s.bind(&SockAddr::from(SocketAddr::new(src, 0)))
+            .map_err(|e| ctx(&format!("bind {src}"), e))?;
+    }
+    s.connect_timeout(&dst.into(), o.connect_timeout)
+        .map_err(|e| ctx("connect", e))?;
+    s.set_nonblocking(true).map_err(|e| ctx("O_NONBLOCK", e))?;
+    Ok(s)
+}
+
+fn sender_loop(
+    sock: Socket,
+    local: SocketAddr,
+    o: &SenderOpts,
+    stop: &Waker,
+    abort: &Waker,
+) -> SenderReport {
+    let peer = o.dst;
+    let cc = sock
+        .tcp_congestion()
+        .map(|v| {
+            String::from_utf8_lossy(&v)
+                .trim_end_matches('\0')
+                .to_string()
+        })
+        .unwrap_or_default();
+    let buf: Vec<u8> = (0..o.write_size.max(1)).map(|i| (i % 251) as u8).collect();
+    let start = Instant::now();
+    let deadline = start + o.duration;
+    let mut written: u64 = 0;
+    let mut error = None;
+    let fd = sock.as_raw_fd();
+    'write: loop {
+        let now = Instant::now();
+        if now >= deadline {
+            break;
+        }
+        let mut fds = [
+            pollfd(fd, libc::POLLOUT),
+            pollfd(stop.fd(), libc::POLLIN),
+            pollfd(abort.fd(), libc::POLLIN),
+        ];
+        if let Err(e) = poll(&mut fds, Some(deadline - now)) {
+            error = Some(format!("poll: {e}"));
+            break;
+        }
+        if fds[1].revents != 0 || fds[2].revents != 0 {
+            break;
+        }
+        if fds[0].revents == 0 {
+            continue;
+        }
+        loop {
+            match sock.send_with_flags(&buf, libc::MSG_NOSIGNAL) {
+                Ok(n) => written += n as u64,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    error = Some(format!("send: {e}"));
+                    break 'write;
+                }
+            }
+            if Instant::now() >= deadline {
+                break 'write;
+            }
+        }
+    }
+    let write_time = start.elapsed();
+    let info_at_deadline = tcp_info(sock.as_fd()).unwrap_or_default();
+
+    // Drain: shut our side, then wait for the peer's FIN (it reads everything first).
+    // A stop request does not cut the drain short; only an abort (drop) does.
+    let drain_start = Instant::now();
+    let mut drained = false;
+    if error.is_none() {
+        let _ = sock.shutdown(std::net::Shutdown::Write);
+        let drain_deadline = drain_start + o.drain_timeout;
+        let mut scratch = [MaybeUninit::<u8>::uninit(); 4096];
+        'drain: loop {
+            let now = Instant::now();
+            if now >= drain_deadline {
+                break;
+            }
+            let mut fds = [pollfd(fd, libc::POLLIN), pollfd(abort.fd(), libc::POLLIN)];
+            if poll(&mut fds, Some(drain_deadline - now)).is_err() || fds[1].revents != 0 {
+                break;
+            }
+            if fds[0].revents == 0 {
+                continue;
+            }
+            loop {
+                match sock.recv(&mut scratch) {
+                    Ok(0) => {
+                        drained = true;
+                        break 'drain;
+                    }
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        error = Some(format!("drain: {e}"));
+                        break 'drain;
+                    }
+                }
+            }
+        }
+    }
+    let drain_time = drain_start.elapsed();
+    let info_final = tcp_info(sock.as_fd()).unwrap_or(info_at_deadline);
+    drop(sock);
+    SenderReport {
+        local,
+        peer,
+        cc,
+        bytes_written: written,
+        write_time,
+        drained,
+        drain_time,
+        segs_out: info_final.segs_out,
+        data_segs_out: info_final.data_segs_out,
+        retrans: info_final.total_retrans,
+        rtt: Duration::from_micros(u64::from(info_at_deadline.rtt_us)),
+        min_rtt: Duration::from_micros(u64::from(
+            info_final.min_rtt_us.min(info_at_deadline.min_rtt_us),
+        )),
+        info_at_deadline,
+        info_final,
+        error,
+    }
+}

@@ -1,0 +1,40 @@
+//! What the labs print and write: acceptance checks and their one PASS/FAIL form, plain-text
+//! tables, SVG charts (line, scatter, grouped bars), a self-contained HTML report, the run's
+//! metadata, and the output files.
+//!
+//! # Why hand-written SVG
+//!
+//! The charts needed are three simple kinds, and SVG is text: writing it directly costs a
+//! few hundred lines, adds no dependency, needs no font library (text is left to the
+//! viewer's `sans-serif`), is deterministic byte for byte (reports diff cleanly), and lets
+//! us control decimation and file size. `plotters` would bring a larger API and its own
+//! layout rules for the same output.
+//!
+//! | file | what |
+//! |---|---|
+//! | `check.rs` | [`Check`], its `Display` (`PASS name [N unit] detail`), [`checks_text`] |
+//! | `table.rs` | [`text_table`], [`fmt_opt`] |
+//! | `svg.rs` | palette, escaping, nice ticks, frame, legend, reference lines, clip path |
+//! | `line.rs` | [`line_chart`] (lines and scatter, with decimation) |
+//! | `bar.rs` | [`bar_chart`] (grouped bars with error bars) |
+//! | `html.rs` | [`html_report`] of [`Section`]s |
+//! | `meta.rs` | [`meta`]: weir's version, kernel, machine, time, command line |
+//! | `files.rs` | [`write_files`], [`to_json`], [`file_safe`] |
+
+mod bar;
+mod check;
+mod files;
+mod html;
+mod line;
+mod meta;
+mod svg;
+mod table;
+
+pub use bar::{bar_chart, BarOpts};
+pub use check::{all_passed, checks_text, Check};
+pub use files::{file_safe, to_json, write_files};
+pub use html::{html_report, Block, Section};
+pub use line::{decimate_minmax, line_chart, ChartOpts, Mark, Series};
+pub use meta::{meta, meta_text};
+pub use svg::{escape, nice_ticks};
+pub use table::{fmt_opt, text_table};

@@ -1,0 +1,15 @@
+//! Statistics of the labs, each following a paper's definition and unit-tested on
+//! hand-computed examples:
+//!
+//! - [`table4`]: seed 000's Table 4 per class over runs (accuracy and its stability,
+//!   fairness and its stability, Jain's index, retransmission ratio), and its table/CSV;
+//! - [`dist`]: percentiles (numpy's linear rule) and distribution summaries of per-packet
+//!   delays and gaps (seed 002);
+//! - [`series`]: per-interval byte series: goodput over a window, byte-time lines and
+//!   their slope, sliding means, time to reach a level.
+//!
+//! Means, standard deviations, CoV and Jain's index themselves are `weir_core::stats`.
+
+pub mod dist;
+pub mod series;
+pub mod table4;

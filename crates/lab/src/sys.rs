@@ -1,0 +1,225 @@
+//! Small operating-system helpers shared by the agents, the topology and the DUTs: an
+//! eventfd stop signal that `poll` can wait on, `poll` itself, joining threads, socket
+//! options, CPU pinning, and running external commands (`ip`, `tc`, scripts) with their
+//! output checked.
+
+use std::ffi::OsStr;
+use std::io::{self, Write as _};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::{Error, Result};
+
+/// A level-triggered stop signal that `poll` can wait on (an eventfd).
+#[derive(Debug)]
+pub(crate) struct Waker(OwnedFd);
+
+impl Waker {
+    pub(crate) fn new() -> Result<Waker> {
+        // SAFETY: eventfd has no memory preconditions; the result is checked.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(Error::io("eventfd", io::Error::last_os_error()));
+        }
+        // SAFETY: fd is a fresh descriptor that nothing else owns.
+        Ok(Waker(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    pub(crate) fn wake(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a valid u64 to an eventfd we own.
+        unsafe {
+            libc::write(self.0.as_raw_fd(), (&one as *const u64).cast(), 8);
+        }
+    }
+
+    pub(crate) fn fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// `poll` on `fds` for at most `timeout` (`None`: forever). EINTR counts as "nothing ready".
+pub(crate) fn poll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<usize> {
+    let ms: libc::c_int = match timeout {
+        None => -1,
+        // Round up so that a short remaining time does not turn into a busy loop.
+        Some(t) => t.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int,
+    };
+    // SAFETY: fds points to fds.len() valid pollfd structures.
+    let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    Ok(r as usize)
+}
+
+/// A thread that runs until its [`Waker`] is woken: [`Worker::stop`] wakes it and returns
+/// its result; dropping a worker wakes it and waits for it, discarding the result. The
+/// agents' receivers are workers.
+#[derive(Debug)]
+pub(crate) struct Worker<T> {
+    waker: Arc<Waker>,
+    thread: Option<JoinHandle<T>>,
+}
+
+impl<T: Send + 'static> Worker<T> {
+    /// Runs `f` on a new thread called `name`; `f` gets the waker to `poll` on and should
+    /// return soon after it is woken. `what` names the thread in an error.
+    pub(crate) fn spawn(
+        name: String,
+        what: &str,
+        f: impl FnOnce(&Waker) -> T + Send + 'static,
+    ) -> Result<Worker<T>> {
+        let waker = Arc::new(Waker::new()?);
+        let w = Arc::clone(&waker);
+        let thread = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || f(&w))
+            .map_err(|e| Error::io(format!("spawn {what} thread"), e))?;
+        Ok(Worker {
+            waker,
+            thread: Some(thread),
+        })
+    }
+
+    /// Wakes the thread and returns its result (resuming its panic, if it panicked).
+    pub(crate) fn stop(mut self) -> T {
+        self.waker.wake();
+        join_thread(self.thread.take().expect("worker thread"))
+    }
+}
+
+impl<T> Drop for Worker<T> {
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            self.waker.wake();
+            let _ = t.join();
+        }
+    }
+}
+
+/// A `pollfd` for `fd` waiting for `events`.
+pub(crate) fn pollfd(fd: RawFd, events: libc::c_short) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    }
+}
+
+/// Joins `h`, resuming its panic in the caller.
+pub(crate) fn join_thread<T>(h: JoinHandle<T>) -> T {
+    match h.join() {
+        Ok(t) => t,
+        Err(p) => std::panic::resume_unwind(p),
+    }
+}
+
+/// `setsockopt` of one `int` value.
+pub(crate) fn setsockopt_int(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    v: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: passes a valid c_int of the given size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Pins the calling thread to `cpu`.
+pub(crate) fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: cpu_set_t is plain data; CPU_SET stays within it (checked above); pid 0 is the
+    // calling thread.
+    let r = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `prog` and its arguments as one line, for messages.
+pub(crate) fn cmdline<S: AsRef<OsStr>>(prog: &str, args: &[S]) -> String {
+    let mut s = prog.to_string();
+    for a in args {
+        s.push(' ');
+        s.push_str(&a.as_ref().to_string_lossy());
+    }
+    s
+}
+
+/// "cannot run `what`", with a hint where iproute2's `ip` or `tc` is missing.
+fn cannot_run(cmd: &Command, what: &str) -> String {
+    match cmd.get_program().to_str() {
+        Some("ip" | "tc") => format!("cannot run `{what}` (is iproute2 installed?)"),
+        _ => format!("cannot run `{what}`"),
+    }
+}
+
+/// Runs `cmd` (standard input closed) and returns its output whatever its exit status.
+pub(crate) fn run_cmd(cmd: &mut Command) -> Result<Output> {
+    cmd.stdin(Stdio::null());
+    cmd.output().map_err(|e| {
+        let prog = cmd.get_program().to_string_lossy().into_owned();
+        Error::io(cannot_run(cmd, &prog), e)
+    })
+}
+
+/// `Ok` if the command exited with status 0, else an [`Error::Command`] naming `cmd`.
+pub(crate) fn check_output(cmd: &str, out: &Output) -> Result<()> {
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(Error::Command {
+            cmd: cmd.to_string(),
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
+}
+
+/// Runs `cmd` with `text` on its standard input (written from a second thread, so that a
+/// command that writes a lot before reading everything cannot deadlock) and returns its
+/// output whatever its exit status. `what` names the command in a failure to start it.
+pub(crate) fn run_with_stdin(cmd: &mut Command, text: String, what: &str) -> Result<Output> {
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Error::io(cannot_run(cmd, what), e))?;
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let writer = std::thread::spawn(move || stdin.write_all(text.as_bytes()));
+    let out = child
+        .wait_with_output()
+        .map_err(|e| Error::io(format!("wait for `{what}`"), e))?;
+    let _ = writer.join();
+    Ok(out)
+}

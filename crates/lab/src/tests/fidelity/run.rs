@@ -1,0 +1,404 @@
+//! Running the fidelity lab: building each path (a veth pair, weir's bridge with one emulated
+//! link, or the kernel bridge with a TBF or HTB on its egress port) and measuring each cell
+//! with the CBR agents.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use super::{check, Cell, CellStatus, FidelityConfig, FidelityResult, Path, PathKind, FCS};
+use crate::agents::cbr::{CbrSender, CbrSenderOpts, CbrSink, CbrSinkOpts};
+use crate::dut::{bridge_config, BridgeThread};
+use crate::report;
+use crate::stats::dist::Pcts;
+use crate::topo::{require_root, BridgeTopo, Netns, VethPair};
+use crate::{Error, Result};
+
+/// A running DUT on a [`BridgeTopo`]: weir in a thread, or kernel qdiscs.
+enum Dut<'a> {
+    Weir {
+        bridge: BridgeThread,
+        /// The bridge's statistics socket (per-cell receive-ring drops).
+        sock: std::path::PathBuf,
+    },
+    Kernel {
+        topo: &'a BridgeTopo,
+    },
+}
+
+/// The policy that makes weir one emulated link (no shaping, every packet to the link
+/// profile).
+pub fn weir_policy(delay_ns: u64, rate_bps: Option<u64>, seed: u64) -> String {
+    let mut s = format!(
+        "[link]\nrate = \"10Gbit\"\ndirection = \"none\"\nemulate = \"wan\"\nseed = {seed}\n\n\
+         [[emulate]]\nname = \"wan\"\ndelay = \"{}us\"\noverhead = {FCS}\n",
+        delay_ns / 1000
+    );
+    if let Some(r) = rate_bps {
+        s += &format!("rate = \"{r}bit\"\n");
+    }
+    s
+}
+
+/// The kernel commands (run in the DUT namespace, after the kernel bridge exists) that put
+/// the rate limiter on the egress port.
+pub fn kernel_commands(kind: &PathKind, dev: &str) -> Vec<Vec<String>> {
+    let v = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+    // queue limit: 1000 frames of 1518 bytes, like weir's default with a rate and no delay
+    match kind {
+        PathKind::KernelTbf { rate_bps } => vec![v(&format!(
+            "tc qdisc replace dev {dev} root stab overhead {FCS} tbf rate {rate_bps}bit burst 1600b limit 1518000b"
+        ))],
+        PathKind::KernelHtb { rate_bps } => vec![
+            v(&format!(
+                "tc qdisc replace dev {dev} root handle 1: stab overhead {FCS} htb default 10"
+            )),
+            v(&format!(
+                "tc class add dev {dev} parent 1: classid 1:10 htb rate {rate_bps}bit ceil {rate_bps}bit burst 1600b cburst 1600b"
+            )),
+            v(&format!("tc qdisc add dev {dev} parent 1:10 pfifo limit 1000")),
+        ],
+        _ => vec![],
+    }
+}
+
+impl<'a> Dut<'a> {
+    fn start(path: &Path, topo: &'a BridgeTopo, cfg: &FidelityConfig) -> Result<Dut<'a>> {
+        match &path.kind {
+            PathKind::Veth => Err(Error::Invalid("veth path has no DUT".into())),
+            PathKind::Weir { delay_ns, rate_bps } => {
+                let text = weir_policy(*delay_ns, *rate_bps, cfg.seed);
+                let policy = weir_core::policy::Policy::parse(&path.name, &text)
+                    .map_err(|e| Error::Invalid(e.to_string()))?;
+                let mut bc =
+                    bridge_config(&policy, &topo.dut_lan, &topo.dut_wan).map_err(Error::Invalid)?;
+                bc.busy_poll = cfg.busy_poll;
+                let sock = std::env::temp_dir().join(format!(
+                    "weir-fidelity-{}-{}.sock",
+                    std::process::id(),
+                    path.name
+                ));
+                bc.stats_socket = Some(sock.clone());
+                let bridge = BridgeThread::start(&topo.dut, bc, Some(1), Duration::from_secs(5))
+                    .map_err(|e| Error::Invalid(format!("weir bridge: {e}")))?;
+                Ok(Dut::Weir { bridge, sock })
+            }
+            kind => {
+                topo.with_kernel_bridge()?;
+                let dut = Dut::Kernel { topo };
+                for argv in kernel_commands(kind, &topo.dut_wan) {
+                    topo.dut.exec_checked(&argv)?;
+                }
+                Ok(dut)
+            }
+        }
+    }
+
+    /// Frames the kernel dropped because weir's receive ring was full, so far (weir only;
+    /// from the statistics it publishes every 250 ms).
+    fn rx_drops(&self) -> Option<u64> {
+        let Dut::Weir { sock, .. } = self else {
+            return None;
+        };
+        let doc: serde_json::Value =
+            serde_json::from_str(&weir_io::stats::query(sock).ok()?).ok()?;
+        Some(
+            ["outbound", "inbound"]
+                .iter()
+                .filter_map(|d| doc[d]["lane"]["kernel_rx_drops"].as_u64())
+                .sum(),
+        )
+    }
+
+    /// Stop; weir's report as JSON.
+    fn stop(mut self) -> Option<serde_json::Value> {
+        self.halt()
+    }
+
+    fn halt(&mut self) -> Option<serde_json::Value> {
+        match self {
+            Dut::Weir { bridge, .. } => bridge
+                .stop()?
+                .ok()
+                .and_then(|r| serde_json::to_value(r).ok()),
+            Dut::Kernel { topo } => {
+                let _ = topo
+                    .dut
+                    .exec(&["tc", "qdisc", "del", "dev", &topo.dut_wan, "root"]);
+                let _ = topo.without_kernel_bridge();
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Dut<'_> {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// Send one cell's flow from `snd` to `rcv` and measure it.
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    snd: &Netns,
+    rcv: &Netns,
+    path: &Path,
+    size: u32,
+    pps: u32,
+    repeat: u32,
+    flow: u32,
+    cfg: &FidelityConfig,
+) -> Result<Cell> {
+    let mut cell = measure_skeleton(path, size, pps, repeat);
+    let offered_bps = cell.offered_bps;
+    cell.over_path_rate = path.rate_bps().is_some_and(|r| offered_bps > r);
+    if offered_bps > cfg.line_rate_bps {
+        cell.status = CellStatus::OverLineRate;
+        return Ok(cell);
+    }
+    let dst = SocketAddr::new(IpAddr::V4(BridgeTopo::RCV_ADDR), 9000);
+    let count = (pps as u64 * cfg.cell_ms / 1000).max(10);
+    let mut sink_opts = CbrSinkOpts::new(dst, Some(flow));
+    sink_opts.expected = count as usize;
+    // read every 20 ms rather than per packet: the sink leaves the CPU to the device
+    sink_opts.wake_every = Some(Duration::from_millis(20));
+    sink_opts.cpu = Some(0);
+    let sink = CbrSink::start_with(rcv, sink_opts)?;
+    let mut o = CbrSenderOpts::new(dst, pps as f64, (size - FCS) as usize);
+    o.src = Some(SocketAddr::new(IpAddr::V4(BridgeTopo::SND_ADDR), 0));
+    o.flow = flow;
+    o.count = Some(count);
+    o.cpu = Some(0);
+    o.start_delay = Duration::from_millis(20);
+    let sender = CbrSender::start(snd, o)?;
+    let rep = sender.join();
+    // the path may hold up to its delay plus a full queue (1000 frames at the rate)
+    let extra = match path.kind {
+        PathKind::Weir { delay_ns, .. } => Duration::from_nanos(delay_ns),
+        _ => Duration::ZERO,
+    };
+    let recs = sink.finish(rep.attempted, Duration::from_millis(300) + extra);
+    let sum = recs.summary(rep.attempted);
+    cell.sent = rep.sent;
+    cell.send_errors = rep.send_errors.total;
+    cell.achieved_pps = rep.achieved_pps;
+    cell.late = rep.late;
+    cell.received = sum.received;
+    cell.lost = sum.lost;
+    cell.loss_ratio = if rep.sent > 0 {
+        sum.lost.saturating_sub(rep.send_errors.total) as f64 / rep.sent as f64
+    } else {
+        0.0
+    };
+    cell.reordered = sum.reordered;
+    cell.duplicates = sum.duplicates;
+    cell.socket_drops = sum.socket_drops;
+    cell.ifg_us = Pcts::from(&sum.ifg_us);
+    cell.delay_us = Pcts::from(&sum.delay_us);
+    let gaps = recs.gaps_ns();
+    if !gaps.is_empty() {
+        let n = cfg.keep_gaps.min(gaps.len());
+        let start = (gaps.len() - n) / 2;
+        cell.gaps_window_us = gaps[start..start + n]
+            .iter()
+            .map(|&g| (g as f64 / 1000.0) as f32)
+            .collect();
+    }
+    if rep.achieved_pps < 0.98 * pps as f64 {
+        cell.status = CellStatus::GeneratorLimited;
+    }
+    if sum.received == 0 {
+        cell.status = CellStatus::Failed("no packet arrived".into());
+    }
+    Ok(cell)
+}
+
+/// Run every cell of `cfg`; `progress` gets one line per cell.
+pub fn run(cfg: &FidelityConfig, mut progress: impl FnMut(&str)) -> Result<FidelityResult> {
+    cfg.validate()?;
+    require_root()?;
+    let total = cfg.paths.len() * cfg.sizes.len() * cfg.rates.len() * cfg.repeats as usize;
+    let mut cells = Vec::with_capacity(total);
+    let mut flow = 0x4649_0000u32; // "FI" + cell number
+    let mut done = 0;
+    let mut pair: Option<VethPair> = None;
+    let mut topo: Option<BridgeTopo> = None;
+    for path in &cfg.paths {
+        let (snd, rcv, dut) = match path.kind {
+            PathKind::Veth => {
+                if pair.is_none() {
+                    pair = Some(VethPair::new("fid")?);
+                }
+                let p = pair.as_ref().unwrap();
+                (&p.snd, &p.rcv, None)
+            }
+            _ => {
+                if topo.is_none() {
+                    topo = Some(BridgeTopo::new("fid")?);
+                }
+                let t = topo.as_ref().unwrap();
+                (&t.snd, &t.rcv, Some(Dut::start(path, t, cfg)?))
+            }
+        };
+        // the receiving host's stack on the agents' CPU, as on a separate machine: without
+        // RPS, veth runs it inside whichever thread transmits to it (weir's, on the DUT's CPU)
+        rcv.exec_checked(&[
+            "sh",
+            "-c",
+            "echo 1 > /sys/class/net/eth0/queues/rx-0/rps_cpus",
+        ])?;
+        // resolve ARP before measuring (the sink ignores other flows)
+        warm_up(snd, rcv)?;
+        let mut path_cells = Vec::new();
+        for repeat in 0..cfg.repeats {
+            for &size in &cfg.sizes {
+                for &pps in &cfg.rates {
+                    crate::check_interrupted()?;
+                    flow += 1;
+                    done += 1;
+                    let before = dut.as_ref().and_then(|d| d.rx_drops());
+                    let cell = match measure(snd, rcv, path, size, pps, repeat, flow, cfg) {
+                        Ok(mut c) => {
+                            if let Some(b) = before {
+                                // the bridge publishes every 250 ms
+                                std::thread::sleep(Duration::from_millis(300));
+                                c.dut_rx_drops = dut
+                                    .as_ref()
+                                    .and_then(|d| d.rx_drops())
+                                    .map(|a| a.saturating_sub(b));
+                            }
+                            c
+                        }
+                        Err(e) => {
+                            let mut c = measure_skeleton(path, size, pps, repeat);
+                            c.status = CellStatus::Failed(e.to_string());
+                            c
+                        }
+                    };
+                    progress(&format!(
+                        "[{done}/{total}] {:<16} {:>4} B {:>6} pps  {}",
+                        path.name,
+                        size,
+                        pps,
+                        cell_line(&cell)
+                    ));
+                    path_cells.push(cell);
+                }
+            }
+        }
+        if let Some(d) = dut {
+            let report = d.stop();
+            if let Some(r) = report {
+                if let Some(c) = path_cells.last_mut() {
+                    c.weir = Some(r);
+                }
+            }
+        }
+        cells.extend(path_cells);
+    }
+    drop(topo);
+    drop(pair);
+    let mut r = FidelityResult {
+        kind: "fidelity".into(),
+        meta: report::meta(),
+        config: cfg.clone(),
+        cells,
+        checks: Vec::new(),
+    };
+    r.checks = check(&r);
+    Ok(r)
+}
+
+/// A cell of `path` with its offered load and nothing measured yet.
+pub(super) fn measure_skeleton(path: &Path, size: u32, pps: u32, repeat: u32) -> Cell {
+    Cell {
+        path: path.name.clone(),
+        size,
+        pps,
+        repeat,
+        status: CellStatus::Ok,
+        offered_bps: size as u64 * 8 * pps as u64,
+        over_path_rate: false,
+        sent: 0,
+        send_errors: 0,
+        achieved_pps: 0.0,
+        late: 0,
+        received: 0,
+        lost: 0,
+        loss_ratio: 0.0,
+        reordered: 0,
+        duplicates: 0,
+        socket_drops: 0,
+        ifg_us: Pcts::default(),
+        delay_us: Pcts::default(),
+        gaps_window_us: Vec::new(),
+        weir: None,
+        dut_rx_drops: None,
+    }
+}
+
+fn warm_up(snd: &Netns, rcv: &Netns) -> Result<()> {
+    let dst = SocketAddr::new(IpAddr::V4(BridgeTopo::RCV_ADDR), 9000);
+    let sink = CbrSink::start(rcv, dst, Some(1))?;
+    let mut o = CbrSenderOpts::new(dst, 100.0, 100);
+    o.src = Some(SocketAddr::new(IpAddr::V4(BridgeTopo::SND_ADDR), 0));
+    o.flow = 1;
+    o.count = Some(3);
+    let _ = CbrSender::start(snd, o)?.join();
+    let _ = sink.finish(3, Duration::from_millis(500));
+    Ok(())
+}
+
+/// One decimal, or `-` when missing.
+fn or_dash(x: Option<f64>) -> String {
+    x.map_or("-".into(), |v| format!("{v:.1}"))
+}
+
+fn cell_line(c: &Cell) -> String {
+    match &c.status {
+        CellStatus::OverLineRate => "over line rate (not run)".into(),
+        CellStatus::Failed(e) => format!("FAILED: {e}"),
+        s => format!(
+            "ifg p10/p50/p90 {}/{}/{} µs  delay p50 {} µs  loss {:.4}%{}",
+            or_dash(c.ifg_us.p10),
+            or_dash(c.ifg_us.p50),
+            or_dash(c.ifg_us.p90),
+            or_dash(c.delay_us.p50),
+            c.loss_ratio * 100.0,
+            if *s == CellStatus::GeneratorLimited {
+                format!("  (generator-limited: {:.0} pps)", c.achieved_pps)
+            } else {
+                String::new()
+            }
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{D125, R155};
+    use super::*;
+
+    #[test]
+    fn weir_policy_is_valid_and_counts_the_fcs() {
+        let p = weir_core::policy::Policy::parse("t", &weir_policy(D125, Some(R155), 3)).unwrap();
+        assert_eq!(p.seed, 3);
+        let e = &p.emulators[0].cfg;
+        assert_eq!((e.rate_bps, e.overhead, e.delay.0), (Some(R155), 4, D125));
+        let p0 = weir_core::policy::Policy::parse("t", &weir_policy(0, None, 1)).unwrap();
+        assert!(p0.emulators[0].cfg.is_transparent());
+    }
+
+    #[test]
+    fn kernel_commands_use_stab_overhead() {
+        let c = kernel_commands(&PathKind::KernelTbf { rate_bps: R155 }, "wan0");
+        assert_eq!(
+            c[0].join(" "),
+            "tc qdisc replace dev wan0 root stab overhead 4 tbf rate 155000000bit burst 1600b limit 1518000b"
+        );
+        assert_eq!(
+            kernel_commands(&PathKind::KernelHtb { rate_bps: R155 }, "x").len(),
+            3
+        );
+    }
+}

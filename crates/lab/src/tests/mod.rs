@@ -1,0 +1,18 @@
+//! The labs, one file (or folder) per test of the papers:
+//!
+//! | lab | what | seed |
+//! |---|---|---|
+//! | [`basic`] | class-based bandwidth limitation and per-session guarantee (Table 4 statistics) | 000 |
+//! | [`robustness`] | heterogeneous WAN delays, periodic loss, heterogeneous TCP senders (Table 5) | 000 |
+//! | [`advanced`] | inter- and intra-class bandwidth borrowing (Table 6) | 000 |
+//! | [`fidelity`] | link-shaping fidelity: inter-frame gaps, delay and loss of CBR flows | 002 |
+//!
+//! [`testbed`] is what the seed 000 labs share: a [`Plan`](testbed::Plan) of TCP sessions,
+//! its runner ([`testbed::run_plan`]: topology, DUT, WAN stage, agents) and the outputs
+//! every one of them writes.
+
+pub mod advanced;
+pub mod basic;
+pub mod fidelity;
+pub mod robustness;
+pub mod testbed;

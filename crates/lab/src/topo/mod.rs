@@ -1,0 +1,27 @@
+//! Test topologies: network namespaces joined by veth pairs, their addresses, and the
+//! ready-made topologies the labs use.
+//!
+//! - [`Netns`] (`netns.rs`): a namespace the testbed created and deletes on drop, and running
+//!   commands or Rust closures inside it; cleanup of namespaces left by dead runs.
+//! - `link.rs`: veth pairs, addresses, links up and down, routes, MTU, sysctls, the
+//!   per-namespace TCP options.
+//! - [`BridgeTopo`] (`bridge.rs`): sender, DUT and receiver on one L2 segment (seed 000
+//!   Fig. 6), with sender address aliases and an optional WAN-emulator stage.
+//! - [`VethPair`] (`pair.rs`): two hosts joined directly (calibration).
+
+mod bridge;
+mod link;
+mod netns;
+mod pair;
+
+pub use bridge::BridgeTopo;
+pub use link::{
+    add_addr, add_route, check_ifname, is_link_up, link_veth, parse_cidr, set_down, set_mtu,
+    set_sysctl, set_tcp_options, set_up, unique_ifname, unique_veth_names, wait_link_up,
+    IFNAME_MAX,
+};
+pub use netns::{
+    cleanup_registered, list_testbed_namespaces, process_prefix, remove_stale_namespaces,
+    require_root, skip_unless_root, Netns, NETNS_PREFIX, NETNS_RUN_DIR,
+};
+pub use pair::VethPair;
