@@ -310,11 +310,7 @@ fn start_wan_stage(topo: &BridgeTopo, policy_text: &str) -> Result<BridgeThread>
         .ok_or_else(|| Error::Invalid("no WAN stage in the topology".into()))?;
     let p = Policy::parse("<wan stage>", policy_text)
         .map_err(|e| Error::Invalid(format!("WAN stage policy: {e}")))?;
-    let mut cfg = weir_io::bridge::BridgeConfig::new("lan0", "wan0");
-    cfg.device = p
-        .build_device(weir_core::Instant::ZERO)
-        .map_err(Error::Invalid)?;
-    cfg.seed = p.seed;
+    let cfg = crate::dut::bridge_config(&p, "lan0", "wan0").map_err(Error::Invalid)?;
     BridgeThread::start(emu, cfg, None, Duration::from_secs(10))
         .map_err(|e| Error::Invalid(format!("WAN stage: {e}")))
 }
