@@ -4,8 +4,8 @@
 //! # Protocol
 //! A Unix stream socket, by default [`DEFAULT_PATH`]. A client connects, sends one request
 //! and closes its writing side; the server answers and closes the connection.
-//! - `stats\n` (or nothing at all): the latest published document followed by one
-//!   newline. A server that has not published yet sends only the newline ([`query`]
+//! - `stats\n` (or nothing at all within [`FIRST_BYTE_TIMEOUT`]): the latest published
+//!   document followed by one newline. A server that has not published yet sends only the newline ([`query`]
 //!   reports that as [`StatsError::NoData`]).
 //! - `reload NAME\n` followed by a policy's text (at most [`MAX_REQUEST`] bytes): the
 //!   request goes to the data path ([`StatsServer::take_control`]), which validates and
@@ -48,6 +48,9 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the server waits for a client's request, and the data path's answer to a
 /// control request.
 pub const CONTROL_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the server waits for the first byte of a request before it takes the client
+/// as one that sends nothing and wants the statistics.
+pub const FIRST_BYTE_TIMEOUT: Duration = Duration::from_millis(200);
 /// Largest request a client may send (a policy's text).
 pub const MAX_REQUEST: usize = 1 << 20;
 
@@ -407,12 +410,21 @@ fn reply_error(s: &mut UnixStream, msg: &str) {
 fn answer(mut s: UnixStream, doc: &Doc, control: &std::sync::mpsc::Sender<ControlRequest>) {
     let _ = s.set_nonblocking(false);
     let _ = s.set_write_timeout(Some(WRITE_TIMEOUT));
-    let _ = s.set_read_timeout(Some(CONTROL_TIMEOUT));
+    // a client that sends nothing (the first protocol, `socat`) is taken as asking for
+    // the statistics once FIRST_BYTE_TIMEOUT has passed
+    let _ = s.set_read_timeout(Some(FIRST_BYTE_TIMEOUT));
     let mut req = Vec::new();
-    let n = (&mut s)
-        .take(MAX_REQUEST as u64 + 1)
-        .read_to_end(&mut req)
-        .unwrap_or(0);
+    let mut first = [0u8; 1];
+    let mut n = 0;
+    if let Ok(1) = s.read(&mut first) {
+        req.push(first[0]);
+        let _ = s.set_read_timeout(Some(CONTROL_TIMEOUT));
+        n = 1
+            + (&mut s)
+                .take(MAX_REQUEST as u64)
+                .read_to_end(&mut req)
+                .unwrap_or(0);
+    }
     if n > MAX_REQUEST {
         return reply_error(&mut s, "request too large");
     }
@@ -747,5 +759,89 @@ mod tests {
         );
         // Root still can.
         assert_eq!(query(&path).unwrap(), "{}");
+    }
+
+    #[test]
+    fn reload_requests_reach_the_data_path_and_its_answer_comes_back() {
+        let t = TempDir::new();
+        let path = t.0.join("r.sock");
+        let mut server = StatsServer::start(&path).unwrap();
+        server.publish("{\"n\":1}".into());
+        let rx = server.take_control().unwrap();
+        assert!(server.take_control().is_none(), "taken once");
+        let data_path = std::thread::spawn(move || {
+            let req = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+            let echo = format!(
+                "{{\"ok\":true,\"name\":\"{}\",\"len\":{}}}",
+                req.name,
+                req.text.len()
+            );
+            req.respond(echo);
+        });
+        let answer = request_reload(&path, "p.toml", "[link]\nrate = \"1Mbit\"\n").unwrap();
+        assert_eq!(answer, "{\"ok\":true,\"name\":\"p.toml\",\"len\":22}");
+        data_path.join().unwrap();
+        // stats still answered as before, and unknown requests get an error
+        assert_eq!(query(&path).unwrap(), "{\"n\":1}");
+        let bad = ask(&path, b"frobnicate\n", READ_TIMEOUT).unwrap();
+        assert!(bad.contains("unknown request 'frobnicate'"), "{bad}");
+    }
+
+    #[test]
+    fn a_reload_from_another_user_is_refused_even_on_an_open_socket() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            skip("needs root (drops to another user to test the reload check)");
+            return;
+        }
+        let t = TempDir::new();
+        let path = t.0.join("o.sock");
+        let mut server = StatsServer::start(&path).unwrap();
+        let _rx = server.take_control().unwrap();
+        // someone opened the socket to everybody: the peer's uid is still checked
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        use std::os::unix::ffi::OsStrExt;
+        // SAFETY: plain old data.
+        let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        for (d, s) in addr.sun_path.iter_mut().zip(path.as_os_str().as_bytes()) {
+            *d = *s as libc::c_char;
+        }
+        let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+        let req = b"reload p.toml\n[link]\nrate = \"1Mbit\"\n";
+        let want = b"weir reload needs root";
+        // SAFETY: the child performs only async-signal-safe system calls, then _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            unsafe {
+                if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                    libc::_exit(100);
+                }
+                let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+                if fd < 0 || libc::connect(fd, (&addr as *const libc::sockaddr_un).cast(), len) != 0
+                {
+                    libc::_exit(101);
+                }
+                libc::write(fd, req.as_ptr().cast(), req.len());
+                libc::shutdown(fd, libc::SHUT_WR);
+                let mut buf = [0u8; 512];
+                let mut got = 0usize;
+                loop {
+                    let n = libc::read(fd, buf.as_mut_ptr().add(got).cast(), buf.len() - got);
+                    if n <= 0 {
+                        break;
+                    }
+                    got += n as usize;
+                }
+                let found = buf[..got].windows(want.len()).any(|w| w == want);
+                libc::_exit(if found { 0 } else { 1 });
+            }
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(libc::WIFEXITED(status));
+        assert_eq!(libc::WEXITSTATUS(status), 0, "the refusal was not received");
     }
 }
