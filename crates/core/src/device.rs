@@ -16,8 +16,9 @@
 //! frame a policy device receives, in either direction, finds (or makes) its connection's
 //! entry — the same one for a packet and its reply — whose id goes into `Meta.conn`; TCP
 //! segments update its state (options from SYN/SYN-ACK, sequence and ACK edges, windows,
-//! RTT samples). Idle entries expire a few per packet (bounded work); the table is bounded
-//! and counts evictions. It survives policy reloads. [`Device::passthrough`] has none.
+//! RTT samples). Idle entries expire a few per new connection (bounded work); the table is
+//! bounded and counts evictions. It survives policy reloads. [`Device::passthrough`] and
+//! a policy that only emulates (`[link] direction = "none"`, `weir emu`) have none.
 //!
 //! Per direction ([`Direction`]): a [`Pipeline`] (classifier → ordered stages: shaper,
 //! emulator), or nothing — the direction is then forwarded untouched, in order, through a
@@ -93,8 +94,8 @@ pub struct Device {
     conns: Option<ConnTable>,
 }
 
-/// Idle connection entries examined per received frame.
-const EXPIRE_PER_PACKET: u32 = 2;
+/// Idle connection entries examined per new connection.
+const EXPIRE_PER_INSERT: u32 = 8;
 
 /// What [`Device::replace_policy`] did.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -380,13 +381,22 @@ impl Device {
 /// its state, and expire a few idle entries. `ConnId::NONE` for non-IP frames and a full
 /// table that could not evict.
 fn track(t: &mut ConnTable, p: &weir_wire::Parsed, data: &[u8], now: Instant) -> ConnId {
-    t.expire(now, EXPIRE_PER_PACKET);
     let Some(key) = FlowKey::from_parsed(p) else {
         return ConnId::NONE;
     };
-    let Some((id, side)) = t.lookup_or_insert(&key, now) else {
-        return ConnId::NONE;
+    let id = match t.lookup(&key) {
+        Some(found) => found,
+        None => {
+            // idle entries are swept as new connections come, not on every packet: the
+            // sweep walks the whole table's memory, which is not free for the hot path
+            t.expire(now, EXPIRE_PER_INSERT);
+            match t.lookup_or_insert(&key, now) {
+                Some(found) => found,
+                None => return ConnId::NONE,
+            }
+        }
     };
+    let (id, side) = id;
     t.observe(id, side, data.len() as u32, now);
     if p.tcp_flags.is_some() {
         if let Some(seg) = p
