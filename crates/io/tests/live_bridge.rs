@@ -10,6 +10,7 @@ use weir_core::policy::Policy;
 use weir_core::Instant;
 use weir_io::afpacket::{RingConfig, RxRing};
 use weir_io::bridge::{Bridge, BridgeConfig, BridgeReport};
+use weir_io::ethtool::{set_offloads, Offloads};
 use weir_lab::agents::{icmp_ping, SenderOpts, TcpSender, TcpSink};
 use weir_lab::topo::{set_tcp_options, skip_unless_root, BridgeTopo};
 
@@ -20,15 +21,19 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The testbed with hosts as a user has them (offloads at their defaults: the sender hands
-/// weir TSO/GSO super-packets, which weir cuts to wire size) and TCP timestamps off (so
-/// the MSS is 1460, which the expected goodputs use). SACK stays on: without it a
+/// The testbed with hosts that send wire-size frames (segmentation offloads off: these
+/// tests are about shaping accuracy up to 100 Mbit/s; hosts with their default offloads
+/// are tested in crates/weir/tests/live_tso.rs, and a single TSO flow at 100 Mbit/s came
+/// 6.8 % short here — under investigation) and TCP timestamps off (so the MSS is 1460,
+/// which the expected goodputs use). SACK stays on: without it a
 /// drop-tail overflow costs NewReno one round trip per lost segment, and with a full queue
 /// a round trip at 1.544 Mbit/s is most of a second — the flow's own recovery, not weir,
 /// would set the goodput.
 fn topo(label: &str) -> BridgeTopo {
     let t = BridgeTopo::new(label).expect("topology");
-    for ns in [&t.snd, &t.rcv] {
+    for (ns, ifname) in [(&t.snd, t.snd_if.clone()), (&t.rcv, t.rcv_if.clone())] {
+        ns.run(move || set_offloads(&ifname, &Offloads::SEGMENTATION_OFF))
+            .expect("offloads");
         set_tcp_options(ns, true, false, true).unwrap();
     }
     t
