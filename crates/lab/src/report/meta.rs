@@ -38,7 +38,49 @@ pub fn meta() -> BTreeMap<String, String> {
     m
 }
 
+/// CPU time the hypervisor took from this machine's virtual CPUs since boot, summed over
+/// all CPUs (`steal` of `/proc/stat`'s `cpu` line, counted in `USER_HZ` ticks). Compare two
+/// readings: a timing result measured while steal grew says the machine, not the code
+/// under test, lost that time. `None` where `/proc/stat` cannot be read.
+pub fn cpu_steal() -> Option<std::time::Duration> {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    parse_steal(
+        &std::fs::read_to_string("/proc/stat").ok()?,
+        hz.max(1) as u64,
+    )
+}
+
+fn parse_steal(stat: &str, user_hz: u64) -> Option<std::time::Duration> {
+    // cpu  user nice system idle iowait irq softirq steal ...
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let ticks: u64 = line.split_whitespace().nth(8)?.parse().ok()?;
+    Some(std::time::Duration::from_nanos(
+        ticks * (1_000_000_000 / user_hz),
+    ))
+}
+
 /// The metadata as text, one `key: value` line each (the "Run" section of a report).
 pub fn meta_text(meta: &BTreeMap<String, String>) -> String {
     meta.iter().map(|(k, v)| format!("{k}: {v}\n")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steal_is_the_eighth_counter_of_the_cpu_line() {
+        let stat = "cpu  4705 150 1120 16250 520 0 30 132 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n";
+        assert_eq!(
+            parse_steal(stat, 100),
+            Some(std::time::Duration::from_millis(1320))
+        );
+        assert_eq!(
+            parse_steal(stat, 1000),
+            Some(std::time::Duration::from_millis(132))
+        );
+        assert_eq!(parse_steal("cpu0 1 2 3\n", 100), None);
+        assert_eq!(parse_steal("cpu  1 2 3\n", 100), None);
+    }
 }

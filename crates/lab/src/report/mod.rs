@@ -18,7 +18,7 @@
 //! | `line.rs` | [`line_chart`] (lines and scatter, with decimation) |
 //! | `bar.rs` | [`bar_chart`] (grouped bars with error bars) |
 //! | `html.rs` | [`html_report`] of [`Section`]s |
-//! | `meta.rs` | [`meta`]: weir's version, kernel, machine, time, command line |
+//! | `meta.rs` | [`meta`]: weir's version, kernel, machine, time, command line; [`cpu_steal`] |
 //! | `files.rs` | [`write_files`], [`to_json`], [`file_safe`] |
 
 mod bar;
@@ -35,6 +35,6 @@ pub use check::{all_passed, checks_text, Check};
 pub use files::{file_safe, to_json, write_files};
 pub use html::{html_report, Block, Section};
 pub use line::{decimate_minmax, line_chart, ChartOpts, Mark, Series};
-pub use meta::{meta, meta_text};
+pub use meta::{cpu_steal, meta, meta_text};
 pub use svg::{escape, nice_ticks};
 pub use table::{fmt_opt, text_table};
