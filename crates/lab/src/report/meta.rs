@@ -51,6 +51,68 @@ pub fn cpu_steal() -> Option<std::time::Duration> {
     )
 }
 
+/// The share of the machine's CPU time the hypervisor took over a stretch of wall-clock
+/// time: start with [`StealMeter::start`], read with [`StealMeter::finish`].
+#[derive(Clone, Copy, Debug)]
+pub struct StealMeter {
+    wall: std::time::Instant,
+    steal: Option<std::time::Duration>,
+}
+
+/// What a [`StealMeter`] saw.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Steal {
+    /// CPU time taken, summed over all CPUs.
+    pub taken: std::time::Duration,
+    /// `taken` ÷ (wall time × CPUs): 0 on a machine of its own.
+    pub fraction: f64,
+}
+
+impl StealMeter {
+    /// Below this fraction a timing result is the code's, not the hypervisor's (the timing
+    /// tests retry an attempt that saw more).
+    pub const QUIET: f64 = 0.03;
+
+    pub fn start() -> StealMeter {
+        StealMeter {
+            wall: std::time::Instant::now(),
+            steal: cpu_steal(),
+        }
+    }
+
+    /// `None` where `/proc/stat` cannot be read.
+    pub fn finish(&self) -> Option<Steal> {
+        let taken = cpu_steal()?.saturating_sub(self.steal?);
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let wall = self.wall.elapsed().as_secs_f64() * cpus as f64;
+        Some(Steal {
+            taken,
+            fraction: if wall > 0.0 {
+                taken.as_secs_f64() / wall
+            } else {
+                0.0
+            },
+        })
+    }
+}
+
+impl Steal {
+    pub fn quiet(&self) -> bool {
+        self.fraction <= StealMeter::QUIET
+    }
+}
+
+impl std::fmt::Display for Steal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:.2} s stolen ({:.1} % of CPU time)",
+            self.taken.as_secs_f64(),
+            self.fraction * 100.0
+        )
+    }
+}
+
 fn parse_steal(stat: &str, user_hz: u64) -> Option<std::time::Duration> {
     // cpu  user nice system idle iowait irq softirq steal ...
     let line = stat.lines().find(|l| l.starts_with("cpu "))?;
