@@ -56,6 +56,7 @@ pub mod icmpv6;
 pub mod ip;
 pub mod ipv4;
 pub mod ipv6;
+pub mod mss;
 pub mod parse;
 pub mod tcp;
 pub mod udp;

@@ -28,10 +28,10 @@ const SRC_PORT: usize = 0;
 const DST_PORT: usize = 2;
 const SEQ: usize = 4;
 const ACK: usize = 8;
-const OFF_FLAGS: usize = 12;
+pub(crate) const OFF_FLAGS: usize = 12;
 const FLAGS: usize = 13;
 const WINDOW: usize = 14;
-const CHECKSUM: usize = 16;
+pub(crate) const CHECKSUM: usize = 16;
 const URGENT: usize = 18;
 
 /// Option kinds (IANA "TCP Option Kind Numbers").
@@ -459,6 +459,22 @@ impl<T: AsRef<[u8]>> Packet<T> {
         TcpOptions::new(self.options())
     }
 
+    /// Offset in the segment of the first MSS option's value; `Ok(None)` without one,
+    /// [`Error::Malformed`] if the options are malformed before it.
+    fn mss_option_at(&self) -> Result<Option<usize>> {
+        let mut it = TcpOptions::new(self.options());
+        while let Some(raw) = it.next_raw() {
+            let raw = raw?;
+            if raw.kind == option_kind::MSS {
+                if raw.body.len() != 2 {
+                    return Err(Error::Malformed("TCP option: wrong length for kind"));
+                }
+                return Ok(Some(HEADER_LEN + raw.at + 2));
+            }
+        }
+        Ok(None)
+    }
+
     /// The first MSS option's value, if there is a well-formed one before
     /// any malformed option.
     pub fn mss_option(&self) -> Option<u16> {
@@ -572,19 +588,26 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// if there is none, and [`Error::Malformed`] if the options are malformed
     /// before an MSS option is found (nothing is written then).
     pub fn set_mss_option(&mut self, mss: u16) -> Result<Option<u16>> {
-        let mut found = None;
-        let mut it = TcpOptions::new(self.options());
-        while let Some(raw) = it.next_raw() {
-            let raw = raw?;
-            if raw.kind == option_kind::MSS {
-                if raw.body.len() != 2 {
-                    return Err(Error::Malformed("TCP option: wrong length for kind"));
+        Ok(self.mss_option_at()?.map(|at| self.update16(at, mss)))
+    }
+
+    /// Lowers the first MSS option to `cap` if it is above it (never raises it), in
+    /// place with an incremental checksum, at any alignment.
+    ///
+    /// Returns `Ok(Some(old_mss))` if there is an MSS option (rewritten only when
+    /// `old_mss > cap`), `Ok(None)` if there is none, and [`Error::Malformed`] if the
+    /// options are malformed before an MSS option is found (nothing is written then).
+    pub fn clamp_mss_option(&mut self, cap: u16) -> Result<Option<u16>> {
+        match self.mss_option_at()? {
+            Some(at) => {
+                let old = rd16(self.buffer.as_ref(), at);
+                if old > cap {
+                    self.update16(at, cap);
                 }
-                found = Some(HEADER_LEN + raw.at + 2);
-                break;
+                Ok(Some(old))
             }
+            None => Ok(None),
         }
-        Ok(found.map(|at| self.update16(at, mss)))
     }
 
     /// Sets the checksum field verbatim.
