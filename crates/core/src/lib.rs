@@ -33,6 +33,7 @@ pub mod red;
 pub mod sim;
 pub mod snapshot;
 pub mod stats;
+pub mod tcp;
 pub mod token_bucket;
 pub mod units;
 pub mod whatif;

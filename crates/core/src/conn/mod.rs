@@ -258,6 +258,11 @@ impl Conn {
         self.is_tcp().then_some(&self.tcp)
     }
 
+    /// TCP state to change (e.g. [`TcpConn::set_mss_cap`]), for a TCP connection.
+    pub fn tcp_mut(&mut self) -> Option<&mut TcpConn> {
+        self.is_tcp().then_some(&mut self.tcp)
+    }
+
     /// Refresh `last_seen`; after a long silence, drop pending RTT timings.
     #[inline]
     fn touch(&mut self, now: Instant) {

@@ -226,6 +226,9 @@ pub struct TcpConn {
     mss: [u16; 2],
     flags: [u16; 2],
     wscale: [u8; 2],
+    /// The MSS cap a policy put on this connection at its SYN (0: none), applied to the
+    /// SYN-ACK too (in the padding: the struct stays 80 bytes).
+    mss_cap: u16,
 }
 
 impl Default for TcpConn {
@@ -250,6 +253,7 @@ impl TcpConn {
             mss: [0; 2],
             flags: [0; 2],
             wscale: [WS_NONE; 2],
+            mss_cap: 0,
         }
     }
 
@@ -429,7 +433,18 @@ impl TcpConn {
         self.has(side, F_SYN)
     }
 
-    /// The MSS option of `side`'s SYN.
+    /// The MSS cap set with [`Self::set_mss_cap`] since the last SYN opened the
+    /// connection.
+    pub fn mss_cap(&self) -> Option<u16> {
+        (self.mss_cap != 0).then_some(self.mss_cap)
+    }
+
+    /// Remember the MSS cap the policy chose for this connection (0 clears it).
+    pub fn set_mss_cap(&mut self, cap: u16) {
+        self.mss_cap = cap;
+    }
+
+    /// The MSS option of `side`'s SYN (as the endpoint sent it, before any clamping).
     pub fn mss(&self, side: Side) -> Option<u16> {
         let m = self.mss[side.index()];
         (self.has(side, F_SYN) && m != 0).then_some(m)
