@@ -40,10 +40,10 @@
 use criterion::{Criterion, Throughput};
 use std::hint::black_box;
 use std::time::Instant as WallClock;
-use weir_core::fifo::Fifo;
-use weir_core::linkshare::{ClassSpec, LinkShare};
-use weir_core::pfq::{Pfq, PfqConfig};
+use weir_core::queue::fifo::Fifo;
+use weir_core::queue::pfq::{Pfq, PfqConfig};
 use weir_core::rng::mix64;
+use weir_core::sched::linkshare::{ClassSpec, LinkShare};
 use weir_core::{Ctx, Instant, Meta, PktId, Pool, Qdisc, Rate, Rng};
 
 const LINK_BPS: u64 = 100_000_000_000;

@@ -23,10 +23,10 @@
 
 use crate::classify::{Classifier, Fields};
 use crate::emulate::Emulator;
-use crate::fifo::Fifo;
-use crate::linkshare::LinkShare;
 use crate::pool::PktId;
 use crate::qdisc::{Count, Ctx, DropCause, Qdisc};
+use crate::queue::fifo::Fifo;
+use crate::sched::linkshare::LinkShare;
 use crate::time::Instant;
 
 /// The header fields of a frame that classification uses, or the error that stopped the

@@ -21,9 +21,9 @@
 //! plus `default_rule` equal the packets that entered the pipeline.
 
 use crate::emulate::EmuCounters;
-use crate::linkshare::ClassId;
 use crate::pipeline::Pipeline;
 use crate::qdisc::{Count, DropCause, QStats, Qdisc};
+use crate::sched::linkshare::ClassId;
 use crate::time::Instant;
 use crate::units::fmt_rate;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -236,7 +236,7 @@ pub fn snapshot(p: &Pipeline, at: Instant) -> PipelineSnapshot {
     }
 }
 
-fn class_snapshots(s: &crate::linkshare::LinkShare) -> Vec<ClassSnapshot> {
+fn class_snapshots(s: &crate::sched::linkshare::LinkShare) -> Vec<ClassSnapshot> {
     let n = s.num_classes();
     let mut classes = Vec::with_capacity(n);
     for c in 0..n as ClassId {

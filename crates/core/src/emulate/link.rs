@@ -28,7 +28,7 @@
 //!    the queue; the frame being serialised does not count (it has left the queue, as a
 //!    frame handed to a NIC has). The arrival is refused with [`DropCause::QueueFull`] if
 //!    `limit_packets` frames wait, or [`DropCause::ByteLimit`] if `waiting bytes + len >
-//!    limit_bytes` ([`crate::fifo::Limits::admit`]).
+//!    limit_bytes` ([`crate::queue::fifo::Limits::admit`]).
 //! 3. Serialiser (only with a rate): the frame starts at `max(now, busy_until)` and ends
 //!    `rate.tx_ps(len)` picoseconds later (per-frame `overhead` included); `busy_until` is
 //!    kept as ns plus a picosecond remainder, so rounding never accumulates. The frame's
@@ -97,12 +97,12 @@ use serde::Serialize;
 use super::dist::delay_with;
 use super::loss::{corrupt, Loss};
 use super::{EmuConfig, EmuError};
-use crate::fifo::Limits;
+use crate::meter::token_bucket::MAX_FRAME;
 use crate::pool::PktId;
 use crate::qdisc::{Count, Ctx, DropCause, QStats, Qdisc};
+use crate::queue::fifo::Limits;
 use crate::rate::Rate;
 use crate::time::Instant;
-use crate::token_bucket::MAX_FRAME;
 
 /// Per-frame overhead that turns `Meta::len` (no FCS) into seed 002's frame size (FCS
 /// included): 4 bytes.

@@ -45,12 +45,12 @@ pub use dist::Jitter;
 pub use link::{EmuCounters, EmuLink, OVERHEAD_ETHERNET, OVERHEAD_FCS};
 pub use loss::{Loss, LossModel};
 
-use crate::fifo::Limits;
-use crate::heap::IndexedHeap;
+use crate::meter::token_bucket::MAX_FRAME;
 use crate::pool::{Meta, PktId};
 use crate::qdisc::{Ctx, DropCause, QStats, Qdisc};
+use crate::queue::fifo::Limits;
+use crate::sched::heap::IndexedHeap;
 use crate::time::{Duration, Instant};
-use crate::token_bucket::MAX_FRAME;
 
 /// A configuration error, naming the parameter.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]

@@ -204,10 +204,10 @@ pub fn describe(c: &EmuConfig) -> String {
     if c.rate_bps.is_some() {
         let l = c.limits();
         let mut q = Vec::new();
-        if l.packets != crate::fifo::Limits::UNLIMITED_PACKETS {
+        if l.packets != crate::queue::fifo::Limits::UNLIMITED_PACKETS {
             q.push(format!("{} packets", l.packets));
         }
-        if l.bytes != crate::fifo::Limits::UNLIMITED_BYTES {
+        if l.bytes != crate::queue::fifo::Limits::UNLIMITED_BYTES {
             q.push(fmt_size(l.bytes));
         }
         let origin = if c.limit_packets.is_some() || c.limit_bytes.is_some() {

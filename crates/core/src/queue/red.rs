@@ -64,9 +64,9 @@
 //! [`RedQueue`] is RED in front of a drop-tail FIFO with hard limits (a "cbq+red" class
 //! queue).
 
-use crate::fifo::{Fifo, Limits};
 use crate::pool::PktId;
 use crate::qdisc::{Ctx, DropCause, Qdisc};
+use crate::queue::fifo::{Fifo, Limits};
 use crate::rate::Rate;
 use crate::rng::Rng;
 use crate::time::Instant;

@@ -43,11 +43,11 @@
 //! flows. `red` is empty unless `cfg.red` is set, `caps` and the `parked` ids unless
 //! `cfg.session_ceil` is; otherwise they have one entry per bucket.
 
-use crate::heap::IndexedHeap;
 use crate::pool::{PktId, PktQueue};
 use crate::qdisc::{Ctx, DropCause, Qdisc};
+use crate::queue::red::{RedParams, RedState};
 use crate::rate::Rate;
-use crate::red::{RedParams, RedState};
+use crate::sched::heap::IndexedHeap;
 use crate::time::Instant;
 
 const NIL: u32 = u32::MAX;
@@ -633,7 +633,7 @@ mod tests {
             max_p: 0.1,
             wq: 0.2,
             gentle: false,
-            mode: crate::red::RedMode::Packets,
+            mode: crate::queue::red::RedMode::Packets,
             idle_pkt_ns: 1000,
         };
         let mut q = Pfq::new(PfqConfig {

@@ -24,7 +24,7 @@
 //! allocation: the queue is an intrusive [`PktQueue`] threaded through the pool.
 //!
 //! [`Limits`] and the inherent `try_push`/`pop` are reused by the RED queue
-//! ([`crate::red::RedQueue`]) and the token-bucket shaper ([`crate::token_bucket::Tbf`]).
+//! ([`crate::queue::red::RedQueue`]) and the token-bucket shaper ([`crate::queue::tbf::Tbf`]).
 
 use crate::pool::{PktId, PktQueue, Pool};
 use crate::qdisc::{Ctx, DropCause, Qdisc};

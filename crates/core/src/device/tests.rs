@@ -1,0 +1,469 @@
+//! The device's tests: stages per direction, pass-through, run-time rates (here), hot reload
+//! (`reload_tests`), the connection table (`conn_tests`).
+
+use super::*;
+use crate::time::Duration;
+use test_env::Env;
+
+/// What the device tests share: a pool, an RNG, the late-drop list, and TCP frames whose
+/// sequence number is a tag.
+mod test_env {
+    use super::*;
+    use crate::pool::Pool;
+    use crate::rng::Rng;
+    use weir_wire::build::{self, EthSpec, Ipv4Spec, TcpSpec};
+
+    pub struct Env {
+        pub pool: Pool,
+        pub rng: Rng,
+        pub dropped: Vec<(PktId, DropCause)>,
+    }
+
+    impl Env {
+        pub fn new() -> Env {
+            Env {
+                pool: Pool::new(4096, 2048),
+                rng: Rng::new(1),
+                dropped: Vec::new(),
+            }
+        }
+        pub fn cx(&mut self, now: Instant) -> Ctx<'_> {
+            Ctx::new(now, &mut self.pool, &mut self.rng, &mut self.dropped)
+        }
+        /// A 1514-byte TCP frame to port `port` with `tag` as its sequence number.
+        pub fn frame_to(&mut self, port: u16, tag: u32) -> PktId {
+            let id = self.pool.alloc().unwrap();
+            let tcp = TcpSpec {
+                seq: tag,
+                src_port: 40000,
+                dst_port: port,
+                ..Default::default()
+            };
+            let n = build::tcp_v4_frame(
+                self.pool.slot_mut(id),
+                &EthSpec::default(),
+                &Ipv4Spec::default(),
+                &tcp,
+                &[0u8; 1460],
+            )
+            .unwrap();
+            self.pool.meta_mut(id).len = n as u32;
+            id
+        }
+        /// [`Env::frame_to`] port 5000.
+        pub fn frame(&mut self, tag: u32) -> PktId {
+            self.frame_to(5000, tag)
+        }
+        pub fn tag(&self, id: PktId) -> u32 {
+            let d = self.pool.data(id);
+            u32::from_be_bytes([d[38], d[39], d[40], d[41]])
+        }
+    }
+}
+
+const POLICY: &str = r#"
+    [link]
+    rate = "10Mbit"
+    default = "bulk"
+    [[class]]
+    name = "bulk"
+    rate = "10Mbit"
+    [[emulate]]
+    name = "wan"
+    delay = "20ms"
+    direction = "inbound"
+    [[rule]]
+    proto = "tcp"
+    emulate = "wan"
+"#;
+
+#[test]
+fn each_direction_has_its_own_stages() {
+    let p = Policy::parse("t.toml", POLICY).unwrap();
+    let mut dev = p.build_device(Instant::ZERO).unwrap();
+    let out = dev.pipeline(Direction::Outbound).unwrap();
+    assert!(out.shaper().is_some() && out.emulator().is_none());
+    let inb = dev.pipeline(Direction::Inbound).unwrap();
+    assert!(inb.shaper().is_none() && inb.emulator().is_some());
+    let mut env = Env::new();
+    // inbound: the emulator delays by 20 ms from the arrival (1 ms before it is read)
+    let t0 = Instant(Duration::from_millis(100).0);
+    let a = env.frame(1);
+    let arrival = Instant(t0.0 - Duration::from_millis(1).0);
+    dev.ingress(Direction::Inbound, a, &mut env.cx(t0), arrival)
+        .unwrap();
+    assert_eq!(env.pool.meta(a).dir, Direction::Inbound);
+    assert_eq!(
+        dev.next_wakeup(),
+        Some(Instant(arrival.0 + Duration::from_millis(20).0))
+    );
+    assert!(dev
+        .poll_transmit(Direction::Inbound, &mut env.cx(t0))
+        .is_none());
+    let due = dev.next_wakeup().unwrap();
+    assert_eq!(
+        dev.poll_transmit(Direction::Inbound, &mut env.cx(due)),
+        Some(a)
+    );
+    // outbound: shaped at 10 Mbit/s; nothing crosses over to the other direction
+    let ids: Vec<PktId> = (0..3).map(|i| env.frame(10 + i)).collect();
+    for &id in &ids {
+        dev.ingress(Direction::Outbound, id, &mut env.cx(t0), t0)
+            .unwrap();
+    }
+    assert_eq!(dev.len(Direction::Outbound), 3);
+    assert!(dev
+        .poll_transmit(Direction::Inbound, &mut env.cx(t0))
+        .is_none());
+    let mut got = Vec::new();
+    let mut now = t0;
+    while got.len() < 3 {
+        match dev.poll_transmit(Direction::Outbound, &mut env.cx(now)) {
+            Some(id) => got.push(env.tag(id)),
+            None => now = dev.next_wakeup().expect("a wake-up while packets wait"),
+        }
+    }
+    assert_eq!(got, [10, 11, 12]);
+    assert!(dev.is_empty());
+}
+
+#[test]
+fn passthrough_keeps_order_and_originated_packets_go_first() {
+    let mut dev = Device::passthrough();
+    let mut env = Env::new();
+    let now = Instant(5);
+    for t in [1, 2, 3] {
+        let id = env.frame(t);
+        dev.ingress(Direction::Outbound, id, &mut env.cx(now), now)
+            .unwrap();
+    }
+    let probe = env.frame(99);
+    dev.originate(Direction::Outbound, probe, &mut env.cx(now));
+    assert_eq!(dev.len(Direction::Outbound), 4);
+    assert_eq!(dev.next_wakeup(), None, "nothing waits for time");
+    let order: Vec<u32> = std::iter::from_fn(|| {
+        let mut cx = env.cx(now);
+        dev.poll_transmit(Direction::Outbound, &mut cx)
+    })
+    .collect::<Vec<_>>()
+    .into_iter()
+    .map(|id| env.tag(id))
+    .collect();
+    assert_eq!(order, [99, 1, 2, 3]);
+    // purge reports what is held
+    let id = env.frame(7);
+    dev.ingress(Direction::Inbound, id, &mut env.cx(now), now)
+        .unwrap();
+    dev.purge(&mut env.cx(now), DropCause::Shutdown);
+    assert_eq!(env.dropped, vec![(id, DropCause::Shutdown)]);
+    assert!(dev.is_empty());
+}
+
+/// The rate a backlogged class delivers in a window, bits/s (virtual clock).
+fn delivered_bps(dev: &mut Device, env: &mut Env, from: Instant, secs: u64) -> f64 {
+    let end = Instant(from.0 + Duration::from_secs(secs).0);
+    let mut now = from;
+    let mut bytes = 0u64;
+    while now < end {
+        // keep the class backlogged
+        while dev.len(Direction::Outbound) < 50 {
+            let id = env.frame(0);
+            dev.ingress(Direction::Outbound, id, &mut env.cx(now), now)
+                .unwrap();
+        }
+        match dev.poll_transmit(Direction::Outbound, &mut env.cx(now)) {
+            Some(id) => {
+                bytes += env.pool.len(id) as u64;
+                env.pool.free(id);
+            }
+            None => now = dev.next_wakeup().unwrap(),
+        }
+    }
+    bytes as f64 * 8.0 / secs as f64
+}
+
+#[test]
+fn class_rates_change_at_run_time_with_now_passed_in() {
+    let p = Policy::parse("t.toml", POLICY).unwrap();
+    let mut dev = p.build_device(Instant::ZERO).unwrap();
+    let mut env = Env::new();
+    let r1 = delivered_bps(&mut dev, &mut env, Instant::ZERO, 2);
+    assert!((r1 / 10e6 - 1.0).abs() < 0.01, "{r1}");
+    let t = Instant(Duration::from_secs(2).0);
+    dev.set_class_rates(
+        Direction::Outbound,
+        "bulk",
+        (5_000_000, 5_000_000),
+        (1600, 1600),
+        t,
+    )
+    .unwrap();
+    // the link (root) still allows 10 Mbit/s; the class now gets 5
+    let r2 = delivered_bps(&mut dev, &mut env, t, 2);
+    assert!((r2 / 5e6 - 1.0).abs() < 0.01, "{r2}");
+    let e = |r: Result<(), String>| r.unwrap_err();
+    assert!(
+        e(dev.set_class_rates(Direction::Outbound, "nope", (1, 1), (1600, 1600), t))
+            .contains("no class 'nope'")
+    );
+    assert!(
+        e(dev.set_class_rates(Direction::Outbound, "bulk", (2, 1), (1600, 1600), t))
+            .contains("need 0 < rate <= ceil")
+    );
+    assert!(
+        e(dev.set_class_rates(Direction::Inbound, "bulk", (1, 1), (1600, 1600), t))
+            .contains("not shaped")
+    );
+}
+
+mod reload_tests {
+    use super::test_env::Env;
+    use super::*;
+    use crate::time::Duration;
+
+    fn policy(text: &str) -> Policy {
+        Policy::parse("t.toml", text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn classes(link: &str, web: Option<&str>, limit: &str) -> String {
+        let mut s = format!(
+            "[link]\nrate = \"{link}\"\ndefault = \"bulk\"\n\
+             [[class]]\nname = \"bulk\"\nrate = \"{link}\"\nlimit = \"{limit}\"\n"
+        );
+        if let Some(r) = web {
+            s = s.replace(
+                &format!("rate = \"{link}\"\nlimit"),
+                "rate = \"1Mbit\"\nlimit",
+            );
+            s += &format!(
+                "[[class]]\nname = \"web\"\nrate = \"{r}\"\nlimit = \"{limit}\"\n\
+                 [[rule]]\nclass = \"web\"\nproto = \"tcp\"\nport = 80\n"
+            );
+        }
+        s
+    }
+
+    impl Env {
+        /// A 1514-byte TCP frame to `port` with `seq` as its tag, into `dev` at `now`.
+        fn push(&mut self, dev: &mut Device, port: u16, seq: u32, now: Instant) {
+            let id = self.frame_to(port, seq);
+            dev.ingress(Direction::Outbound, id, &mut self.cx(now), now)
+                .unwrap();
+        }
+        /// Everything `dev` sends until it is empty: (tag, departure time).
+        fn drain(&mut self, dev: &mut Device, mut now: Instant) -> Vec<(u32, Instant)> {
+            let mut out = Vec::new();
+            while !dev.is_empty() {
+                match dev.poll_transmit(Direction::Outbound, &mut self.cx(now)) {
+                    Some(id) => {
+                        out.push((self.tag(id), now));
+                        self.pool.free(id);
+                    }
+                    None => now = dev.next_wakeup().expect("held packets wait for time"),
+                }
+            }
+            out
+        }
+    }
+
+    #[test]
+    fn a_rate_change_keeps_every_queued_packet_in_its_class() {
+        let mut dev = policy(&classes("10Mbit", None, "100p"))
+            .build_device(Instant::ZERO)
+            .unwrap();
+        let mut env = Env::new();
+        for i in 0..40 {
+            env.push(&mut dev, 5000, i, Instant::ZERO);
+        }
+        let t = Instant(Duration::from_millis(1).0);
+        let rep = dev
+            .replace_policy(&policy(&classes("5Mbit", None, "100p")), &mut env.cx(t))
+            .unwrap();
+        assert_eq!(rep.generation, 2);
+        assert_eq!(dev.generation(), 2);
+        assert_eq!(rep.outbound.kept, 40, "{rep:?}");
+        assert_eq!(rep.outbound.dropped, 0);
+        assert!(env.dropped.is_empty());
+        let out = env.drain(&mut dev, t);
+        assert_eq!(
+            out.iter().map(|x| x.0).collect::<Vec<_>>(),
+            (0..40).collect::<Vec<_>>()
+        );
+        // the new rate: 40 × 1514 B at 5 Mbit/s ≈ 96.9 ms (first frames on carried tokens)
+        let span = (out[39].1 .0 - out[0].1 .0) as f64 / 1e6;
+        let want = 39.0 * 1514.0 * 8.0 / 5e6 * 1e3;
+        assert!((span / want - 1.0).abs() < 0.05, "{span} ms vs {want} ms");
+    }
+
+    #[test]
+    fn packets_of_a_removed_class_are_reclassified_and_a_smaller_limit_drops_by_name() {
+        let mut dev = policy(&classes("10Mbit", Some("9Mbit"), "100p"))
+            .build_device(Instant::ZERO)
+            .unwrap();
+        let mut env = Env::new();
+        for i in 0..30 {
+            env.push(&mut dev, 80, i, Instant::ZERO); // web
+        }
+        for i in 100..150 {
+            env.push(&mut dev, 5000, i, Instant::ZERO); // bulk
+        }
+        // the new policy has no "web", and "bulk" takes 60 packets
+        let rep = dev
+            .replace_policy(
+                &policy(&classes("10Mbit", None, "60p")),
+                &mut env.cx(Instant::ZERO),
+            )
+            .unwrap();
+        let r = &rep.outbound;
+        assert_eq!(r.classes_removed, ["web"]);
+        assert!(r.classes_added.is_empty());
+        assert_eq!(r.kept + r.reclassified + r.dropped, 80, "{r:?}");
+        assert_eq!(r.dropped, 20, "{r:?}");
+        assert_eq!(env.dropped.len(), 20);
+        assert!(env.dropped.iter().all(|&(_, c)| c == DropCause::Reload));
+        for (id, _) in std::mem::take(&mut env.dropped) {
+            env.pool.free(id);
+        }
+        let out = env.drain(&mut dev, Instant::ZERO);
+        assert_eq!(out.len() as u64, r.carried());
+        // within each session the order is kept
+        let web: Vec<u32> = out.iter().map(|x| x.0).filter(|&x| x < 100).collect();
+        let bulk: Vec<u32> = out.iter().map(|x| x.0).filter(|&x| x >= 100).collect();
+        assert!(web.windows(2).all(|w| w[0] < w[1]), "{web:?}");
+        assert!(bulk.windows(2).all(|w| w[0] < w[1]), "{bulk:?}");
+        let snap = dev.snapshot(Direction::Outbound, Instant::ZERO).unwrap();
+        assert!(format!("{snap:?}").contains("bulk"));
+    }
+
+    #[test]
+    fn an_emulated_profile_keeps_its_release_times() {
+        let text = |delay: &str| {
+            format!(
+                "[link]\nrate = \"10Gbit\"\ndirection = \"none\"\nemulate = \"wan\"\n\
+                 [[emulate]]\nname = \"wan\"\ndelay = \"{delay}\"\n"
+            )
+        };
+        let mut dev = policy(&text("20ms")).build_device(Instant::ZERO).unwrap();
+        let mut env = Env::new();
+        for i in 0..5 {
+            env.push(&mut dev, 5000, i, Instant(i as u64 * 1_000_000));
+        }
+        let t = Instant(Duration::from_millis(5).0);
+        let rep = dev
+            .replace_policy(&policy(&text("50ms")), &mut env.cx(t))
+            .unwrap();
+        assert_eq!(rep.outbound.profiles_kept, ["wan"]);
+        assert_eq!(rep.outbound.re_emulated, 0);
+        env.push(&mut dev, 5000, 99, t);
+        let out = env.drain(&mut dev, t);
+        let ms = |x: Instant| x.0 / 1_000_000;
+        let got: Vec<(u32, u64)> = out.iter().map(|&(tag, at)| (tag, ms(at))).collect();
+        // carried packets leave 20 ms after they arrived; the new one 50 ms after it did
+        assert_eq!(got, [(0, 20), (1, 21), (2, 22), (3, 23), (4, 24), (99, 55)]);
+    }
+
+    #[test]
+    fn the_device_survives_a_policy_that_cannot_be_built_unchanged() {
+        // not reachable from a parsed policy in practice; the contract still holds: an
+        // error changes nothing
+        let mut dev = policy(&classes("10Mbit", None, "100p"))
+            .build_device(Instant::ZERO)
+            .unwrap();
+        let mut env = Env::new();
+        env.push(&mut dev, 5000, 1, Instant::ZERO);
+        let mut bad = policy(&classes("10Mbit", None, "100p"));
+        bad.classes[1].parent = Some(7);
+        assert!(dev
+            .replace_policy(&bad, &mut env.cx(Instant::ZERO))
+            .is_err());
+        assert_eq!(dev.generation(), 1);
+        assert_eq!(dev.len(Direction::Outbound), 1);
+    }
+}
+
+mod conn_tests {
+    use super::*;
+    use crate::pool::Pool;
+    use crate::rng::Rng;
+    use weir_wire::build::{self, EthSpec, Ipv4Spec, TcpSpec};
+    use weir_wire::tcp::TcpFlags;
+
+    fn seg(pool: &mut Pool, from_client: bool, flags: TcpFlags, seq: u32, ack: u32) -> PktId {
+        let id = pool.alloc().unwrap();
+        let (a, b) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let (src, dst, sport, dport) = if from_client {
+            (a, b, 40000, 80)
+        } else {
+            (b, a, 80, 40000)
+        };
+        let tcp = TcpSpec {
+            src_port: sport,
+            dst_port: dport,
+            seq,
+            ack,
+            flags,
+            mss: flags.contains(TcpFlags::SYN).then_some(1460),
+            window_scale: flags.contains(TcpFlags::SYN).then_some(7),
+            ..Default::default()
+        };
+        let ip = Ipv4Spec {
+            src,
+            dst,
+            ..Default::default()
+        };
+        let n =
+            build::tcp_v4_frame(pool.slot_mut(id), &EthSpec::default(), &ip, &tcp, &[]).unwrap();
+        pool.meta_mut(id).len = n as u32;
+        id
+    }
+
+    #[test]
+    fn both_directions_share_one_connection_entry_that_survives_a_reload() {
+        let text = "[link]\nrate = \"10Mbit\"\n";
+        let p = Policy::parse("t.toml", text).unwrap();
+        let mut dev = p.build_device(Instant::ZERO).unwrap();
+        let mut pool = Pool::new(64, 2048);
+        let mut rng = Rng::new(1);
+        let mut dropped = Vec::new();
+        let ms = |x: u64| Instant(x * 1_000_000);
+        let steps = [
+            (Direction::Outbound, true, TcpFlags::SYN, 100, 0, ms(0)),
+            (
+                Direction::Inbound,
+                false,
+                TcpFlags::SYN | TcpFlags::ACK,
+                500,
+                101,
+                ms(10),
+            ),
+            (Direction::Outbound, true, TcpFlags::ACK, 101, 501, ms(30)),
+        ];
+        let mut ids = Vec::new();
+        for (dir, client, flags, seq, ack, now) in steps {
+            let id = seg(&mut pool, client, flags, seq, ack);
+            let mut cx = Ctx::new(now, &mut pool, &mut rng, &mut dropped);
+            dev.ingress(dir, id, &mut cx, now).unwrap();
+            ids.push(cx.pool.meta(id).conn);
+        }
+        assert_ne!(ids[0], ConnId::NONE.0);
+        assert!(ids.iter().all(|&c| c == ids[0]), "{ids:?}");
+        let t = dev.connections().unwrap();
+        let c = t.get(ConnId(ids[0]));
+        let tcp = c.tcp().unwrap();
+        assert!(tcp.handshake_seen());
+        assert_eq!(
+            tcp.handshake_rtt_total(),
+            Some(crate::time::Duration::from_millis(30))
+        );
+        assert_eq!(dev.connection_stats().unwrap().live, 1);
+        let mut cx = Ctx::new(ms(40), &mut pool, &mut rng, &mut dropped);
+        let q = Policy::parse("u.toml", "[link]\nrate = \"5Mbit\"\n").unwrap();
+        dev.replace_policy(&q, &mut cx).unwrap();
+        assert_eq!(
+            dev.connection_stats().unwrap().live,
+            1,
+            "the table survives"
+        );
+        assert!(Device::passthrough().connections().is_none());
+    }
+}
