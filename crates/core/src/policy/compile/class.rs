@@ -1,0 +1,250 @@
+//! One `[[class]]`: its rates against its parent's, priority, bucket sizes, the queue keys
+//! as written, and per-session settings. Tree-wide checks (depths, assured-rate sums,
+//! default quanta) are the caller's (`compile/mod.rs`).
+
+use super::super::raw::{parse_red, parse_with, RawClass, Src};
+use super::super::{
+    ClassDef, QueueKind, SessionSpec, Technique, Written, DEFAULT_BUCKETS, DEFAULT_FIFO_LIMIT,
+    DEFAULT_FLOW_LIMIT,
+};
+use super::burst_for;
+use crate::queue::pfq::Pfq;
+use crate::sched::linkshare::{MAX_QUANTUM, PRIOS};
+use crate::units::{self, fmt_rate, fmt_size, Limit};
+use toml::{Spanned, Value};
+
+/// One `[[class]]` under `parent` (its index and its already compiled definition).
+pub(super) fn compile_class(
+    src: &mut Src<'_>,
+    raw: &Spanned<RawClass>,
+    (parent, parent_def): (usize, &ClassDef),
+    leaf: bool,
+    mtu: u32,
+    technique: Technique,
+) -> ClassDef {
+    let c = raw.get_ref();
+    let (rate, ceil) = class_rates(src, c, parent_def.rate, parent_def.ceil);
+    let prio = class_prio(src, c);
+    let quantum = class_size(src, "quantum", &c.quantum);
+    let burst = class_size(src, "burst", &c.burst).unwrap_or_else(|| burst_for(rate, mtu));
+    let cburst = class_size(src, "cburst", &c.cburst).unwrap_or_else(|| burst_for(ceil, mtu));
+    let written = class_queue_keys(src, c, leaf);
+    let session = class_session(src, c, rate, ceil, mtu, leaf, &written);
+    let mut def = ClassDef {
+        name: c.name.get_ref().clone(),
+        parent: Some(parent),
+        rate,
+        ceil,
+        prio,
+        quantum: quantum.unwrap_or(0),
+        burst,
+        cburst,
+        leaf,
+        queue: QueueKind::Fifo,
+        limit: Limit::Packets(DEFAULT_FIFO_LIMIT),
+        red: None,
+        session,
+        written,
+        line: src.line(raw.span()),
+    };
+    def.apply(technique, false);
+    def
+}
+
+/// A class's `rate` and `ceil`, resolved against its parent's (`prate`, `pceil`).
+fn class_rates(src: &mut Src<'_>, c: &RawClass, prate: u64, pceil: u64) -> (u64, u64) {
+    let rate = parse_with(src, "rate", &c.rate, units::parse_share).map(|s| s.of(prate));
+    let ceil = match &c.ceil {
+        None => Some(pceil),
+        Some(v) => parse_with(src, "ceil", v, units::parse_share).map(|s| s.of(pceil)),
+    };
+    let (rate, ceil) = match (rate, ceil) {
+        (Some(r), Some(ce)) => (r, ce),
+        _ => (1, 1),
+    };
+    let (rate, ceil) = if rate == 0 {
+        src.err(c.rate.span(), "`rate`: resolves to 0 bit/s");
+        (1, ceil.max(1))
+    } else {
+        (rate, ceil)
+    };
+    if ceil < rate {
+        let span = c.ceil.as_ref().map_or(c.rate.span(), |v| v.span());
+        src.err(
+            span,
+            format!(
+                "`ceil` {} is below the class's rate {}",
+                fmt_rate(ceil),
+                fmt_rate(rate)
+            ),
+        );
+    } else if ceil > pceil {
+        let span = c.ceil.as_ref().map_or(c.rate.span(), |v| v.span());
+        src.warn(
+            span,
+            format!(
+                "class '{}': ceil {} exceeds its parent's ceil {}; the parent limits it",
+                c.name.get_ref(),
+                fmt_rate(ceil),
+                fmt_rate(pceil)
+            ),
+        );
+    }
+    (rate, ceil)
+}
+
+/// A class's `prio` (0 when absent or invalid).
+fn class_prio(src: &mut Src<'_>, c: &RawClass) -> u8 {
+    match &c.prio {
+        None => 0,
+        Some(p) if (0..PRIOS as i64).contains(p.get_ref()) => *p.get_ref() as u8,
+        Some(p) => {
+            src.err(
+                p.span(),
+                format!(
+                    "`prio`: {} is outside 0..={} (0 is highest)",
+                    p.get_ref(),
+                    PRIOS - 1
+                ),
+            );
+            0
+        }
+    }
+}
+
+/// A size key (`quantum`, `burst`, `cburst`): 1..=MAX_QUANTUM bytes.
+fn class_size(src: &mut Src<'_>, key: &str, v: &Option<Spanned<Value>>) -> Option<u32> {
+    let v = v.as_ref()?;
+    let b = parse_with(src, key, v, units::parse_size)?;
+    if b == 0 || b > MAX_QUANTUM as u64 {
+        src.err(
+            v.span(),
+            format!("`{key}`: {} is out of range", fmt_size(b)),
+        );
+        return None;
+    }
+    Some(b as u32)
+}
+
+/// The queue keys as written (`queue`, `limit`, `red`); on a class with children they are
+/// errors, as is `[class.session]`.
+fn class_queue_keys(src: &mut Src<'_>, c: &RawClass, leaf: bool) -> Written {
+    let written_queue = match c.queue.as_ref().map(|q| (q.get_ref().as_str(), q.span())) {
+        None => None,
+        Some(("fifo", _)) => Some(QueueKind::Fifo),
+        Some(("pfq", _)) => Some(QueueKind::Pfq),
+        Some((other, span)) => {
+            src.err(span, format!("`queue`: '{other}' is not one of fifo, pfq"));
+            None
+        }
+    };
+    if !leaf {
+        for (key, present) in [
+            ("queue", c.queue.as_ref().map(|v| v.span())),
+            ("limit", c.limit.as_ref().map(|v| v.span())),
+            ("red", c.red.as_ref().map(|v| v.span())),
+            ("session", c.session.as_ref().map(|v| v.span())),
+        ] {
+            if let Some(span) = present {
+                src.err(span, format!("`{key}`: class '{}' has children, so it has no queue of its own; set `{key}` on its leaf classes", c.name.get_ref()));
+            }
+        }
+    }
+    let written_limit = match &c.limit {
+        Some(v) => match parse_with(src, "limit", v, units::parse_limit) {
+            Some(Limit::Packets(0)) | Some(Limit::Bytes(0)) => {
+                src.err(v.span(), "`limit`: must be positive");
+                None
+            }
+            l => l,
+        },
+        None => None,
+    };
+    Written {
+        queue: written_queue,
+        limit: written_limit,
+        red: c.red.as_ref().map(|v| parse_red(src, v)),
+    }
+}
+
+/// `[class.session]`: guarantee and cap per session (shares of the class's `rate` and
+/// `ceil`), buckets, per-flow limit.
+fn class_session(
+    src: &mut Src<'_>,
+    c: &RawClass,
+    rate: u64,
+    ceil: u64,
+    mtu: u32,
+    leaf: bool,
+    written: &Written,
+) -> SessionSpec {
+    let mut session = SessionSpec {
+        guarantee: None,
+        ceil: None,
+        buckets: DEFAULT_BUCKETS,
+        flow_limit: DEFAULT_FLOW_LIMIT,
+        configured: false,
+    };
+    if let Some(s) = &c.session {
+        let s = s.get_ref();
+        if let Some(g) = &s.guarantee {
+            session.guarantee =
+                parse_with(src, "guarantee", g, units::parse_share).map(|x| x.of(rate));
+            if session.guarantee == Some(0) {
+                src.err(g.span(), "`guarantee`: resolves to 0 bit/s");
+                session.guarantee = None;
+            } else if session.guarantee.is_some_and(|g| g > rate) {
+                src.err(
+                    g.span(),
+                    format!("`guarantee`: more than the class rate {}", fmt_rate(rate)),
+                );
+            }
+        }
+        if let Some(v) = &s.ceil {
+            session.ceil = parse_with(src, "ceil", v, units::parse_share).map(|x| x.of(ceil));
+            if session.ceil == Some(0) {
+                src.err(v.span(), "session `ceil`: resolves to 0 bit/s");
+                session.ceil = None;
+            }
+            if let (Some(cap), Some(g)) = (session.ceil, session.guarantee) {
+                if cap < g {
+                    src.err(
+                        v.span(),
+                        format!(
+                            "session `ceil` {} is below the session guarantee {}",
+                            fmt_rate(cap),
+                            fmt_rate(g)
+                        ),
+                    );
+                }
+            }
+        }
+        if let Some(b) = &s.buckets {
+            match u32::try_from(*b.get_ref()) {
+                Ok(x) if (1..=1 << 24).contains(&x) => session.buckets = Pfq::round_buckets(x),
+                _ => src.err(
+                    b.span(),
+                    format!("`buckets`: {} is outside 1..=16777216", b.get_ref()),
+                ),
+            }
+        }
+        if let Some(v) = &s.limit {
+            match parse_with(src, "limit", v, units::parse_limit) {
+                Some(Limit::Packets(p)) if p > 0 => session.flow_limit = p,
+                Some(Limit::Bytes(b)) if b > 0 => {
+                    session.flow_limit = (b / mtu as u64).max(1) as u32
+                }
+                Some(_) => src.err(v.span(), "`limit`: must be positive"),
+                None => {}
+            }
+        }
+        session.configured = true;
+        if leaf && written.queue == Some(QueueKind::Fifo) {
+            src.err(
+                c.session.as_ref().unwrap().span(),
+                "per-session settings need per-flow queuing: remove `queue = \"fifo\"` or the [class.session] table",
+            );
+        }
+    }
+    session
+}

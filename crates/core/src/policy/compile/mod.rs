@@ -1,0 +1,744 @@
+//! Compile: the raw TOML (`raw.rs`) → the checked [`Policy`] model.
+//!
+//! One function per section of the file, in the order [`compile`] runs them: `[link]`,
+//! class names, parents and cycles, the tree order, each class (rates, priority, sizes,
+//! queue keys, per-session settings), depths, assured-rate sums and default quanta, the
+//! default class, `[[emulate]]` profiles, `[link] emulate` and `seed`, the rules, and the
+//! warning for classes no rule feeds. Every problem is recorded in `Src` with its
+//! position and compiling goes on where it can, so one run reports all of them
+//! ([`Policy::parse`] sorts them by position).
+
+use super::raw::{
+    parse_direction, parse_list, parse_mtu, parse_ports, parse_with, RawClass, RawEmulate, RawLink,
+    RawPolicy, RawRule, Src,
+};
+use super::{
+    ClassDef, EmuDef, Policy, PolicyError, QueueKind, RuleDef, SessionSpec, Shapes, Technique,
+    Written, DEFAULT_BUCKETS, DEFAULT_FIFO_LIMIT, DEFAULT_FLOW_LIMIT, DEFAULT_SEED, ROOT,
+};
+use crate::classify::{parse_dscp, parse_vlan, IpNet, Match, Proto};
+use crate::emulate::{self, EmuConfig};
+use crate::sched::linkshare::MAX_LEVEL;
+use crate::units::{self, fmt_rate, Limit};
+use std::collections::HashMap;
+use toml::Spanned;
+
+mod class;
+
+use class::compile_class;
+
+/// Largest default quantum (bytes) when quanta are derived from rates.
+const MAX_DEFAULT_QUANTUM: u64 = 200_000;
+
+/// A class while it is being resolved (rates may be percentages of the parent).
+struct Pending {
+    raw: Spanned<RawClass>,
+    parent: Option<usize>,
+}
+
+/// `[link]` as compiled: what the rest of the policy needs from it.
+struct Link {
+    /// `None` when `rate` is invalid (already reported).
+    rate: Option<u64>,
+    mtu: u32,
+    overhead: i32,
+    technique: Technique,
+    shapes: Shapes,
+}
+
+/// The whole policy; `None` when the class tree cannot be built (errors are in `src`).
+pub(super) fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
+    let link_span = raw.link.span();
+    let link = raw.link.into_inner();
+    let _ = &link.description;
+    let Link {
+        rate: link_rate,
+        mtu,
+        overhead,
+        technique,
+        shapes,
+    } = compile_link(src, &link);
+
+    let (mut pending, index) = class_names(src, raw.classes);
+    let parents_ok = resolve_parents(src, &mut pending, &index);
+    let cycles = find_cycles(src, &pending);
+    if cycles || !parents_ok {
+        return None;
+    }
+    // with a bad link rate, go on checking the classes against a placeholder (the
+    // assured-rate sums against it are not reported)
+    let link_known = link_rate.is_some();
+    let link_rate = link_rate.unwrap_or(u64::MAX / 4);
+
+    let (order, pos, has_children) = tree_order(&pending);
+    let root = root_class(
+        src,
+        link_rate,
+        mtu,
+        technique,
+        pending.is_empty(),
+        link_span.clone(),
+    );
+    let mut classes = vec![root];
+    let mut spans = vec![link.rate.span()];
+    for &i in &order {
+        let c = pending[i].raw.get_ref();
+        let k = classes.len();
+        let parent = pending[i].parent.map_or(0, |j| pos[j]);
+        let def = compile_class(
+            src,
+            &pending[i].raw,
+            (parent, &classes[parent]),
+            !has_children[k],
+            mtu,
+            technique,
+        );
+        classes.push(def);
+        spans.push(c.rate.span());
+        let _ = &c.description;
+    }
+
+    check_depths(src, &classes, &spans);
+    check_shares_and_quanta(src, &mut classes, &spans, link_known, mtu);
+
+    let default_class = compile_default_class(src, &link, &classes, link_span);
+    let (emulators, emu_index) = compile_emulators(src, &raw.emulators, mtu);
+    // `[link] emulate`: the profile of packets whose rule names none
+    let default_emulate = link
+        .emulate
+        .as_ref()
+        .and_then(|e| emulate_profile(src, e, &emu_index));
+    let seed = compile_seed(src, &link);
+    let rules = compile_rules(src, &raw.rules, &classes, default_class, &emu_index);
+    warn_classes_without_rules(src, &classes, &rules, default_class, &spans);
+
+    Some(Policy {
+        file: src.file.to_string(),
+        link_rate,
+        overhead,
+        mtu,
+        technique,
+        shapes,
+        default_class,
+        classes,
+        rules,
+        emulators,
+        default_emulate,
+        seed,
+        warnings: vec![],
+    })
+}
+
+/// `[link]`: rate, mtu, overhead, technique and direction.
+fn compile_link(src: &mut Src<'_>, link: &RawLink) -> Link {
+    let link_rate = parse_with(src, "rate", &link.rate, units::parse_rate);
+    let mtu = link
+        .mtu
+        .as_ref()
+        .and_then(|m| parse_mtu(src, m))
+        .unwrap_or(1514);
+    let overhead = match &link.overhead {
+        None => 0,
+        Some(o) if (-64..=256).contains(o.get_ref()) => *o.get_ref() as i32,
+        Some(o) => {
+            src.err(
+                o.span(),
+                format!(
+                    "`overhead`: {} is outside -64..=256 bytes per frame",
+                    o.get_ref()
+                ),
+            );
+            0
+        }
+    };
+    let technique = match &link.technique {
+        None => Technique::Cbq,
+        Some(t) => Technique::parse(t.get_ref()).unwrap_or_else(|| {
+            src.err(
+                t.span(),
+                format!(
+                    "`technique`: unknown technique '{}'; expected one of: {}",
+                    t.get_ref(),
+                    Technique::ALL.map(|t| t.name()).join(", ")
+                ),
+            );
+            Technique::Cbq
+        }),
+    };
+    let shapes = parse_direction(src, link.direction.as_ref(), true);
+    Link {
+        rate: link_rate,
+        mtu,
+        overhead,
+        technique,
+        shapes,
+    }
+}
+
+/// Class names: reserved, malformed and duplicate names are errors (and the class is
+/// left out). Returns the classes in file order and a name → index map.
+fn class_names(
+    src: &mut Src<'_>,
+    raw: Vec<Spanned<RawClass>>,
+) -> (Vec<Pending>, HashMap<String, usize>) {
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut pending: Vec<Pending> = Vec::new();
+    for c in raw {
+        let name = c.get_ref().name.get_ref().clone();
+        let nspan = c.get_ref().name.span();
+        if name == ROOT || name == "root" {
+            src.err(
+                nspan,
+                format!("class name '{name}' is reserved for the link itself"),
+            );
+            continue;
+        }
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch))
+        {
+            src.err(
+                nspan,
+                format!("class name '{name}': use letters, digits, '-', '_' or '.'"),
+            );
+            continue;
+        }
+        if let Some(&first) = index.get(&name) {
+            let line = src.line(pending[first].raw.span());
+            src.err(
+                nspan,
+                format!("duplicate class name '{name}' (first defined at line {line})"),
+            );
+            continue;
+        }
+        index.insert(name, pending.len());
+        pending.push(Pending {
+            raw: c,
+            parent: None,
+        });
+    }
+    (pending, index)
+}
+
+/// Resolve each class's `parent` (absent, `link` or `root` = the link). Returns whether
+/// every parent is a defined class.
+fn resolve_parents(
+    src: &mut Src<'_>,
+    pending: &mut [Pending],
+    index: &HashMap<String, usize>,
+) -> bool {
+    let mut parent_ok = vec![true; pending.len()];
+    for i in 0..pending.len() {
+        let pname = pending[i]
+            .raw
+            .get_ref()
+            .parent
+            .as_ref()
+            .map(|p| (p.get_ref().clone(), p.span()));
+        match pname {
+            None => pending[i].parent = None,
+            Some((p, _)) if p == ROOT || p == "root" => pending[i].parent = None,
+            Some((p, span)) => match index.get(&p) {
+                Some(&j) => pending[i].parent = Some(j),
+                None => {
+                    src.err(span, format!("`parent`: '{p}' is not a defined class"));
+                    parent_ok[i] = false;
+                }
+            },
+        }
+    }
+    parent_ok.iter().all(|&x| x)
+}
+
+/// Report parent cycles, once per cycle. Returns whether there is one.
+fn find_cycles(src: &mut Src<'_>, pending: &[Pending]) -> bool {
+    // cycle detection: follow parents; more than n steps means a cycle
+    let n = pending.len();
+    let mut in_cycle = vec![false; n];
+    for i in 0..n {
+        let mut seen = vec![i];
+        let mut c = i;
+        while let Some(p) = pending[c].parent {
+            if p == i {
+                if !in_cycle[i] {
+                    let path: Vec<&str> = seen
+                        .iter()
+                        .chain(std::iter::once(&i))
+                        .map(|&k| pending[k].raw.get_ref().name.get_ref().as_str())
+                        .collect();
+                    for &k in &seen {
+                        in_cycle[k] = true;
+                    }
+                    let span = pending[i].raw.get_ref().parent.as_ref().unwrap().span();
+                    src.err(span, format!("parent cycle: {}", path.join(" -> ")));
+                }
+                break;
+            }
+            if seen.contains(&p) || seen.len() > n {
+                break; // a cycle not through i; reported from its own members
+            }
+            seen.push(p);
+            c = p;
+        }
+    }
+    in_cycle.iter().any(|&x| x)
+}
+
+/// Topological order (each class after its parent), each class's index in the policy
+/// (the root is 0) and, by policy index, whether a class has children.
+fn tree_order(pending: &[Pending]) -> (Vec<usize>, Vec<usize>, Vec<bool>) {
+    let n = pending.len();
+    let mut order: Vec<usize> = Vec::new();
+    fn visit(i: usize, pending: &[Pending], order: &mut Vec<usize>) {
+        if order.contains(&i) {
+            return;
+        }
+        if let Some(p) = pending[i].parent {
+            visit(p, pending, order);
+        }
+        order.push(i);
+    }
+    for i in 0..n {
+        visit(i, pending, &mut order);
+    }
+    // pending index -> policy index (root is 0)
+    let mut pos = vec![0usize; n];
+    for (k, &i) in order.iter().enumerate() {
+        pos[i] = k + 1;
+    }
+    let mut has_children = vec![false; n + 1];
+    for p in pending {
+        has_children[p.parent.map_or(0, |j| pos[j])] = true;
+    }
+    (order, pos, has_children)
+}
+
+/// The implicit root class: the link itself (a leaf when no class is defined).
+fn root_class(
+    src: &Src<'_>,
+    link_rate: u64,
+    mtu: u32,
+    technique: Technique,
+    no_classes: bool,
+    link_span: std::ops::Range<usize>,
+) -> ClassDef {
+    let mut root = ClassDef {
+        name: ROOT.into(),
+        parent: None,
+        rate: link_rate,
+        ceil: link_rate,
+        prio: 0,
+        quantum: mtu,
+        burst: burst_for(link_rate, mtu),
+        cburst: burst_for(link_rate, mtu),
+        leaf: no_classes,
+        queue: QueueKind::Fifo,
+        limit: Limit::Packets(DEFAULT_FIFO_LIMIT),
+        red: None,
+        session: SessionSpec {
+            guarantee: None,
+            ceil: None,
+            buckets: DEFAULT_BUCKETS,
+            flow_limit: DEFAULT_FLOW_LIMIT,
+            configured: false,
+        },
+        written: Written::default(),
+        line: src.line(link_span),
+    };
+    root.apply(technique, false);
+    root
+}
+
+/// Classes nested deeper than the scheduler supports.
+fn check_depths(src: &mut Src<'_>, classes: &[ClassDef], spans: &[std::ops::Range<usize>]) {
+    for k in 1..classes.len() {
+        let mut depth = 0;
+        let mut c = k;
+        while let Some(p) = classes[c].parent {
+            depth += 1;
+            c = p;
+        }
+        if depth > MAX_LEVEL {
+            src.err(
+                spans[k].clone(),
+                format!(
+                    "class '{}' is {depth} levels deep; at most {MAX_LEVEL} are supported",
+                    classes[k].name
+                ),
+            );
+        }
+    }
+}
+
+/// Children's assured rates must fit in their parent's (the link's only when its rate is
+/// known); quanta not written are derived from the rates among siblings.
+fn check_shares_and_quanta(
+    src: &mut Src<'_>,
+    classes: &mut [ClassDef],
+    spans: &[std::ops::Range<usize>],
+    link_known: bool,
+    mtu: u32,
+) {
+    for p in 0..classes.len() {
+        let kids: Vec<usize> = (0..classes.len())
+            .filter(|&k| classes[k].parent == Some(p))
+            .collect();
+        if kids.is_empty() {
+            continue;
+        }
+        let sum: u64 = kids.iter().map(|&k| classes[k].rate).sum();
+        if sum > classes[p].rate && (link_known || p != 0) {
+            let names: Vec<String> = kids
+                .iter()
+                .map(|&k| format!("{} {}", classes[k].name, fmt_rate(classes[k].rate)))
+                .collect();
+            src.err(
+                spans[p].clone(),
+                format!(
+                    "children of '{}' are assured {} in total ({}), more than its rate {}",
+                    classes[p].name,
+                    fmt_rate(sum),
+                    names.join(" + "),
+                    fmt_rate(classes[p].rate)
+                ),
+            );
+        }
+        // default quantum: proportional to rate among siblings, the smallest gets one MTU
+        let min_rate = kids
+            .iter()
+            .map(|&k| classes[k].rate)
+            .min()
+            .unwrap_or(1)
+            .max(1);
+        for &k in &kids {
+            if classes[k].quantum == 0 {
+                let q = (mtu as u128 * classes[k].rate as u128 / min_rate as u128) as u64;
+                classes[k].quantum = q.clamp(mtu as u64, MAX_DEFAULT_QUANTUM) as u32;
+            }
+        }
+    }
+}
+
+/// `[link] default`: the leaf class for traffic no rule matches.
+fn compile_default_class(
+    src: &mut Src<'_>,
+    link: &RawLink,
+    classes: &[ClassDef],
+    link_span: std::ops::Range<usize>,
+) -> usize {
+    match &link.default {
+        None => {
+            if classes.len() == 1 {
+                0
+            } else {
+                src.err(link_span, "[link] needs `default = \"CLASS\"`: the leaf class for traffic no rule matches (ARP, ND, anything unclassified)");
+                0
+            }
+        }
+        Some(d) => leaf_class(
+            src,
+            classes,
+            "default",
+            "the default must be a leaf class",
+            d,
+        )
+        .unwrap_or(0),
+    }
+}
+
+/// A key naming a leaf class (`[link] default`, a rule's `class`): its index, or an error
+/// (`must` says why an inner class will not do).
+fn leaf_class(
+    src: &mut Src<'_>,
+    classes: &[ClassDef],
+    key: &str,
+    must: &str,
+    name: &Spanned<String>,
+) -> Option<usize> {
+    match classes.iter().position(|c| c.name == *name.get_ref()) {
+        Some(i) if classes[i].leaf => Some(i),
+        Some(_) => {
+            src.err(
+                name.span(),
+                format!("`{key}`: '{}' has children; {must}", name.get_ref()),
+            );
+            None
+        }
+        None => {
+            src.err(
+                name.span(),
+                format!("`{key}`: '{}' is not a defined class", name.get_ref()),
+            );
+            None
+        }
+    }
+}
+
+/// An `emulate` key (`[link]`'s or a rule's): the index of the `[[emulate]]` profile it
+/// names; an unknown name is an error.
+fn emulate_profile(
+    src: &mut Src<'_>,
+    e: &Spanned<String>,
+    emu_index: &HashMap<String, usize>,
+) -> Option<usize> {
+    let i = emu_index.get(e.get_ref()).copied();
+    if i.is_none() {
+        src.err(
+            e.span(),
+            format!(
+                "`emulate`: '{}' is not a defined [[emulate]] profile",
+                e.get_ref()
+            ),
+        );
+    }
+    i
+}
+
+/// `[link] seed`.
+fn compile_seed(src: &mut Src<'_>, link: &RawLink) -> u64 {
+    match &link.seed {
+        None => DEFAULT_SEED,
+        Some(v) if *v.get_ref() >= 0 => *v.get_ref() as u64,
+        Some(v) => {
+            src.err(v.span(), "`seed`: must be a non-negative integer");
+            DEFAULT_SEED
+        }
+    }
+}
+
+/// The `[[rule]]`s, in order; a rule with an error is left out.
+fn compile_rules(
+    src: &mut Src<'_>,
+    raw: &[Spanned<RawRule>],
+    classes: &[ClassDef],
+    default_class: usize,
+    emu_index: &HashMap<String, usize>,
+) -> Vec<RuleDef> {
+    let rule_spans: Vec<_> = raw.iter().map(|r| r.span()).collect();
+    let mut rules = Vec::new();
+    for (ri, r) in raw.iter().enumerate() {
+        let r = r.get_ref();
+        let name = r
+            .name
+            .as_ref()
+            .map_or(format!("rule{}", ri + 1), |n| n.get_ref().clone());
+        let emulate = match &r.emulate {
+            None => None,
+            Some(e) => match emulate_profile(src, e, emu_index) {
+                Some(i) => Some(i),
+                None => continue,
+            },
+        };
+        let class = match &r.class {
+            None if emulate.is_some() => default_class,
+            None => {
+                src.err(
+                    rule_spans[ri].clone(),
+                    "a rule needs a `class` to send traffic to, an `emulate` profile, or both",
+                );
+                continue;
+            }
+            Some(rc) => match leaf_class(src, classes, "class", "rules must name a leaf class", rc)
+            {
+                Some(i) => i,
+                None => continue,
+            },
+        };
+        let m = rule_match(src, r);
+        rules.push(RuleDef {
+            name,
+            class,
+            m,
+            emulate,
+        });
+    }
+    rules
+}
+
+/// A rule's conditions.
+fn rule_match(src: &mut Src<'_>, r: &RawRule) -> Match {
+    let mut m = Match::default();
+    if let Some(v) = &r.src {
+        m.src = parse_list(src, "src", v, IpNet::parse).unwrap_or_default();
+    }
+    if let Some(v) = &r.dst {
+        m.dst = parse_list(src, "dst", v, IpNet::parse).unwrap_or_default();
+    }
+    if let Some(v) = &r.proto {
+        m.proto = parse_with(src, "proto", v, Proto::parse);
+    }
+    if let Some(v) = &r.sport {
+        m.sport = parse_ports(src, "sport", v);
+    }
+    if let Some(v) = &r.dport {
+        m.dport = parse_ports(src, "dport", v);
+    }
+    if let Some(v) = &r.port {
+        m.port = parse_ports(src, "port", v);
+    }
+    if let Some(v) = &r.dscp {
+        m.dscp = parse_list(src, "dscp", v, parse_dscp);
+    }
+    if let Some(v) = &r.vlan {
+        m.vlan = parse_list(src, "vlan", v, parse_vlan);
+    }
+    if (m.sport.is_some() || m.dport.is_some() || m.port.is_some())
+        && m.proto.is_some_and(|p| ![6u8, 17].contains(&p))
+    {
+        let span = r.proto.as_ref().unwrap().span();
+        src.err(span, "port conditions only match TCP and UDP packets; with this `proto` the rule can never match");
+    }
+    m
+}
+
+/// Leaves (other than the default) that no rule sends traffic to.
+fn warn_classes_without_rules(
+    src: &mut Src<'_>,
+    classes: &[ClassDef],
+    rules: &[RuleDef],
+    default_class: usize,
+    spans: &[std::ops::Range<usize>],
+) {
+    for (i, c) in classes.iter().enumerate() {
+        if c.leaf && i != default_class && !rules.iter().any(|r| r.class == i) {
+            let span = spans[i].clone();
+            src.warn(
+                span,
+                format!("class '{}' has no rule sending traffic to it", c.name),
+            );
+        }
+    }
+}
+
+/// Compile the `[[emulate]]` profiles; returns them and a name → index map.
+fn compile_emulators(
+    src: &mut Src<'_>,
+    raw: &[Spanned<RawEmulate>],
+    link_mtu: u32,
+) -> (Vec<EmuDef>, HashMap<String, usize>) {
+    let mut out = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut spans: Vec<std::ops::Range<usize>> = Vec::new();
+    for e in raw {
+        let span = e.span();
+        let e = e.get_ref();
+        let _ = &e.description;
+        let name = e.name.get_ref().clone();
+        if let Some(&first) = index.get(&name) {
+            let line = src.line(spans[first].clone());
+            src.err(
+                e.name.span(),
+                format!("duplicate [[emulate]] name '{name}' (first defined at line {line})"),
+            );
+            continue;
+        }
+        let mut cfg = EmuConfig {
+            mtu: link_mtu,
+            ..EmuConfig::default()
+        };
+        if let Some(v) = &e.rate {
+            cfg.rate_bps = parse_with(src, "rate", v, units::parse_rate);
+        }
+        if let Some(o) = &e.overhead {
+            match i32::try_from(*o.get_ref()) {
+                Ok(x) if x.abs() <= EmuConfig::MAX_OVERHEAD => cfg.overhead = x,
+                _ => src.err(
+                    o.span(),
+                    format!(
+                        "`overhead`: {} is outside ±{} bytes per frame",
+                        o.get_ref(),
+                        EmuConfig::MAX_OVERHEAD
+                    ),
+                ),
+            }
+        }
+        if let Some(m) = e.mtu.as_ref().and_then(|m| parse_mtu(src, m)) {
+            cfg.mtu = m;
+        }
+        if let Some(v) = &e.delay {
+            if let Some(ns) = parse_with(src, "delay", v, units::parse_duration) {
+                cfg.delay = crate::time::Duration(ns);
+            }
+        }
+        let jitter_ns = e
+            .jitter
+            .as_ref()
+            .and_then(|v| parse_with(src, "jitter", v, units::parse_duration));
+        match (&e.distribution, jitter_ns) {
+            (Some(d), None) if e.jitter.is_none() => {
+                src.err(d.span(), "`distribution`: needs a `jitter` width to shape")
+            }
+            (d, Some(ns)) => {
+                let (dist, dspan) = d.as_ref().map_or(("uniform", span.clone()), |d| {
+                    (d.get_ref().as_str(), d.span())
+                });
+                match emulate::spec::parse_jitter(ns, dist) {
+                    Ok(j) => cfg.jitter = j,
+                    Err(msg) => src.err(dspan, format!("`distribution`: {msg}")),
+                }
+            }
+            _ => {}
+        }
+        cfg.reorder = e.reorder.unwrap_or(false);
+        if let Some(v) = &e.loss {
+            cfg.loss = parse_with(src, "loss", v, emulate::spec::parse_loss).unwrap_or_default();
+        }
+        if let Some(v) = &e.duplicate {
+            cfg.duplicate =
+                parse_with(src, "duplicate", v, emulate::spec::parse_prob).unwrap_or(0.0);
+        }
+        if let Some(v) = &e.corrupt {
+            cfg.corrupt = parse_with(src, "corrupt", v, emulate::spec::parse_prob).unwrap_or(0.0);
+        }
+        if let Some(v) = &e.limit {
+            match parse_with(src, "limit", v, units::parse_limit) {
+                Some(Limit::Packets(n)) if n > 0 => cfg.limit_packets = Some(n),
+                Some(Limit::Bytes(b)) if b > 0 => cfg.limit_bytes = Some(b),
+                Some(_) => src.err(v.span(), "`limit`: must be positive"),
+                None => {}
+            }
+        }
+        let direction = parse_direction(src, e.direction.as_ref(), false);
+        if let Err(err) = cfg.validate() {
+            src.err(span.clone(), format!("[[emulate]] '{name}': {err}"));
+        }
+        if cfg.is_transparent() {
+            src.warn(
+                span.clone(),
+                format!("[[emulate]] '{name}' changes nothing (no rate, delay, jitter, loss, duplication or corruption)"),
+            );
+        }
+        index.insert(name.clone(), out.len());
+        spans.push(span.clone());
+        out.push(EmuDef {
+            name,
+            cfg,
+            direction,
+        });
+    }
+    (out, index)
+}
+
+/// Warnings for leaves whose per-session settings the resolved queue cannot enforce.
+pub(super) fn session_warnings(p: &Policy) -> Vec<PolicyError> {
+    p.classes
+        .iter()
+        .filter(|c| c.leaf && c.session.configured && c.queue == QueueKind::Fifo)
+        .map(|c| PolicyError {
+            file: p.file.clone(),
+            line: c.line,
+            col: 1,
+            msg: format!(
+                "class '{}': per-session settings are not enforced under technique {} (no per-flow queuing)",
+                c.name,
+                p.technique.name()
+            ),
+        })
+        .collect()
+}
+
+/// Default bucket depth: one MTU plus 1 ms at the rate (tc's `rate/HZ + mtu`).
+fn burst_for(rate: u64, mtu: u32) -> u32 {
+    (mtu as u64 + rate / 8 / 1000).min(u32::MAX as u64 / 4) as u32
+}

@@ -1,0 +1,193 @@
+//! Describe: the text `weir check` prints for a compiled policy — the link, the class tree
+//! with each leaf's queue, the rules and the emulation profiles.
+
+use super::{ClassDef, Policy, QueueKind};
+use crate::classify::{IpNet, Match, Proto};
+use crate::emulate;
+use crate::units::{fmt_rate, fmt_size};
+
+impl Policy {
+    /// A human-readable tree of the compiled policy (what `weir check` prints).
+    pub fn describe(&self) -> String {
+        let mut s = String::new();
+        s.push_str(&format!(
+            "link {}  technique {}  shapes {}  default class '{}'  mtu {}  overhead {}B\n",
+            fmt_rate(self.link_rate),
+            self.technique.name(),
+            self.shapes.name(),
+            self.classes[self.default_class].name,
+            self.mtu,
+            self.overhead
+        ));
+        s.push_str(&format!(
+            "{:<28} {:>11} {:>11} {:>4} {:>8}  {}\n",
+            "class", "rate", "ceil", "prio", "quantum", "queue"
+        ));
+        self.describe_class(0, "", true, &mut s);
+        if self.rules.is_empty() {
+            s.push_str("rules: none (everything goes to the default class)\n");
+        } else {
+            s.push_str("rules (first match wins):\n");
+            for (i, r) in self.rules.iter().enumerate() {
+                s.push_str(&format!(
+                    "  {:>3}  {:<16} -> {:<14} {}\n",
+                    i + 1,
+                    r.name,
+                    self.classes[r.class].name,
+                    describe_match(&r.m)
+                ));
+            }
+            s.push_str(&format!(
+                "  default          -> {}\n",
+                self.classes[self.default_class].name
+            ));
+        }
+        if !self.emulators.is_empty() {
+            s.push_str(&format!("emulation (seed {}):\n", self.seed));
+            for e in &self.emulators {
+                s.push_str(&format!(
+                    "  {:<16} {:<9} {}\n",
+                    e.name,
+                    e.direction.name(),
+                    emulate::spec::describe(&e.cfg)
+                ));
+            }
+            for r in self.rules.iter().filter(|r| r.emulate.is_some()) {
+                s.push_str(&format!(
+                    "  rule {:<11} -> {}\n",
+                    r.name,
+                    self.emulators[r.emulate.unwrap()].name
+                ));
+            }
+            if let Some(d) = self.default_emulate {
+                s.push_str(&format!(
+                    "  other traffic    -> {}\n",
+                    self.emulators[d].name
+                ));
+            }
+        }
+        s
+    }
+
+    fn describe_class(&self, i: usize, prefix: &str, last: bool, s: &mut String) {
+        let c = &self.classes[i];
+        let (branch, next_prefix) = if i == 0 {
+            (String::new(), String::new())
+        } else if last {
+            (format!("{prefix}└─ "), format!("{prefix}   "))
+        } else {
+            (format!("{prefix}├─ "), format!("{prefix}│  "))
+        };
+        let label = format!("{branch}{}", c.name);
+        let queue = if c.leaf {
+            self.describe_queue(c)
+        } else {
+            String::new()
+        };
+        let pad = 28usize.saturating_sub(label.chars().count());
+        s.push_str(&format!(
+            "{label}{:pad$} {:>11} {:>11} {:>4} {:>8}  {queue}\n",
+            "",
+            fmt_rate(c.rate),
+            fmt_rate(c.ceil),
+            if i == 0 {
+                "-".to_string()
+            } else {
+                c.prio.to_string()
+            },
+            if i == 0 {
+                "-".to_string()
+            } else {
+                fmt_size(c.quantum as u64)
+            },
+        ));
+        let kids: Vec<usize> = self.children(i).collect();
+        for (k, &ch) in kids.iter().enumerate() {
+            self.describe_class(ch, &next_prefix, k + 1 == kids.len(), s);
+        }
+    }
+
+    fn describe_queue(&self, c: &ClassDef) -> String {
+        let mut q = match c.queue {
+            QueueKind::Fifo => format!("fifo limit {}", c.limit),
+            QueueKind::Pfq => {
+                let mut q = format!(
+                    "pfq {} buckets, flow limit {}p, limit {}",
+                    c.session.buckets, c.session.flow_limit, c.limit
+                );
+                if let Some(g) = c.session.guarantee {
+                    q += &format!(
+                        ", guarantee {}/session (up to {} sessions)",
+                        fmt_rate(g),
+                        c.rate / g.max(1)
+                    );
+                }
+                if let Some(cap) = c.session.ceil {
+                    q += &format!(", cap {}/session", fmt_rate(cap));
+                }
+                q
+            }
+        };
+        if let Some(r) = &c.red {
+            let per = if c.queue == QueueKind::Pfq {
+                " per flow"
+            } else {
+                ""
+            };
+            q += &format!(
+                ", red{per} {}..{} max_p {} wq {}{}",
+                r.min,
+                r.max,
+                r.max_p,
+                r.wq,
+                if r.gentle { " gentle" } else { "" }
+            );
+        }
+        q
+    }
+}
+
+fn describe_match(m: &Match) -> String {
+    let mut parts = Vec::new();
+    if let Some(p) = m.proto {
+        parts.push(Proto::name(p).map_or(format!("proto {p}"), str::to_string));
+    }
+    let nets = |v: &[IpNet]| {
+        v.iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    if !m.src.is_empty() {
+        parts.push(format!("src {}", nets(&m.src)));
+    }
+    if !m.dst.is_empty() {
+        parts.push(format!("dst {}", nets(&m.dst)));
+    }
+    if let Some(p) = &m.sport {
+        parts.push(format!("sport {p}"));
+    }
+    if let Some(p) = &m.dport {
+        parts.push(format!("dport {p}"));
+    }
+    if let Some(p) = &m.port {
+        parts.push(format!("port {p}"));
+    }
+    if let Some(d) = &m.dscp {
+        parts.push(format!(
+            "dscp {}",
+            d.iter().map(u8::to_string).collect::<Vec<_>>().join(",")
+        ));
+    }
+    if let Some(v) = &m.vlan {
+        parts.push(format!(
+            "vlan {}",
+            v.iter().map(u16::to_string).collect::<Vec<_>>().join(",")
+        ));
+    }
+    if parts.is_empty() {
+        "any".into()
+    } else {
+        parts.join(" ")
+    }
+}

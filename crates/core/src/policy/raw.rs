@@ -1,0 +1,377 @@
+//! The TOML side of a policy: the file's tables as serde reads them (`Raw*`, unknown keys
+//! refused), positions for messages ([`Src`]: `file:line:col` from a byte span), and the
+//! parsers of single keys and values that record an error where they fail (rates and
+//! sizes through [`crate::units`], lists, port sets, `mtu`, `direction`, `red`).
+
+use super::{PolicyError, PolicyErrors, RedSpec, Shapes};
+use crate::classify::PortSet;
+use crate::units::{self, Limit};
+use serde::Deserialize;
+use std::fmt;
+use toml::{Spanned, Value};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPolicy {
+    pub(super) link: Spanned<RawLink>,
+    #[serde(default, rename = "class")]
+    pub(super) classes: Vec<Spanned<RawClass>>,
+    #[serde(default, rename = "rule")]
+    pub(super) rules: Vec<Spanned<RawRule>>,
+    #[serde(default, rename = "emulate")]
+    pub(super) emulators: Vec<Spanned<RawEmulate>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawEmulate {
+    pub(super) name: Spanned<String>,
+    pub(super) rate: Option<Spanned<Value>>,
+    pub(super) overhead: Option<Spanned<i64>>,
+    pub(super) mtu: Option<Spanned<i64>>,
+    pub(super) delay: Option<Spanned<Value>>,
+    pub(super) jitter: Option<Spanned<Value>>,
+    pub(super) distribution: Option<Spanned<String>>,
+    pub(super) reorder: Option<bool>,
+    pub(super) loss: Option<Spanned<Value>>,
+    pub(super) duplicate: Option<Spanned<Value>>,
+    pub(super) corrupt: Option<Spanned<Value>>,
+    pub(super) limit: Option<Spanned<Value>>,
+    pub(super) direction: Option<Spanned<String>>,
+    pub(super) description: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLink {
+    pub(super) rate: Spanned<Value>,
+    pub(super) overhead: Option<Spanned<i64>>,
+    pub(super) mtu: Option<Spanned<i64>>,
+    pub(super) technique: Option<Spanned<String>>,
+    pub(super) default: Option<Spanned<String>>,
+    pub(super) direction: Option<Spanned<String>>,
+    pub(super) emulate: Option<Spanned<String>>,
+    pub(super) seed: Option<Spanned<i64>>,
+    pub(super) description: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawClass {
+    pub(super) name: Spanned<String>,
+    pub(super) parent: Option<Spanned<String>>,
+    pub(super) rate: Spanned<Value>,
+    pub(super) ceil: Option<Spanned<Value>>,
+    pub(super) prio: Option<Spanned<i64>>,
+    pub(super) quantum: Option<Spanned<Value>>,
+    pub(super) burst: Option<Spanned<Value>>,
+    pub(super) cburst: Option<Spanned<Value>>,
+    pub(super) queue: Option<Spanned<String>>,
+    pub(super) limit: Option<Spanned<Value>>,
+    pub(super) red: Option<Spanned<Value>>,
+    pub(super) session: Option<Spanned<RawSession>>,
+    pub(super) description: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSession {
+    pub(super) guarantee: Option<Spanned<Value>>,
+    pub(super) ceil: Option<Spanned<Value>>,
+    pub(super) buckets: Option<Spanned<i64>>,
+    pub(super) limit: Option<Spanned<Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRed {
+    min: Option<Value>,
+    max: Option<Value>,
+    max_p: Option<f64>,
+    wq: Option<f64>,
+    gentle: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRule {
+    pub(super) name: Option<Spanned<String>>,
+    pub(super) class: Option<Spanned<String>>,
+    pub(super) emulate: Option<Spanned<String>>,
+    pub(super) src: Option<Spanned<Value>>,
+    pub(super) dst: Option<Spanned<Value>>,
+    pub(super) proto: Option<Spanned<Value>>,
+    pub(super) sport: Option<Spanned<Value>>,
+    pub(super) dport: Option<Spanned<Value>>,
+    pub(super) port: Option<Spanned<Value>>,
+    pub(super) dscp: Option<Spanned<Value>>,
+    pub(super) vlan: Option<Spanned<Value>>,
+}
+
+// ---- error positions ------------------------------------------------------------------
+
+pub(super) struct Src<'a> {
+    pub(super) file: &'a str,
+    pub(super) text: &'a str,
+    pub(super) errors: Vec<PolicyError>,
+    pub(super) warnings: Vec<PolicyError>,
+}
+
+impl<'a> Src<'a> {
+    pub(super) fn pos(&self, offset: usize) -> (usize, usize) {
+        let offset = offset.min(self.text.len());
+        let before = &self.text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let col = before.rfind('\n').map_or(offset, |i| offset - i - 1) + 1;
+        (line, col)
+    }
+    pub(super) fn at(&self, span: std::ops::Range<usize>, msg: impl Into<String>) -> PolicyError {
+        let (line, col) = self.pos(span.start);
+        PolicyError {
+            file: self.file.to_string(),
+            line,
+            col,
+            msg: msg.into(),
+        }
+    }
+    pub(super) fn err(&mut self, span: std::ops::Range<usize>, msg: impl Into<String>) {
+        let e = self.at(span, msg);
+        self.errors.push(e);
+    }
+    pub(super) fn warn(&mut self, span: std::ops::Range<usize>, msg: impl Into<String>) {
+        let e = self.at(span, msg);
+        self.warnings.push(e);
+    }
+    pub(super) fn line(&self, span: std::ops::Range<usize>) -> usize {
+        self.pos(span.start).0
+    }
+}
+
+/// A TOML scalar as the text a unit parser reads (numbers become their decimal text).
+fn scalar_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Integer(i) => Some(i.to_string()),
+        Value::Float(f) => Some(f.to_string()),
+        _ => None,
+    }
+}
+
+/// Parse a spanned scalar with `f`, recording an error (prefixed by `key`) on failure.
+pub(super) fn parse_with<T, E: fmt::Display>(
+    src: &mut Src<'_>,
+    key: &str,
+    v: &Spanned<Value>,
+    f: impl Fn(&str) -> Result<T, E>,
+) -> Option<T> {
+    let Some(text) = scalar_text(v.get_ref()) else {
+        src.err(
+            v.span(),
+            format!(
+                "`{key}`: expected a string or number, found {}",
+                v.get_ref().type_str()
+            ),
+        );
+        return None;
+    };
+    match f(&text) {
+        Ok(x) => Some(x),
+        Err(e) => {
+            src.err(v.span(), format!("`{key}`: {e}"));
+            None
+        }
+    }
+}
+
+/// A value that may be one item or an array of items.
+fn items(v: &Value) -> Vec<&Value> {
+    match v {
+        Value::Array(a) => a.iter().collect(),
+        other => vec![other],
+    }
+}
+
+pub(super) fn parse_list<T>(
+    src: &mut Src<'_>,
+    key: &str,
+    v: &Spanned<Value>,
+    f: impl Fn(&str) -> Result<T, units::UnitError>,
+) -> Option<Vec<T>> {
+    let mut out = Vec::new();
+    let list = items(v.get_ref());
+    if list.is_empty() {
+        src.err(v.span(), format!("`{key}`: empty list matches nothing"));
+        return None;
+    }
+    for item in list {
+        let Some(text) = scalar_text(item) else {
+            src.err(
+                v.span(),
+                format!(
+                    "`{key}`: expected strings or numbers, found {}",
+                    item.type_str()
+                ),
+            );
+            return None;
+        };
+        match f(&text) {
+            Ok(x) => out.push(x),
+            Err(e) => {
+                src.err(v.span(), format!("`{key}`: {e}"));
+                return None;
+            }
+        }
+    }
+    Some(out)
+}
+
+pub(super) fn parse_ports(src: &mut Src<'_>, key: &str, v: &Spanned<Value>) -> Option<PortSet> {
+    let sets = parse_list(src, key, v, PortSet::parse)?;
+    let ranges: Vec<(u16, u16)> = sets
+        .iter()
+        .flat_map(|s| s.ranges().iter().copied())
+        .collect();
+    match PortSet::from_ranges(ranges) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            src.err(v.span(), format!("`{key}`: {e}"));
+            None
+        }
+    }
+}
+
+pub(super) fn toml_error(file: &str, text: &str, e: toml::de::Error) -> PolicyErrors {
+    let src = Src {
+        file,
+        text,
+        errors: vec![],
+        warnings: vec![],
+    };
+    let span = e.span().unwrap_or(0..0);
+    let msg = e.message().trim().to_string();
+    PolicyErrors(vec![src.at(span, msg)])
+}
+
+/// An `mtu` key: 68..=65535 bytes, else an error and `None`.
+pub(super) fn parse_mtu(src: &mut Src<'_>, m: &Spanned<i64>) -> Option<u32> {
+    match u32::try_from(*m.get_ref()) {
+        Ok(x) if (68..=65_535).contains(&x) => Some(x),
+        _ => {
+            src.err(
+                m.span(),
+                format!("`mtu`: {} is outside 68..=65535 bytes", m.get_ref()),
+            );
+            None
+        }
+    }
+}
+
+/// A `direction` key: outbound (default), inbound, both, and `none` where `allow_none`.
+/// An unknown value is an error listing the valid ones, and reads as outbound.
+pub(super) fn parse_direction(
+    src: &mut Src<'_>,
+    d: Option<&Spanned<String>>,
+    allow_none: bool,
+) -> Shapes {
+    match d.map(|d| d.get_ref().as_str()) {
+        None | Some("outbound") => Shapes::Outbound,
+        Some("inbound") => Shapes::Inbound,
+        Some("both") => Shapes::Both,
+        Some("none") if allow_none => Shapes::None,
+        Some(other) => {
+            let valid = if allow_none {
+                "outbound, inbound, both, none"
+            } else {
+                "outbound, inbound, both"
+            };
+            src.err(
+                d.unwrap().span(),
+                format!("`direction`: '{other}' is not one of {valid}"),
+            );
+            Shapes::Outbound
+        }
+    }
+}
+
+/// A `red` key: `true`, `false` or a table of parameters (defaults for the rest).
+pub(super) fn parse_red(src: &mut Src<'_>, v: &Spanned<Value>) -> Option<RedSpec> {
+    match v.get_ref() {
+        Value::Boolean(false) => None,
+        Value::Boolean(true) => Some(RedSpec::defaults()),
+        Value::Table(t) => {
+            let raw = match RawRed::deserialize(Value::Table(t.clone())) {
+                Ok(r) => r,
+                Err(e) => {
+                    src.err(v.span(), format!("`red`: {}", e.message().trim()));
+                    return None;
+                }
+            };
+            let mut r = RedSpec::defaults();
+            let lim = |src: &mut Src<'_>, key: &str, x: &Option<Value>| -> Option<Limit> {
+                let text = scalar_text(x.as_ref()?)?;
+                match units::parse_limit(&text) {
+                    Ok(l) => Some(l),
+                    Err(e) => {
+                        src.err(v.span(), format!("`red.{key}`: {e}"));
+                        None
+                    }
+                }
+            };
+            if let Some(l) = lim(src, "min", &raw.min) {
+                r.min = l;
+                if raw.max.is_none() {
+                    r.max = match l {
+                        Limit::Packets(p) => Limit::Packets(p.saturating_mul(3)),
+                        Limit::Bytes(b) => Limit::Bytes(b.saturating_mul(3)),
+                    };
+                }
+            }
+            if let Some(l) = lim(src, "max", &raw.max) {
+                r.max = l;
+            }
+            if let Some(p) = raw.max_p {
+                r.max_p = p;
+            }
+            if let Some(w) = raw.wq {
+                r.wq = w;
+            }
+            if let Some(g) = raw.gentle {
+                r.gentle = g;
+            }
+            let same_kind = matches!(
+                (r.min, r.max),
+                (Limit::Packets(_), Limit::Packets(_)) | (Limit::Bytes(_), Limit::Bytes(_))
+            );
+            let (lo, hi) = match (r.min, r.max) {
+                (Limit::Packets(a), Limit::Packets(b)) => (a as u64, b as u64),
+                (Limit::Bytes(a), Limit::Bytes(b)) => (a, b),
+                _ => (0, 0),
+            };
+            if !same_kind {
+                src.err(
+                    v.span(),
+                    "`red`: min and max must both be in packets or both in bytes",
+                );
+            } else if lo == 0 || lo >= hi {
+                src.err(
+                    v.span(),
+                    format!("`red`: need 0 < min < max, got min {} max {}", r.min, r.max),
+                );
+            }
+            if !(r.max_p > 0.0 && r.max_p <= 1.0) {
+                src.err(
+                    v.span(),
+                    format!("`red.max_p`: {} is outside (0, 1]", r.max_p),
+                );
+            }
+            if !(r.wq > 0.0 && r.wq <= 1.0) {
+                src.err(v.span(), format!("`red.wq`: {} is outside (0, 1]", r.wq));
+            }
+            Some(r)
+        }
+        other => {
+            src.err(v.span(), format!("`red`: expected true, false or a table {{ min, max, max_p, wq, gentle }}, found {}", other.type_str()));
+            None
+        }
+    }
+}
