@@ -1,34 +1,52 @@
-//! Token bucket in integer nanoseconds (the [`Tbf`](crate::queue::tbf::Tbf) shaper's buckets).
+//! The token bucket, in integer units of transmission time: every rate limit in the engine
+//! counts with it (the link-sharing scheduler's rate and ceil buckets, per-flow queuing's
+//! session caps, the [`Tbf`](crate::queue::tbf::Tbf) shaper).
 //!
-//! [`TokenBucket`] keeps its tokens as *time*, like Linux `sch_tbf`/`sch_htb`: a token is
-//! one nanosecond of transmission at the bucket's [`Rate`], so sending a `len`-byte frame
-//! costs `rate.tx_ns(len)` ns (one multiply and one shift, per-frame overhead included by
-//! the `Rate`), and refilling adds the elapsed time. There is no floating point and no
-//! division per packet.
+//! Tokens are *time*, like Linux `sch_tbf`/`sch_htb`: a token is one unit (a nanosecond,
+//! [`Ns`], or a picosecond, [`Ps`]) of transmission at the bucket's [`Rate`], so sending a
+//! `len`-byte frame costs `rate.tx_ns(len)` or `rate.tx_ps(len)` units (one multiply and
+//! one shift, per-frame overhead included by the `Rate`), and refilling adds the elapsed
+//! time. There is no floating point and no division per packet. Picoseconds are for
+//! high rates, where a nanosecond is a large fraction of a small frame's transmission time
+//! (at 100 Gbit/s a 64-byte frame takes 6.7 ns).
 //!
 //! ```text
-//! refill(now):  tokens = min(burst_ns, tokens + (now - t_c)); t_c = now
-//! conforms(len): tokens >= min(tx_ns(len), burst_ns)
-//! consume(len):  tokens = max(tokens - tx_ns(len), -max_debt)
+//! refill(elapsed): tokens = min(depth, tokens + elapsed)
+//! conforms(len):   tokens >= min(cost(len), depth)
+//! consume(len):    tokens = max(tokens - cost(len), floor)
 //! ```
+//!
+//! Two forms of one bucket:
+//! * [`Bucket<U>`]: rate, depth and token level; the *checkpoint* (the instant of the last
+//!   refill) is the owner's, who passes the time elapsed since it. Several buckets refilled
+//!   together share one checkpoint (a link-sharing class's rate and ceil buckets), and many
+//!   token levels may share one rate and depth (per-flow session caps keep only a level and
+//!   a checkpoint per flow, see [`Bucket::with_tokens`]). The caller also gives the debt
+//!   floor to [`Bucket::consume`]. Depth from a burst in bytes: [`Bucket::new`] takes the
+//!   cost of a `burst`-byte frame (HTB's `buffer`, the multiply-and-shift conversion).
+//! * [`TokenBucket`]: a [`Bucket<Ns>`] with its own checkpoint and debt floor, for a shaper
+//!   that owns its clock state (the `Tbf`). Its depth is converted exactly once in the
+//!   constructor: `burst_ns = (burst + overhead) * 8e9 / bps`, rounded down.
 //!
 //! A frame whose cost exceeds the whole bucket conforms when the bucket is full, and the
 //! debt it leaves is repaid before the next frame conforms; this keeps an oversized frame
 //! from blocking a queue forever while the long-run rate stays exact. `consume` without a
 //! prior `conforms` (a link-sharing scheduler borrowing beyond its rate, as HTB does) may
-//! drive the tokens negative down to `-max_debt` (default 60 s, HTB's `mbuffer`).
+//! drive the tokens negative down to the floor (`TokenBucket`: `-max_debt`, default 60 s,
+//! HTB's `mbuffer`).
 //!
 //! Parameters of [`TokenBucket`]: `rate` ([`Rate`], bit/s plus per-frame overhead bytes),
-//! `burst` (bytes, bucket depth; converted once to `burst_ns = (burst + overhead) * 8e9 /
-//! bps` in the constructor, rounded down). The bucket starts full.
+//! `burst` (bytes, bucket depth). The bucket starts full; so does a [`Bucket`].
 //!
-//! Invariants: `-max_debt <= tokens <= burst_ns`; `t_c` never moves backwards (a `now`
-//! earlier than `t_c` refills nothing). Frame lengths are clamped to [`MAX_FRAME`] for
-//! costing and overheads to +-[`MAX_FRAME`] so that no input can overflow the fixed-point
-//! arithmetic.
+//! Invariants: `floor <= tokens <= depth` and `depth >= 0`; a [`TokenBucket`]'s `t_c` never
+//! moves backwards (a `now` earlier than `t_c` refills nothing). `TokenBucket` clamps frame
+//! lengths to [`MAX_FRAME`] for costing and overheads to +-[`MAX_FRAME`] so that no input
+//! can overflow the fixed-point arithmetic; a `Bucket` costs the length it is given, as its
+//! owner's `Rate` does.
 
 use crate::rate::Rate;
 use crate::time::{Duration, Instant};
+use core::marker::PhantomData;
 
 /// Largest frame length (bytes) costed exactly; longer lengths cost as this many.
 pub const MAX_FRAME: u32 = 1 << 20;
@@ -39,6 +57,145 @@ pub const DEFAULT_MAX_DEBT: Duration = Duration::from_secs(60);
 /// Upper bound on any bucket depth, ~36 years: keeps every sum below `i64::MAX`.
 const MAX_BURST_NS: i64 = 1 << 60;
 
+/// The unit a bucket counts tokens in: transmission time in nanoseconds or picoseconds.
+pub trait TokenUnit: Copy {
+    /// Units to transmit a `len`-byte frame at `rate` (overhead included).
+    fn cost(rate: &Rate, len: u32) -> u64;
+}
+
+/// Tokens in nanoseconds of transmission time ([`Rate::tx_ns`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Ns;
+
+/// Tokens in picoseconds of transmission time ([`Rate::tx_ps`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Ps;
+
+impl TokenUnit for Ns {
+    #[inline]
+    fn cost(rate: &Rate, len: u32) -> u64 {
+        rate.tx_ns(len)
+    }
+}
+
+impl TokenUnit for Ps {
+    #[inline]
+    fn cost(rate: &Rate, len: u32) -> u64 {
+        rate.tx_ps(len)
+    }
+}
+
+/// One token bucket — rate, depth and token level in units `U` — whose checkpoint its owner
+/// keeps (see the module).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Bucket<U: TokenUnit> {
+    rate: Rate,
+    depth: i64,
+    tokens: i64,
+    unit: PhantomData<U>,
+}
+
+impl<U: TokenUnit> Bucket<U> {
+    /// A full bucket at `rate`, as deep as a `burst`-byte frame costs.
+    pub fn new(rate: Rate, burst: u32) -> Self {
+        Self::with_depth(rate, U::cost(&rate, burst) as i64)
+    }
+
+    /// A full bucket at `rate`, `depth` units deep (`>= 0`).
+    pub fn with_depth(rate: Rate, depth: i64) -> Self {
+        Bucket {
+            rate,
+            depth,
+            tokens: depth,
+            unit: PhantomData,
+        }
+    }
+
+    /// The same rate and depth holding `tokens` (not clamped): one of many levels that
+    /// share a rate and depth.
+    #[inline]
+    pub fn with_tokens(&self, tokens: i64) -> Self {
+        Bucket { tokens, ..*self }
+    }
+
+    #[inline]
+    pub fn rate(&self) -> Rate {
+        self.rate
+    }
+    /// Bucket depth, in units.
+    #[inline]
+    pub fn depth(&self) -> i64 {
+        self.depth
+    }
+    /// Tokens, in units; may be negative.
+    #[inline]
+    pub fn tokens(&self) -> i64 {
+        self.tokens
+    }
+
+    /// Cost of a `len`-byte frame, in units (overhead included).
+    #[inline]
+    pub fn cost(&self, len: u32) -> i64 {
+        U::cost(&self.rate, len) as i64
+    }
+
+    /// Tokens the bucket would hold `elapsed` units after its checkpoint (no state change).
+    #[inline]
+    pub fn level_after(&self, elapsed: i64) -> i64 {
+        self.tokens.saturating_add(elapsed).min(self.depth)
+    }
+
+    /// Add `elapsed` units (the time since the owner's checkpoint), up to the depth.
+    #[inline]
+    pub fn refill(&mut self, elapsed: i64) {
+        self.tokens = self.level_after(elapsed);
+    }
+
+    /// Whether a `len`-byte frame conforms: `tokens >= cost(len)`, or the bucket is full
+    /// for a frame larger than the bucket.
+    #[inline]
+    pub fn conforms(&self, len: u32) -> bool {
+        self.tokens >= self.need(len)
+    }
+
+    /// Tokens needed before a `len`-byte frame conforms: its cost, or a full bucket.
+    #[inline]
+    fn need(&self, len: u32) -> i64 {
+        self.cost(len).min(self.depth)
+    }
+
+    /// Units until a `len`-byte frame conforms (`<= 0` if it does).
+    #[inline]
+    pub fn deficit(&self, len: u32) -> i64 {
+        self.need(len) - self.tokens
+    }
+
+    /// Charge a `len`-byte frame. Tokens may go negative, down to `floor` (`<= 0`).
+    #[inline]
+    pub fn consume(&mut self, len: u32, floor: i64) {
+        self.tokens = self.tokens.saturating_sub(self.cost(len)).max(floor);
+    }
+
+    /// Set the token level, clamped to the depth (a level carried over from another bucket).
+    #[inline]
+    pub fn set_tokens(&mut self, tokens: i64) {
+        self.tokens = tokens.min(self.depth);
+    }
+
+    /// Change rate and depth at run time; the tokens are kept, clamped to the new depth.
+    pub fn set_rate(&mut self, rate: Rate, depth: i64) {
+        self.rate = rate;
+        self.depth = depth;
+        self.tokens = self.tokens.min(depth);
+    }
+
+    /// Change rate and depth at run time, the depth as a `burst`-byte frame costs at `rate`
+    /// (as [`Bucket::new`]); the tokens are kept, clamped to the new depth.
+    pub fn set_rate_burst(&mut self, rate: Rate, burst: u32) {
+        self.set_rate(rate, U::cost(&rate, burst) as i64);
+    }
+}
+
 /// Nanoseconds to send `bytes` (plus the rate's per-frame overhead) at `rate`, rounded down,
 /// computed exactly (constructor use only: it divides).
 fn bytes_to_ns(rate: Rate, bytes: u64) -> i64 {
@@ -47,12 +204,10 @@ fn bytes_to_ns(rate: Rate, bytes: u64) -> i64 {
     ns.min(MAX_BURST_NS as u128) as i64
 }
 
-/// A token bucket whose tokens are nanoseconds of transmission time (see the module).
+/// A token bucket in nanoseconds with its own checkpoint and debt floor (see the module).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct TokenBucket {
-    rate: Rate,
-    burst_ns: i64,
-    tokens: i64,
+    bucket: Bucket<Ns>,
     t_c: Instant,
     floor_ns: i64,
 }
@@ -61,11 +216,8 @@ impl TokenBucket {
     /// A full bucket of `burst_bytes` at `rate`, checkpointed at `now`.
     pub fn new(rate: Rate, burst_bytes: u32, now: Instant) -> Self {
         let rate = Self::sane(rate);
-        let burst_ns = bytes_to_ns(rate, burst_bytes as u64);
         TokenBucket {
-            rate,
-            burst_ns,
-            tokens: burst_ns,
+            bucket: Bucket::with_depth(rate, bytes_to_ns(rate, burst_bytes as u64)),
             t_c: now,
             floor_ns: -(DEFAULT_MAX_DEBT.0 as i64),
         }
@@ -83,17 +235,17 @@ impl TokenBucket {
 
     #[inline]
     pub fn rate(&self) -> Rate {
-        self.rate
+        self.bucket.rate()
     }
     /// Bucket depth in ns.
     #[inline]
     pub fn burst_ns(&self) -> i64 {
-        self.burst_ns
+        self.bucket.depth()
     }
     /// Tokens (ns) as of the last checkpoint; may be negative.
     #[inline]
     pub fn tokens(&self) -> i64 {
-        self.tokens
+        self.bucket.tokens()
     }
     /// The last checkpoint `t_c`.
     #[inline]
@@ -103,8 +255,14 @@ impl TokenBucket {
     /// Tokens (ns) the bucket would hold at `now` (no state change).
     #[inline]
     pub fn tokens_at(&self, now: Instant) -> i64 {
-        let e = now.saturating_since(self.t_c).0.min(MAX_BURST_NS as u64) as i64;
-        self.tokens.saturating_add(e).min(self.burst_ns)
+        self.bucket.level_after(self.elapsed(now))
+    }
+
+    /// Nanoseconds from the checkpoint to `now` (zero if `now` is earlier), capped so that
+    /// no sum overflows.
+    #[inline]
+    fn elapsed(&self, now: Instant) -> i64 {
+        now.saturating_since(self.t_c).0.min(MAX_BURST_NS as u64) as i64
     }
 
     /// Most negative token level, as a duration (default [`DEFAULT_MAX_DEBT`]).
@@ -113,28 +271,23 @@ impl TokenBucket {
     }
     pub fn set_max_debt(&mut self, d: Duration) {
         self.floor_ns = -(d.0.min(MAX_BURST_NS as u64) as i64);
-        self.tokens = self.tokens.max(self.floor_ns);
+        let tokens = self.bucket.tokens().max(self.floor_ns);
+        self.bucket = self.bucket.with_tokens(tokens);
     }
 
     /// Change rate and depth at run time. Tokens earned up to `now` at the old rate are
     /// kept as time (ns of transmission), clamped to the new depth.
     pub fn set_rate(&mut self, rate: Rate, burst_bytes: u32, now: Instant) {
         self.refill(now);
-        self.rate = Self::sane(rate);
-        self.burst_ns = bytes_to_ns(self.rate, burst_bytes as u64);
-        self.tokens = self.tokens.min(self.burst_ns);
+        let rate = Self::sane(rate);
+        self.bucket
+            .set_rate(rate, bytes_to_ns(rate, burst_bytes as u64));
     }
 
     /// Cost of a `len`-byte frame in ns (`rate.tx_ns`, overhead included).
     #[inline]
     pub fn cost_ns(&self, len: u32) -> i64 {
-        self.rate.tx_ns(len.min(MAX_FRAME)) as i64
-    }
-
-    /// Tokens needed before a `len`-byte frame conforms: its cost, or a full bucket.
-    #[inline]
-    fn need(&self, len: u32) -> i64 {
-        self.cost_ns(len).min(self.burst_ns)
+        self.bucket.cost(len.min(MAX_FRAME))
     }
 
     /// Add the time elapsed since the checkpoint, up to the depth, and move the checkpoint
@@ -142,7 +295,7 @@ impl TokenBucket {
     #[inline]
     pub fn refill(&mut self, now: Instant) {
         if now > self.t_c {
-            self.tokens = self.tokens_at(now);
+            self.bucket.refill(self.elapsed(now));
             self.t_c = now;
         }
     }
@@ -151,16 +304,13 @@ impl TokenBucket {
     /// `tokens >= tx_ns(len)`, or the bucket is full for a frame larger than the bucket.
     #[inline]
     pub fn conforms(&self, len: u32) -> bool {
-        self.tokens >= self.need(len)
+        self.bucket.conforms(len.min(MAX_FRAME))
     }
 
     /// Charge a `len`-byte frame. Tokens may go negative, down to `-max_debt`.
     #[inline]
     pub fn consume(&mut self, len: u32) {
-        self.tokens = self
-            .tokens
-            .saturating_sub(self.cost_ns(len))
-            .max(self.floor_ns);
+        self.bucket.consume(len.min(MAX_FRAME), self.floor_ns);
     }
 
     /// Refill at `now`, then consume if the frame conforms. Returns whether it did.
@@ -178,7 +328,7 @@ impl TokenBucket {
     /// before the checkpoint if it conforms already.
     #[inline]
     pub fn conform_at(&self, len: u32) -> Instant {
-        let deficit = self.need(len) - self.tokens;
+        let deficit = self.bucket.deficit(len.min(MAX_FRAME));
         if deficit <= 0 {
             self.t_c
         } else {
@@ -189,7 +339,8 @@ impl TokenBucket {
     /// How long from `now` until a `len`-byte frame conforms (zero if it does).
     #[inline]
     pub fn time_until_conform(&self, len: u32, now: Instant) -> Duration {
-        if self.tokens_at(now) >= self.need(len) {
+        let len = len.min(MAX_FRAME);
+        if self.bucket.with_tokens(self.tokens_at(now)).conforms(len) {
             Duration::ZERO
         } else {
             self.conform_at(len).saturating_since(now)

@@ -19,7 +19,8 @@
 //!   enqueue) to keep this O(1).
 //! * `red` — optional RED parameters applied to **each** flow queue with per-flow state
 //!   ("cbq+pfq+red", seed 000: FloodGate).
-//! * `session_ceil` — optional cap per session (a token bucket per flow, rate + burst):
+//! * `session_ceil` — optional cap per session (a token bucket per flow, rate + burst; one
+//!   [`Bucket`] rate and depth, a level and checkpoint per flow):
 //!   capped sessions are parked until they conform, making the queue non-work-conserving
 //!   (`next_wakeup` reports when). A per-session *guarantee* is what the equal DRR share
 //!   provides while `sessions × guarantee ≤ class rate`; the compiler checks and reports it.
@@ -43,6 +44,7 @@
 //! flows. `red` is empty unless `cfg.red` is set, `caps` and the `parked` ids unless
 //! `cfg.session_ceil` is; otherwise they have one entry per bucket.
 
+use crate::meter::token_bucket::{Bucket, Ns};
 use crate::pool::{PktId, PktQueue};
 use crate::qdisc::{Ctx, DropCause, Qdisc};
 use crate::queue::red::{RedParams, RedState};
@@ -98,7 +100,8 @@ struct Flow {
     next: u32,
 }
 
-/// A flow's session-cap token bucket: tokens in ns and their checkpoint.
+/// A flow's session-cap token bucket: its level in ns and checkpoint (rate and depth are
+/// the class's, [`Pfq::cap`]).
 #[derive(Clone, Copy)]
 struct Cap {
     tokens: i64,
@@ -127,7 +130,9 @@ pub struct Pfq {
     longest: u32,
     len: usize,
     bytes: u64,
-    burst_ns: i64,
+    /// The session cap's rate and depth (`tx_ns(burst)`), shared by every flow's level in
+    /// `caps`; `None` without `cfg.session_ceil`.
+    cap: Option<Bucket<Ns>>,
     pub collisions: u64,
     pub max_flows_seen: u32,
 }
@@ -144,18 +149,18 @@ impl Pfq {
             r.validate()?;
         }
         cfg.buckets = Self::round_buckets(cfg.buckets);
-        let burst_ns = cfg
+        let cap = cfg
             .session_ceil
-            .map_or(0, |(rate, burst)| rate.tx_ns(burst) as i64);
+            .map(|(rate, burst)| Bucket::<Ns>::new(rate, burst));
         let n = cfg.buckets as usize;
         let flow = Flow {
             q: PktQueue::new(),
             deficit: 0,
             next: NIL,
         };
-        let capped = cfg.session_ceil.is_some();
-        let cap = Cap {
-            tokens: burst_ns,
+        let capped = cap.is_some();
+        let full = Cap {
+            tokens: cap.map_or(0, |b| b.depth()),
             t_c: Instant::ZERO,
         };
         Ok(Pfq {
@@ -168,14 +173,14 @@ impl Pfq {
             } else {
                 Vec::new()
             },
-            caps: if capped { vec![cap; n] } else { Vec::new() },
+            caps: if capped { vec![full; n] } else { Vec::new() },
             head: NIL,
             active: 0,
             parked: IndexedHeap::with_ids(if capped { n } else { 0 }),
             longest: NIL,
             len: 0,
             bytes: 0,
-            burst_ns,
+            cap,
             collisions: 0,
             max_flows_seen: 0,
             cfg,
@@ -226,8 +231,8 @@ impl Pfq {
                 if let Some(red) = self.red.get_mut(i) {
                     *red = RedState::default();
                 }
-                if let Some(cap) = self.caps.get_mut(i) {
-                    cap.tokens = self.burst_ns;
+                if let (Some(cap), Some(b)) = (self.caps.get_mut(i), &self.cap) {
+                    cap.tokens = b.depth();
                 }
                 return i as u32;
             }
@@ -370,21 +375,24 @@ impl Qdisc for Pfq {
             }
             let id = f.q.head()?;
             let len = cx.pool.len(id);
-            if let Some((rate, _)) = self.cfg.session_ceil {
+            if let Some(bucket) = &self.cap {
                 let cap = &mut self.caps[i as usize];
                 let elapsed = (cx.now - cap.t_c).as_nanos().min(i64::MAX as u64) as i64;
-                let toks = (cap.tokens.saturating_add(elapsed)).min(self.burst_ns);
-                let cost = rate.tx_ns(len) as i64;
+                let mut b = bucket.with_tokens(cap.tokens);
+                b.refill(elapsed);
                 cap.t_c = cx.now;
-                if toks < cost {
-                    // park the session until it has earned `cost`
-                    cap.tokens = toks;
-                    let at = cx.now.as_nanos() + (cost - toks) as u64;
+                // a session sends only what it has earned, whatever the depth
+                let short = b.cost(len) - b.tokens();
+                if short > 0 {
+                    // park the session until it has earned the cost
+                    cap.tokens = b.tokens();
+                    let at = cx.now.as_nanos() + short as u64;
                     self.list_remove(i);
                     self.parked.set(i, at);
                     continue;
                 }
-                cap.tokens = toks - cost;
+                b.consume(len, 0);
+                cap.tokens = b.tokens();
             }
             let f = &mut self.flows[i as usize];
             f.q.pop_front(cx.pool);

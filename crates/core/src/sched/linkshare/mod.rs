@@ -14,10 +14,12 @@
 //! (root + leaves) is the special case of depth one.
 //!
 //! # Algorithm (as HTB)
-//! * Each class keeps two token buckets measured in **picoseconds of transmission time**:
-//!   `tokens` at `rate` (depth `burst`) and `ctokens` at `ceil` (depth `cburst`). Sending
-//!   `len` bytes costs `rate.tx_ps(len)` — one multiply and shift, no division. (HTB
-//!   counts nanoseconds; at 100 Gbit/s that under-charges a 64-byte frame by 2.4 %.)
+//! * Each class keeps two token buckets ([`Bucket<Ps>`]) measured in **picoseconds of
+//!   transmission time**, sharing one checkpoint `t_c`: `rate` (depth `burst`, HTB's
+//!   `tokens`) and `ceil` (depth `cburst`, HTB's `ctokens`). Sending `len` bytes costs
+//!   `rate.tx_ps(len)` — one multiply and shift, no division. (HTB counts nanoseconds; at
+//!   100 Gbit/s that under-charges a 64-byte frame by 2.4 %.) Tokens may go into debt down
+//!   to `1 - mbuffer` (60 s), as HTB's.
 //! * Levels: leaves are level 0; an inner class at depth d is level `MAX_LEVEL - d`, so a
 //!   closer lender always has a lower level. `row[level][prio]` holds the *CanSend* classes
 //!   of that level with backlogged descendants of that priority; an inner class's
@@ -28,9 +30,10 @@
 //!   that leaves a set for a moment (to send on its own rate) keeps its turn, as in HTB's
 //!   id-ordered trees; a class is in at most one set per priority.
 //! * After a packet is sent, every class from the leaf to the root is charged: classes at
-//!   or above the lending level pay `tokens` and all pay `ctokens`; mode changes move the
-//!   class between row, parent feed and nowhere. Classes not in *CanSend* wait in an
-//!   indexed heap keyed by the instant their mode changes; `next_wakeup` is its minimum.
+//!   or above the lending level pay from the rate bucket and all from the ceil bucket;
+//!   mode changes move the class between row, parent feed and nowhere. Classes not in
+//!   *CanSend* wait in an indexed heap keyed by the instant their mode changes;
+//!   `next_wakeup` is its minimum.
 //! * Leaves whose queue is non-work-conserving (returns nothing while holding packets) are
 //!   *throttled*: removed from the lists until their queue's `next_wakeup`.
 //!
@@ -64,6 +67,7 @@
 //! bit p is set iff its `feed[p]` is non-empty. A class is in `wait` iff it is not
 //! *CanSend*. No deficit exceeds its class's quantum. A leaf's `held` is its queue's length.
 
+use crate::meter::token_bucket::{Bucket, Ps};
 use crate::pool::PktId;
 use crate::qdisc::{Count, Counted, Ctx, DropCause, QStats, Qdisc};
 use crate::rate::Rate;
@@ -80,6 +84,8 @@ const LEVELS: usize = MAX_LEVEL + 1;
 pub const MAX_QUANTUM: u32 = i32::MAX as u32 / 4;
 /// Cap on the time credited at once and on token debt (HTB's mbuffer): 60 s, in ps.
 const MBUFFER_PS: i64 = 60_000_000_000_000;
+/// Most negative token level (HTB's `1 - mbuffer`).
+const DEBT_FLOOR_PS: i64 = 1 - MBUFFER_PS;
 const PS_PER_NS: i64 = 1_000;
 const NIL: u32 = u32::MAX;
 
@@ -145,13 +151,12 @@ pub struct ClassStats {
 /// included), in three whole cache lines. Names and the tree's shape live in other arrays.
 #[repr(align(64))]
 struct Class {
-    tokens: i64,
-    ctokens: i64,
+    /// Bucket at the assured rate (depth `burst`).
+    rate: Bucket<Ps>,
+    /// Bucket at the ceil (depth `cburst`).
+    ceil: Bucket<Ps>,
+    /// Checkpoint of both buckets: when they were last refilled.
     t_c: Instant,
-    buffer: i64,
-    cbuffer: i64,
-    rate: Rate,
-    ceil: Rate,
     parent: u32,
     quantum: i32,
     /// Inner classes: index in `lists` of the feed at prio 0 (the feeds at prios 0..PRIOS
@@ -279,16 +284,10 @@ impl LinkShare {
                 }
                 _ => {}
             }
-            let buffer = s.rate.tx_ps(s.burst) as i64;
-            let cbuffer = s.ceil.tx_ps(s.cburst) as i64;
             classes.push(Class {
-                tokens: buffer,
-                ctokens: cbuffer,
+                rate: Bucket::new(s.rate, s.burst),
+                ceil: Bucket::new(s.ceil, s.cburst),
                 t_c: now,
-                buffer,
-                cbuffer,
-                rate: s.rate,
-                ceil: s.ceil,
                 parent: s.parent.unwrap_or(NIL),
                 quantum: s.quantum as i32,
                 feed: NIL,
@@ -387,10 +386,10 @@ impl LinkShare {
         self.queues[c as usize].is_some()
     }
     pub fn rate(&self, c: ClassId) -> Rate {
-        self.classes[c as usize].rate
+        self.classes[c as usize].rate.rate()
     }
     pub fn ceil(&self, c: ClassId) -> Rate {
-        self.classes[c as usize].ceil
+        self.classes[c as usize].ceil.rate()
     }
     pub fn mode(&self, c: ClassId) -> Mode {
         self.classes[c as usize].mode
@@ -431,12 +430,8 @@ impl LinkShare {
         now: Instant,
     ) {
         let cl = &mut self.classes[c as usize];
-        cl.rate = rate;
-        cl.ceil = ceil;
-        cl.buffer = rate.tx_ps(burst) as i64;
-        cl.cbuffer = ceil.tx_ps(cburst) as i64;
-        cl.tokens = cl.tokens.min(cl.buffer);
-        cl.ctokens = cl.ctokens.min(cl.cbuffer);
+        cl.rate.set_rate_burst(rate, burst);
+        cl.ceil.set_rate_burst(ceil, cburst);
         let now = now.max(self.now);
         self.update_event(c, now);
     }
@@ -446,7 +441,7 @@ impl LinkShare {
     /// For carrying a class across a policy reload ([`LinkShare::set_tokens`]).
     pub fn tokens(&self, c: ClassId) -> (i64, i64, Instant) {
         let cl = &self.classes[c as usize];
-        (cl.tokens, cl.ctokens, cl.t_c)
+        (cl.rate.tokens(), cl.ceil.tokens(), cl.t_c)
     }
 
     /// Give class `c` the token state another scheduler's class had ([`LinkShare::tokens`]),
@@ -458,8 +453,8 @@ impl LinkShare {
         now: Instant,
     ) {
         let cl = &mut self.classes[c as usize];
-        cl.tokens = tokens.min(cl.buffer);
-        cl.ctokens = ctokens.min(cl.cbuffer);
+        cl.rate.set_tokens(tokens);
+        cl.ceil.set_tokens(ctokens);
         cl.t_c = t_c.min(now);
         let now = now.max(self.now);
         self.update_event(c, now);
@@ -580,13 +575,14 @@ impl LinkShare {
     // ----- tokens and modes ----------------------------------------------------------
 
     /// The mode `c` would have `diff` ps after its checkpoint, and the ps until it changes.
+    /// (A level capped at its depth, `>= 0`, has the same sign and shortfall as uncapped.)
     #[inline]
     fn class_mode(cl: &Class, diff: i64) -> (Mode, i64) {
-        let ct = cl.ctokens + diff;
+        let ct = cl.ceil.level_after(diff);
         if ct < 0 {
             return (Mode::CantSend, -ct);
         }
-        let t = cl.tokens + diff;
+        let t = cl.rate.level_after(diff);
         if t >= 0 {
             return (Mode::CanSend, 0);
         }
@@ -665,18 +661,17 @@ impl LinkShare {
         while c != NIL {
             let cl = &mut self.classes[c as usize];
             let diff = elapsed_ps(now, cl.t_c);
+            cl.rate.refill(diff);
             if cl.level >= level {
                 if cl.level == level {
                     cl.stats.lends += 1;
                 }
-                let t = (cl.tokens + diff).min(cl.buffer) - cl.rate.tx_ps(len) as i64;
-                cl.tokens = t.max(1 - MBUFFER_PS);
+                cl.rate.consume(len, DEBT_FLOOR_PS);
             } else {
                 cl.stats.borrows += 1;
-                cl.tokens = (cl.tokens + diff).min(cl.buffer);
             }
-            let ct = (cl.ctokens + diff).min(cl.cbuffer) - cl.ceil.tx_ps(len) as i64;
-            cl.ctokens = ct.max(1 - MBUFFER_PS);
+            cl.ceil.refill(diff);
+            cl.ceil.consume(len, DEBT_FLOOR_PS);
             cl.t_c = now;
             cl.stats.sent.add(len);
             let parent = cl.parent;
