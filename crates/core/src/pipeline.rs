@@ -207,14 +207,27 @@ impl Pipeline {
         cx: &mut Ctx<'_>,
         arrival: Instant,
     ) -> Result<(), DropCause> {
-        let arrival = arrival.min(cx.now);
+        self.label(pkt, fields, cx, arrival);
+        self.admit(pkt, cx)
+    }
+
+    /// The first half of [`Pipeline::ingress_fields`]: classify and stamp the metadata
+    /// (class, rule, flow hash, arrival ≤ `cx.now`), so that the caller can act on the
+    /// class (e.g. MSS clamping) before [`Pipeline::admit`].
+    pub fn label(&mut self, pkt: PktId, fields: &Fields, cx: &mut Ctx<'_>, arrival: Instant) {
         let len = cx.pool.len(pkt);
         let (class, rule) = self.classifier.classify(fields, len);
         let m = cx.pool.meta_mut(pkt);
         m.class = class;
         m.rule = rule;
         m.flow = fields.flow_hash(self.flow_seed);
-        m.arrival = arrival;
+        m.arrival = arrival.min(cx.now);
+    }
+
+    /// The second half of [`Pipeline::ingress_fields`]: a labelled packet into the first
+    /// stage, reaching it at its arrival.
+    pub fn admit(&mut self, pkt: PktId, cx: &mut Ctx<'_>) -> Result<(), DropCause> {
+        let arrival = cx.pool.meta(pkt).arrival;
         match self.stages.first_mut() {
             Some(s) => s.enqueue(pkt, cx, arrival),
             None => self.pass.enqueue(pkt, cx),

@@ -207,3 +207,19 @@ fn garbage_never_panics() {
         })
         .unwrap();
 }
+
+#[test]
+fn mss_keys_are_checked_with_positions() {
+    let errs = errors(&format!("{HEAD}mss = 20\n"));
+    has(&errs, "`mss`: 20 is outside 88..=65495");
+    let errs = errors(&format!("{HEAD}mss = \"small\"\n"));
+    has(
+        &errs,
+        "`mss`: expected bytes of TCP payload per segment (e.g. 256) or \"pmtu\"",
+    );
+    let errs = errors(&format!("{HEAD}[[rule]]\nclass = \"a\"\nmss = 70000\n"));
+    has(&errs, "`mss`: 70000 is outside 88..=65495");
+    // accepted: bytes on a class, "pmtu" on a rule
+    let text = format!("{HEAD}mss = 256\n[[rule]]\nclass = \"a\"\nmss = \"pmtu\"\n");
+    weir_core::policy::Policy::parse("t.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+}

@@ -146,6 +146,8 @@ pub struct LaneStats {
     pub duplicated: Count,
     /// Packets held across a policy reload that the new policy's limits had no room for.
     pub reload_drops: Count,
+    /// MSS clamping of the SYNs and SYN-ACKs travelling this way (policy `mss` keys).
+    pub mss: weir_core::tcp::mss::MssStats,
 }
 
 /// Super-packets and the segments they made.
@@ -613,6 +615,7 @@ impl Bridge {
         for lane in [&mut self.out, &mut self.inb] {
             lane.stats.kernel_rx_drops += lane.rx.kernel_drops();
             lane.stats.duplicated = self.device.duplicated(lane.dir);
+            lane.stats.mss = self.device.mss_stats(lane.dir);
             lane.stats.tx_rejected = lane.tx.rejected;
             if let Some(p) = &mut lane.pcap {
                 let _ = p.flush();

@@ -55,6 +55,20 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                     lane["rx"]["packets"], lane["tx"]["packets"], lane["dropped"]["packets"],
                     lane["truncated"]["packets"], lane["pool_exhausted"]["packets"]
                 );
+                let m = &lane["mss"];
+                let n = |k: &str| m[k].as_u64().unwrap_or(0);
+                if n("lowered")
+                    + n("kept")
+                    + n("inserted")
+                    + n("skipped_no_room")
+                    + n("skipped_malformed")
+                    > 0
+                {
+                    println!(
+                        "  mss clamping: {} lowered, {} kept, {} inserted, {} skipped (no room), {} skipped (malformed)",
+                        n("lowered"), n("kept"), n("inserted"), n("skipped_no_room"), n("skipped_malformed")
+                    );
+                }
                 match v[dir]["pipeline"].clone() {
                     serde_json::Value::Null => println!("  (not shaped: forwarded as is)"),
                     p => {

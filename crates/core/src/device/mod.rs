@@ -58,8 +58,10 @@ use crate::pool::{Direction, PktId, PktQueue};
 use crate::qdisc::{Count, Ctx, DropCause};
 use crate::rate::Rate;
 use crate::snapshot::{snapshot, PipelineSnapshot};
+use crate::tcp::mss::{MssStats, MssTable};
 use crate::time::Instant;
 use serde::Serialize;
+use weir_wire::tcp::TcpFlags;
 
 /// One direction of the device.
 struct Lane {
@@ -68,6 +70,8 @@ struct Lane {
     pass: PktQueue,
     /// Packets the engine emits in this direction, sent first.
     originate: PktQueue,
+    /// MSS clamping of the SYNs and SYN-ACKs travelling this direction.
+    mss: MssStats,
 }
 
 impl Lane {
@@ -75,6 +79,7 @@ impl Lane {
         Lane {
             pipe,
             pass: PktQueue::new(),
+            mss: MssStats::default(),
             originate: PktQueue::new(),
         }
     }
@@ -92,6 +97,46 @@ pub struct Device {
     generation: u64,
     /// Connections of both directions; `None` for a pass-through device.
     conns: Option<ConnTable>,
+    /// The policy's MSS caps (both directions: a SYN-ACK is clamped in a direction that
+    /// is not shaped too); `None` when it has none.
+    mss: Option<MssTable>,
+}
+
+/// MSS clamping of a labelled packet (see [`crate::tcp::mss`]): a SYN takes its
+/// rule's/class's cap and leaves it in its connection's entry; a SYN-ACK takes its
+/// connection's cap, else its own class's.
+#[allow(clippy::too_many_arguments)]
+fn clamp_mss(
+    table: &MssTable,
+    labelled: bool,
+    conns: Option<&mut ConnTable>,
+    conn: ConnId,
+    p: &weir_wire::Parsed,
+    pkt: PktId,
+    cx: &mut Ctx<'_>,
+    stats: &mut MssStats,
+) {
+    let Some(flags) = p.tcp_flags else { return };
+    if !flags.contains(TcpFlags::SYN) {
+        return;
+    }
+    let m = cx.pool.meta(pkt);
+    let v6 = p.ip_version == Some(weir_wire::ip::Version::V6);
+    let own = labelled.then(|| table.cap(m.class, m.rule, v6)).flatten();
+    let entry = conns
+        .filter(|_| conn != ConnId::NONE)
+        .and_then(|t| t.get_mut(conn).tcp_mut());
+    let cap = if flags.contains(TcpFlags::ACK) {
+        entry.and_then(|t| t.mss_cap()).or(own)
+    } else {
+        if let Some(t) = entry {
+            t.set_mss_cap(own.unwrap_or(0));
+        }
+        own
+    };
+    if let Some(cap) = cap {
+        let _ = crate::tcp::mss::clamp(cx.pool, pkt, p, cap, stats);
+    }
 }
 
 /// Idle connection entries examined per new connection.
@@ -151,6 +196,7 @@ impl Device {
         overhead: i32,
         source: String,
         conns: Option<ConnConfig>,
+        mss: Option<MssTable>,
     ) -> Result<Device, String> {
         Ok(Device {
             lanes: [Lane::new(outbound), Lane::new(inbound)],
@@ -158,6 +204,7 @@ impl Device {
             source,
             generation: 1,
             conns: conns.map(ConnTable::new).transpose()?,
+            mss,
         })
     }
 
@@ -169,6 +216,7 @@ impl Device {
             source: "(none)".into(),
             generation: 1,
             conns: None,
+            mss: None,
         }
     }
 
@@ -213,6 +261,7 @@ impl Device {
             lane.pipe = new;
         }
         self.overhead = policy.overhead;
+        self.mss = policy.mss_table();
         self.source = policy.file.clone();
         self.generation += 1;
         report.generation = self.generation;
@@ -236,32 +285,48 @@ impl Device {
     ) -> Result<(), DropCause> {
         let lane = &mut self.lanes[dir_index(dir)];
         let mut fields = None;
+        let mut parsed = None;
+        let mut conn = ConnId::NONE;
         if lane.pipe.is_some() || self.conns.is_some() {
             let data = cx.pool.data(pkt);
-            let parsed = weir_wire::parse_frame(data);
-            let conn = match (&mut self.conns, &parsed) {
-                (Some(t), Ok(p)) => track(t, p, data, cx.now),
-                _ => ConnId::NONE,
-            };
+            let p = weir_wire::parse_frame(data);
+            if let (Some(t), Ok(p)) = (&mut self.conns, &p) {
+                conn = track(t, p, data, cx.now);
+            }
             cx.pool.meta_mut(pkt).conn = conn.0;
-            fields = Some(parsed.as_ref().map(parsed_fields).map_err(|_| ()));
+            fields = Some(p.as_ref().map(parsed_fields).map_err(|_| ()));
+            parsed = p.ok();
         }
-        let m = cx.pool.meta_mut(pkt);
-        m.dir = dir;
+        cx.pool.meta_mut(pkt).dir = dir;
         match (&mut lane.pipe, fields) {
             (Some(p), Some(f)) => {
                 let f = f.unwrap_or_else(|_| {
                     p.malformed.add(cx.pool.len(pkt));
                     Fields::default()
                 });
-                p.ingress_fields(pkt, &f, cx, arrival)
+                p.label(pkt, &f, cx, arrival);
+                if let (Some(table), Some(parsed)) = (&self.mss, &parsed) {
+                    let conns = self.conns.as_mut();
+                    clamp_mss(table, true, conns, conn, parsed, pkt, cx, &mut lane.mss);
+                }
+                p.admit(pkt, cx)
             }
             _ => {
-                m.arrival = arrival.min(cx.now);
+                if let (Some(table), Some(parsed)) = (&self.mss, &parsed) {
+                    // not classified in this direction: only a connection's cap applies
+                    let conns = self.conns.as_mut();
+                    clamp_mss(table, false, conns, conn, parsed, pkt, cx, &mut lane.mss);
+                }
+                cx.pool.meta_mut(pkt).arrival = arrival.min(cx.now);
                 lane.pass.push_back(cx.pool, pkt);
                 Ok(())
             }
         }
+    }
+
+    /// What MSS clamping did to the SYNs and SYN-ACKs travelling `dir`.
+    pub fn mss_stats(&self, dir: Direction) -> MssStats {
+        self.lanes[dir_index(dir)].mss
     }
 
     /// A packet the engine emits itself in `dir` (its frame already in `pkt`): sent before

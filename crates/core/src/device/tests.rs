@@ -466,4 +466,80 @@ mod conn_tests {
         );
         assert!(Device::passthrough().connections().is_none());
     }
+
+    /// seed 000's VoIP case: the FTP class clamps to 256. The client's SYN is classified
+    /// into it and lowered; the server's SYN-ACK, which the inbound rules put in the
+    /// default class (no `mss`), is lowered too because its connection carries the cap.
+    #[test]
+    fn mss_clamping_follows_the_connection_to_the_syn_ack() {
+        let text = r#"
+            [link]
+            rate = "125kbit"
+            default = "other"
+            [[class]]
+            name = "ftp"
+            rate = "95kbit"
+            mss = 256
+            [[class]]
+            name = "other"
+            rate = "30kbit"
+            [[rule]]
+            class = "ftp"
+            src = "10.0.0.1"
+        "#;
+        let p = Policy::parse("t.toml", text).unwrap_or_else(|e| panic!("{e}"));
+        let mut dev = p.build_device(Instant::ZERO).unwrap();
+        let mut pool = Pool::new(64, 2048);
+        let mut rng = Rng::new(1);
+        let mut dropped = Vec::new();
+        let mss_of = |pool: &Pool, id: PktId| {
+            let f = pool.data(id);
+            let q = weir_wire::parse_frame(f).unwrap();
+            weir_wire::tcp::Packet::new_checked(&f[q.l4_offset.unwrap()..q.l3_end])
+                .unwrap()
+                .mss_option()
+        };
+        let mut now = Instant::ZERO;
+        for (dir, client, flags) in [
+            (Direction::Outbound, true, TcpFlags::SYN),
+            (Direction::Inbound, false, TcpFlags::SYN | TcpFlags::ACK),
+        ] {
+            let id = seg(&mut pool, client, flags, 1, 2);
+            let mut cx = Ctx::new(now, &mut pool, &mut rng, &mut dropped);
+            dev.ingress(dir, id, &mut cx, now).unwrap();
+            now += crate::time::Duration::from_secs(1);
+            let mut cx = Ctx::new(now, &mut pool, &mut rng, &mut dropped);
+            let out = dev.poll_transmit(dir, &mut cx).expect("sent");
+            assert_eq!(mss_of(&pool, out), Some(256), "{dir:?}");
+            pool.free(out);
+        }
+        for dir in [Direction::Outbound, Direction::Inbound] {
+            let s = dev.mss_stats(dir);
+            assert_eq!((s.lowered, s.total()), (1, 1), "{dir:?}: {s:?}");
+        }
+        let c = dev.connections().unwrap();
+        assert_eq!(c.stats().live, 1);
+    }
+
+    #[test]
+    fn a_connection_outside_the_clamped_class_keeps_its_mss() {
+        let text = "[link]\nrate = \"10Mbit\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"5Mbit\"\n[[class]]\nname = \"b\"\nrate = \"5Mbit\"\n[[rule]]\nclass = \"b\"\nsrc = \"10.9.9.9\"\nmss = \"pmtu\"\n";
+        let p = Policy::parse("t.toml", text).unwrap_or_else(|e| panic!("{e}"));
+        let table = p.mss_table().unwrap();
+        // pmtu with the default mtu 1514: IP MTU 1500 → 1460 (IPv4), 1440 (IPv6)
+        assert_eq!(table.cap(1, 0, false), Some(1460));
+        assert_eq!(table.cap(1, 0, true), Some(1440));
+        assert_eq!(table.cap(1, u16::MAX, false), None, "the class has no mss");
+        let mut dev = p.build_device(Instant::ZERO).unwrap();
+        let mut pool = Pool::new(64, 2048);
+        let mut rng = Rng::new(1);
+        let mut dropped = Vec::new();
+        let id = seg(&mut pool, true, TcpFlags::SYN, 1, 0);
+        let before = pool.data(id).to_vec();
+        let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
+        dev.ingress(Direction::Outbound, id, &mut cx, Instant::ZERO)
+            .unwrap();
+        assert_eq!(pool.data(id), &before[..], "untouched");
+        assert_eq!(dev.mss_stats(Direction::Outbound).total(), 0);
+    }
 }

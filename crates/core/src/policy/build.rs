@@ -2,7 +2,7 @@
 //! [`Pipeline`] (classifier and link-sharing scheduler, then the emulator where a profile
 //! applies), and the [`Device`] with both directions — the only way to assemble one.
 
-use super::{ClassDef, Policy, QueueKind, RedSpec, Shapes};
+use super::{ClassDef, MssCap, Policy, QueueKind, RedSpec, Shapes};
 use crate::classify::{Classifier, Rule};
 use crate::device::Device;
 use crate::emulate::{self, EmuConfig, Emulator};
@@ -14,6 +14,7 @@ use crate::queue::pfq::{Pfq, PfqConfig};
 use crate::queue::red::{RedMode, RedParams, RedQueue};
 use crate::rate::Rate;
 use crate::sched::linkshare::{ClassId, ClassSpec, LinkShare};
+use crate::tcp::mss::{pmtu_cap, MssTable};
 use crate::time::Instant;
 use crate::units::Limit;
 
@@ -117,6 +118,24 @@ impl Policy {
         ))
     }
 
+    /// The `mss` keys resolved to bytes per class (a class without one takes its nearest
+    /// ancestor's) and per rule; `None` when the policy has none.
+    pub fn mss_table(&self) -> Option<MssTable> {
+        let ip_mtu = self.mtu.saturating_sub(14);
+        let bytes = |c: MssCap| match c {
+            MssCap::Bytes(b) => (b, b),
+            MssCap::Pmtu => (pmtu_cap(ip_mtu, false), pmtu_cap(ip_mtu, true)),
+        };
+        let mut by_class: Vec<Option<(u16, u16)>> = Vec::with_capacity(self.classes.len());
+        for c in &self.classes {
+            let inherited = c.parent.and_then(|p| by_class[p]);
+            by_class.push(c.mss.map(bytes).or(inherited));
+        }
+        let by_rule: Vec<_> = self.rules.iter().map(|r| r.mss.map(bytes)).collect();
+        (by_class.iter().chain(&by_rule).any(Option::is_some))
+            .then_some(MssTable { by_class, by_rule })
+    }
+
     /// The live pipeline for traffic travelling in `dir`: shaped if `[link] direction`
     /// covers it, emulated if any `[[emulate]]` profile in use applies to it; `None` when
     /// neither (the direction is forwarded untouched).
@@ -155,6 +174,7 @@ impl Policy {
                 seed: self.seed,
                 ..crate::conn::ConnConfig::default()
             }),
+            self.mss_table(),
         )
     }
 

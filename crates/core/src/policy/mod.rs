@@ -216,8 +216,19 @@ pub struct ClassDef {
     pub session: SessionSpec,
     /// The queue keys as written in the file, before a technique was applied.
     pub written: Written,
+    /// MSS clamping of the class's TCP connections (`mss`; inherited by children).
+    pub mss: Option<MssCap>,
     /// Line of the definition, for messages.
     pub line: usize,
+}
+
+/// An `mss` key: the MSS a TCP connection's SYN and SYN-ACK are clamped to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MssCap {
+    /// Bytes of TCP payload per segment.
+    Bytes(u16),
+    /// `"pmtu"`: the link's IP MTU (`[link] mtu` − 14) less the IP and TCP headers.
+    Pmtu,
 }
 
 /// A leaf's queue settings as written (`None` = not written).
@@ -271,6 +282,8 @@ pub struct RuleDef {
     pub m: Match,
     /// Index into `Policy::emulators` of the profile this rule's packets take.
     pub emulate: Option<usize>,
+    /// MSS clamping of the connections this rule starts (wins over the class's `mss`).
+    pub mss: Option<MssCap>,
 }
 
 /// A validated policy. `classes[0]` is the root (the link); parents precede children.

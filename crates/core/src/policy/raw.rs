@@ -70,6 +70,7 @@ pub(super) struct RawClass {
     pub(super) limit: Option<Spanned<Value>>,
     pub(super) red: Option<Spanned<Value>>,
     pub(super) session: Option<Spanned<RawSession>>,
+    pub(super) mss: Option<Spanned<Value>>,
     pub(super) description: Option<String>,
 }
 
@@ -106,6 +107,7 @@ pub(super) struct RawRule {
     pub(super) port: Option<Spanned<Value>>,
     pub(super) dscp: Option<Spanned<Value>>,
     pub(super) vlan: Option<Spanned<Value>>,
+    pub(super) mss: Option<Spanned<Value>>,
 }
 
 // ---- error positions ------------------------------------------------------------------

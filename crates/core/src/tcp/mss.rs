@@ -26,6 +26,28 @@ use serde::Serialize;
 use weir_wire::mss::{clamp_mss, MssAction, MssSkip};
 pub use weir_wire::mss::{DEFAULT_MSS_V4, DEFAULT_MSS_V6, MIN_MSS};
 
+/// The MSS caps of a policy, resolved to bytes (by class and rule ids of the policy's pipelines).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MssTable {
+    /// By class id (inherited from ancestors): `(IPv4 cap, IPv6 cap)`.
+    pub by_class: Vec<Option<(u16, u16)>>,
+    /// By rule index: wins over the class's.
+    pub by_rule: Vec<Option<(u16, u16)>>,
+}
+
+impl MssTable {
+    /// The cap for a packet labelled `class`/`rule` (rule `u16::MAX`: none matched).
+    pub fn cap(&self, class: u32, rule: u16, v6: bool) -> Option<u16> {
+        let pick = |c: (u16, u16)| if v6 { c.1 } else { c.0 };
+        self.by_rule
+            .get(rule as usize)
+            .copied()
+            .flatten()
+            .or_else(|| self.by_class.get(class as usize).copied().flatten())
+            .map(pick)
+    }
+}
+
 /// Largest cap: an IPv4 datagram of 65,535 bytes less 20-byte IP and TCP headers.
 pub const MAX_MSS: u16 = 65_495;
 

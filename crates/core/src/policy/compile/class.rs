@@ -45,6 +45,7 @@ pub(super) fn compile_class(
         red: None,
         session,
         written,
+        mss: c.mss.as_ref().and_then(|v| super::mss_cap(src, v)),
         line: src.line(raw.span()),
     };
     def.apply(technique, false);

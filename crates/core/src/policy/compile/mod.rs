@@ -13,15 +13,16 @@ use super::raw::{
     RawPolicy, RawRule, Src,
 };
 use super::{
-    ClassDef, EmuDef, Policy, PolicyError, QueueKind, RuleDef, SessionSpec, Shapes, Technique,
-    Written, DEFAULT_BUCKETS, DEFAULT_FIFO_LIMIT, DEFAULT_FLOW_LIMIT, DEFAULT_SEED, ROOT,
+    ClassDef, EmuDef, MssCap, Policy, PolicyError, QueueKind, RuleDef, SessionSpec, Shapes,
+    Technique, Written, DEFAULT_BUCKETS, DEFAULT_FIFO_LIMIT, DEFAULT_FLOW_LIMIT, DEFAULT_SEED,
+    ROOT,
 };
 use crate::classify::{parse_dscp, parse_vlan, IpNet, Match, Proto};
 use crate::emulate::{self, EmuConfig};
 use crate::sched::linkshare::MAX_LEVEL;
 use crate::units::{self, fmt_rate, Limit};
 use std::collections::HashMap;
-use toml::Spanned;
+use toml::{Spanned, Value};
 
 mod class;
 
@@ -343,6 +344,7 @@ fn root_class(
             flow_limit: DEFAULT_FLOW_LIMIT,
             configured: false,
         },
+        mss: None,
         written: Written::default(),
         line: src.line(link_span),
     };
@@ -507,6 +509,38 @@ fn compile_seed(src: &mut Src<'_>, link: &RawLink) -> u64 {
     }
 }
 
+/// An `mss` key (class or rule): whole bytes of TCP payload, `MIN_MSS..=MAX_MSS`, or
+/// `"pmtu"`.
+fn mss_cap(src: &mut Src<'_>, v: &Spanned<Value>) -> Option<MssCap> {
+    use crate::tcp::mss::{MAX_MSS, MIN_MSS};
+    match v.get_ref() {
+        Value::Integer(n) if (MIN_MSS as i64..=MAX_MSS as i64).contains(n) => {
+            Some(MssCap::Bytes(*n as u16))
+        }
+        Value::Integer(n) => {
+            src.err(
+                v.span(),
+                format!(
+                    "`mss`: {n} is outside {MIN_MSS}..={MAX_MSS} (bytes of TCP payload per \
+                     segment; {MIN_MSS} is the least Linux sends with)"
+                ),
+            );
+            None
+        }
+        Value::String(s) if s == "pmtu" => Some(MssCap::Pmtu),
+        other => {
+            src.err(
+                v.span(),
+                format!(
+                    "`mss`: expected bytes of TCP payload per segment (e.g. 256) or \"pmtu\", \
+                     found {other}"
+                ),
+            );
+            None
+        }
+    }
+}
+
 /// The `[[rule]]`s, in order; a rule with an error is left out.
 fn compile_rules(
     src: &mut Src<'_>,
@@ -546,11 +580,13 @@ fn compile_rules(
             },
         };
         let m = rule_match(src, r);
+        let mss = r.mss.as_ref().and_then(|v| mss_cap(src, v));
         rules.push(RuleDef {
             name,
             class,
             m,
             emulate,
+            mss,
         });
     }
     rules
