@@ -236,6 +236,7 @@ pub fn plan(subtest: &str, c: &AdvancedConfig) -> Result<Plan> {
         window_s: c.before_s,
         interval_ms: c.interval_ms,
         busy_poll: c.busy_poll,
+        voice: Vec::new(),
     };
     plan.validate()?;
     Ok(plan)
@@ -638,6 +639,7 @@ mod tests {
             dut_report: serde_json::Value::Null,
             wan_report: None,
             seconds: 15.0,
+            voice: Vec::new(),
         }
     }
 

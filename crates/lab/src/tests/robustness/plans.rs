@@ -111,6 +111,7 @@ fn single_session_plan(
         window_s,
         interval_ms: 1000,
         busy_poll,
+        voice: Vec::new(),
     };
     plan.validate()?;
     Ok(plan)
