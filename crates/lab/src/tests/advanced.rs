@@ -237,6 +237,7 @@ pub fn plan(subtest: &str, c: &AdvancedConfig) -> Result<Plan> {
         interval_ms: c.interval_ms,
         busy_poll: c.busy_poll,
         voice: Vec::new(),
+        line_bps: None,
     };
     plan.validate()?;
     Ok(plan)

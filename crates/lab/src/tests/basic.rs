@@ -101,6 +101,7 @@ pub fn plan(policy_file: &str, policy_text: &str, c: &BasicConfig) -> Result<Pla
         interval_ms: 1000,
         busy_poll: c.busy_poll,
         voice: Vec::new(),
+        line_bps: None,
     };
     plan.validate()?;
     Ok(plan)

@@ -142,6 +142,12 @@ pub struct Plan {
     /// Voice calls beside the sessions.
     #[serde(default)]
     pub voice: Vec<VoicePlan>,
+    /// A serial line of this rate (bit/s) after the DUT: the WAN stage serialises every
+    /// data-direction frame at it ([`line_policy`]), as a real narrow WAN link does — a small
+    /// packet waits behind a large one already on the wire. Not with per-session WAN
+    /// impairments.
+    #[serde(default)]
+    pub line_bps: Option<u64>,
 }
 
 impl Plan {
@@ -176,6 +182,9 @@ impl Plan {
                     s.name, s.start_s, s.stop_s
                 ));
             }
+        }
+        if self.line_bps.is_some() && self.sessions.iter().any(|s| s.wan.is_some()) {
+            return bad("a serial line and per-session WAN impairments together".into());
         }
         for v in &self.voice {
             if !seen.insert(v.src) {
@@ -379,6 +388,16 @@ pub fn wan_policy(sessions: &[SessionPlan], seed: u64) -> Option<String> {
     Some(t)
 }
 
+/// The WAN stage's policy for a serial line of `bps` after the DUT: one emulation profile
+/// with that rate (frames serialised back to back, 1000-packet queue) for all traffic.
+pub fn line_policy(bps: u64, seed: u64) -> String {
+    format!(
+        "[link]\nrate = \"10Gbit\"\ndirection = \"none\"\nseed = {seed}\n\n\
+         [[emulate]]\nname = \"line\"\nrate = \"{bps}bit\"\n\n\
+         [[rule]]\nname = \"all\"\nemulate = \"line\"\n"
+    )
+}
+
 /// weir as the WAN stage, on a thread in the stage's namespace.
 fn start_wan_stage(topo: &BridgeTopo, policy_text: &str) -> Result<BridgeThread> {
     let emu = topo
@@ -401,7 +420,10 @@ pub fn run_plan(
 ) -> Result<RunOutcome> {
     plan.validate()?;
     let policy = plan.policy()?;
-    let wan = wan_policy(&plan.sessions, 1 + run as u64);
+    let wan = match plan.line_bps {
+        Some(bps) => Some(line_policy(bps, 1 + run as u64)),
+        None => wan_policy(&plan.sessions, 1 + run as u64),
+    };
     let topo = if wan.is_some() {
         BridgeTopo::with_wan_stage("tb")?
     } else {
@@ -861,5 +883,14 @@ mod tests {
         assert_eq!(p.emulators[0].cfg.delay.0, 50_000_000);
         assert_eq!(p.seed, 9);
         assert_eq!(p.rules[0].emulate, Some(0));
+    }
+
+    #[test]
+    fn line_policy_serialises_everything() {
+        let p = Policy::parse("l", &line_policy(125_000, 3)).unwrap();
+        assert_eq!(p.emulators.len(), 1);
+        assert_eq!(p.rules.len(), 1);
+        assert_eq!(p.rules[0].emulate, Some(0));
+        assert!(p.rules[0].m.src.is_empty());
     }
 }

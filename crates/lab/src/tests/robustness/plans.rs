@@ -112,6 +112,7 @@ fn single_session_plan(
         interval_ms: 1000,
         busy_poll,
         voice: Vec::new(),
+        line_bps: None,
     };
     plan.validate()?;
     Ok(plan)
