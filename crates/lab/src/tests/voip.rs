@@ -26,7 +26,7 @@
 //! never, seed 000's "cannot establish") — and the FTP sessions' goodput over the call.
 //!
 //! Paper mode: 1 run of 90 s per link and DUT, the call from 10 to 88 s; quick: 1 run of
-//! 20 s, the call from 6 to 18 s.
+//! 16 s, the call from 4 to 14 s.
 
 use std::collections::BTreeMap;
 
@@ -136,7 +136,7 @@ impl VoipConfig {
     }
 
     pub fn quick() -> Self {
-        Self::with_times(20.0, 6.0, 18.0)
+        Self::with_times(16.0, 4.0, 14.0)
     }
 
     fn with_times(duration_s: f64, voice_start_s: f64, voice_stop_s: f64) -> Self {
