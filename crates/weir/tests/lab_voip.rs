@@ -69,7 +69,8 @@ fn quick_voip_on_125k() {
     assert_eq!(rows.len(), 2);
     for r in rows {
         let vs = &r["voice"];
-        assert!(vs["sent"].as_u64().unwrap() > 500, "{r}");
+        // 10 s of call at 50 packets/s
+        assert!(vs["sent"].as_u64().unwrap() >= 450, "{r}");
         for k in ["net_loss", "buffer_loss"] {
             let x = vs[k].as_f64().unwrap();
             assert!((0.0..=1.0).contains(&x), "{k} {x}");

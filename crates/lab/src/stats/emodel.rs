@@ -237,7 +237,8 @@ pub fn id_cole_rosenbluth(d_ms: f64) -> f64 {
 /// G.107 eq. 7-29: the effective equipment impairment
 /// `Ie,eff = Ie + (95 − Ie)·Ppl / (Ppl/BurstR + Bpl)`, `ppl_percent` the packet-loss
 /// probability in percent (0..=100), `burst_r` ≥ 1 the burst ratio. G.729A, 1 % random
-/// loss: 11 + 84 · 1/20 = 15.2.
+/// loss: 11 + 84 · 1/20 = 15.2. Capped at 95 (everything lost): with BurstR > 1 the
+/// formula passes 95 only where Ppl approaches 100 %, outside the range it was fitted on.
 pub fn ie_eff(codec: &Codec, ppl_percent: f64, burst_r: f64) -> f64 {
     let ppl = ppl_percent.clamp(0.0, 100.0);
     let br = if burst_r.is_finite() && burst_r >= 1.0 {
@@ -245,7 +246,7 @@ pub fn ie_eff(codec: &Codec, ppl_percent: f64, burst_r: f64) -> f64 {
     } else {
         1.0
     };
-    codec.ie + (95.0 - codec.ie) * ppl / (ppl / br + codec.bpl)
+    (codec.ie + (95.0 - codec.ie) * ppl / (ppl / br + codec.bpl)).min(95.0)
 }
 
 /// G.107 Annex B, eq. B-4: the estimated mean opinion score (conversational quality) for a
@@ -405,6 +406,8 @@ mod tests {
         assert!(close(ie_eff(&c, 5.0, 2.0), 11.0 + 420.0 / 21.5, 1e-12));
         // everything lost: 11 + 84 * 100 / (100 + 19) = 81.59
         assert!(close(ie_eff(&c, 100.0, 1.0), 11.0 + 8400.0 / 119.0, 1e-12));
+        // 97.4 % in long bursts: the formula gives 248.9; capped at 95
+        assert_eq!(ie_eff(&c, 97.4, 6.33), 95.0);
         // nonsense burst ratios are taken as random loss
         assert_eq!(ie_eff(&c, 1.0, 0.0), ie_eff(&c, 1.0, 1.0));
     }
