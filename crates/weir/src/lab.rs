@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use weir_lab::report::{self, Check};
 use weir_lab::tests::fidelity::{FidelityConfig, FidelityResult};
-use weir_lab::tests::{advanced, basic, fidelity, robustness};
+use weir_lab::tests::{advanced, basic, fidelity, robustness, voip};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -32,6 +32,10 @@ enum LabCmd {
     /// Seed 000's Advanced Test (Table 6): inter-class and intra-class bandwidth borrowing on
     /// a T1: how much of the bandwidth a stopping session frees the other takes, and how fast.
     Advanced(AdvancedArgs),
+    /// Seed 000's VoIP test (Table 6, Fig. 13, Table 7): one G.729 call beside 20 FTP
+    /// sessions on 125 kbit/s and a T1 (voice class 30 kbit/s, FTP borrows it while idle):
+    /// one-way delay, RFC 3550 jitter, loss, E-model R and MOS, time to establish, per DUT.
+    Voip(VoipArgs),
     /// Re-make the tables, plots and HTML report of a result file.
     Report(ReportArgs),
 }
@@ -123,6 +127,24 @@ struct AdvancedArgs {
 }
 
 #[derive(clap::Args)]
+struct VoipArgs {
+    /// Devices under test as for the other tests, plus `router:fifo` (a plain router's FIFO
+    /// at the link rate, no manager). Default: router:fifo, weir:cbq, weir:cbq+pfq,
+    /// kernel:htb. --compare adds router:fifo to the usual five.
+    #[command(flatten)]
+    t: TestbedArgs,
+    /// Links (comma-separated): 125k, t1. Default: both.
+    #[arg(long, value_delimiter = ',')]
+    link: Vec<String>,
+    /// Depth of the fixed jitter buffer, ms.
+    #[arg(long, default_value_t = 60.0)]
+    jitter_buffer: f64,
+    /// Directory for result.json, table.txt/csv, SVG charts and report.html.
+    #[arg(long, default_value = "weir-lab-voip")]
+    out: PathBuf,
+}
+
+#[derive(clap::Args)]
 struct FidelityArgs {
     /// A CI-sized run: 64- and 1518-byte frames at 8k and 80k packets/s, one 0.4 s repeat.
     #[arg(long)]
@@ -189,6 +211,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         LabCmd::Basic(b) => run_basic(b),
         LabCmd::Robustness(r) => run_robustness(r),
         LabCmd::Advanced(a) => run_advanced(a),
+        LabCmd::Voip(v) => run_voip(v),
         LabCmd::Report(r) => report(r),
     }
 }
@@ -318,6 +341,12 @@ fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
                 .map_err(|e| anyhow::anyhow!("{}: {e}", a.result.display()))?;
             advanced::finish(&mut r)?;
             finish_advanced(&r, &out, false)
+        }
+        Some("voip") => {
+            let mut r: voip::VoipResult = serde_json::from_value(v)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", a.result.display()))?;
+            voip::finish(&mut r)?;
+            finish_voip(&r, &out, false)
         }
         Some(k) => anyhow::bail!("{}: unknown result kind '{k}'", a.result.display()),
         None => anyhow::bail!(
@@ -530,4 +559,57 @@ fn finish_advanced(
 ) -> anyhow::Result<ExitCode> {
     print!("{}", advanced::text(r));
     conclude(advanced::write_outputs(r, out)?, &r.checks, strict)
+}
+
+fn run_voip(a: VoipArgs) -> anyhow::Result<ExitCode> {
+    use voip::VoipConfig;
+    let mut c = if a.t.quick {
+        VoipConfig::quick()
+    } else {
+        VoipConfig::paper()
+    };
+    // the router is this test's own DUT; the rest are the testbed's
+    let (router, others): (Vec<String>, Vec<String>) =
+        a.t.dut.iter().cloned().partition(|d| d == voip::ROUTER);
+    if let Some(mut d) = dut_list(a.t.compare, others)? {
+        if a.t.compare || !router.is_empty() {
+            d.insert(0, voip::ROUTER.into());
+        }
+        c.duts = d;
+    } else if !router.is_empty() {
+        c.duts = router;
+    }
+    if !a.link.is_empty() {
+        c.links = a.link;
+    }
+    if let Some(r) = a.t.runs()? {
+        c.runs = r;
+    }
+    c.cc = a.t.cc.clone();
+    c.busy_poll = a.t.busy_poll;
+    c.buffer_ms = a.jitter_buffer;
+    // refuse a bad plan before asking for root
+    let plans = voip::plans(&c)?;
+    weir_lab::topo::require_root()?;
+    let total = (plans.len() * c.duts.len()) as f64 * c.runs as f64 * (c.duration_s + 4.0);
+    eprintln!(
+        "weir lab voip: links {} on {} DUT(s) x {} run(s) of {} s (about {:.0} min); outputs in {}",
+        c.links.join(", "),
+        c.duts.len(),
+        c.runs,
+        c.duration_s,
+        total / 60.0,
+        a.out.display()
+    );
+    let r = with_progress(|progress| voip::run(&c, progress))?;
+    finish_voip(&r, &a.out, a.t.strict)
+}
+
+fn finish_voip(
+    r: &voip::VoipResult,
+    out: &std::path::Path,
+    strict: bool,
+) -> anyhow::Result<ExitCode> {
+    print!("{}", voip::text(r));
+    conclude(voip::write_outputs(r, out)?, &r.checks, strict)
 }

@@ -7,6 +7,7 @@
 //! | `tcp_info.rs` | [`TcpInfo`]: the kernel's `TCP_INFO` of a connection |
 //! | `icmp.rs` | [`icmp_ping`]: ICMP echo round-trip times on a raw socket |
 //! | [`cbr`] | constant-bit-rate UDP sender and sink with kernel timestamps (seed 002) |
+//! | [`voip`] | a G.729 call: an RTP stream on the CBR agents (seed 000's VoIP test) |
 //!
 //! No external tool (iperf, ping) is needed, every byte is accounted, and the agents work at
 //! any rate — a 5 kbit/s session included, because nothing in them blocks for longer than
@@ -24,6 +25,7 @@ mod icmp;
 mod tcp_info;
 mod tcp_sender;
 mod tcp_sink;
+pub mod voip;
 
 pub use icmp::{icmp_ping, icmp_ping_with, PingOpts};
 pub use tcp_info::{tcp_info, TcpInfo};

@@ -6,10 +6,15 @@
 //! - [`dist`]: percentiles (numpy's linear rule) and distribution summaries of per-packet
 //!   delays and gaps (seed 002);
 //! - [`series`]: per-interval byte series: goodput over a window, byte-time lines and
-//!   their slope, sliding means, time to reach a level.
+//!   their slope, sliding means, time to reach a level;
+//! - [`emodel`]: the ITU-T G.107 E-model (R factor, MOS) with G.113's codec values;
+//! - [`voice`]: a voice stream's one-way delay, RFC 3550 jitter, loss, a fixed jitter
+//!   buffer's late packets, and its E-model rating.
 //!
 //! Means, standard deviations, CoV and Jain's index themselves are `weir_core::stats`.
 
 pub mod dist;
+pub mod emodel;
 pub mod series;
 pub mod table4;
+pub mod voice;

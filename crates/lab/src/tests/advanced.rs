@@ -236,6 +236,8 @@ pub fn plan(subtest: &str, c: &AdvancedConfig) -> Result<Plan> {
         window_s: c.before_s,
         interval_ms: c.interval_ms,
         busy_poll: c.busy_poll,
+        voice: Vec::new(),
+        line_bps: None,
     };
     plan.validate()?;
     Ok(plan)
@@ -638,6 +640,7 @@ mod tests {
             dut_report: serde_json::Value::Null,
             wan_report: None,
             seconds: 15.0,
+            voice: Vec::new(),
         }
     }
 

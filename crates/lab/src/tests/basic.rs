@@ -100,6 +100,8 @@ pub fn plan(policy_file: &str, policy_text: &str, c: &BasicConfig) -> Result<Pla
         window_s: c.window_s,
         interval_ms: 1000,
         busy_poll: c.busy_poll,
+        voice: Vec::new(),
+        line_bps: None,
     };
     plan.validate()?;
     Ok(plan)

@@ -5,6 +5,7 @@
 //! | [`basic`] | class-based bandwidth limitation and per-session guarantee (Table 4 statistics) | 000 |
 //! | [`robustness`] | heterogeneous WAN delays, periodic loss, heterogeneous TCP senders (Table 5) | 000 |
 //! | [`advanced`] | inter- and intra-class bandwidth borrowing (Table 6) | 000 |
+//! | [`voip`] | a G.729 call beside 20 FTP sessions on 125 kbit/s and a T1: delay, jitter, loss, E-model MOS, time to establish (Table 6, Fig. 13, Table 7) | 000 |
 //! | [`fidelity`] | link-shaping fidelity: inter-frame gaps, delay and loss of CBR flows | 002 |
 //!
 //! [`testbed`] is what the seed 000 labs share: a [`Plan`](testbed::Plan) of TCP sessions,
@@ -16,3 +17,4 @@ pub mod basic;
 pub mod fidelity;
 pub mod robustness;
 pub mod testbed;
+pub mod voip;

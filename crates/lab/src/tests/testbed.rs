@@ -22,6 +22,10 @@
 //! delays the data; the ACKs return unimpaired), so a session's RTT is its WAN delay plus
 //! the queueing in the DUT.
 //!
+//! A plan may also carry voice calls ([`VoicePlan`]: a G.729 RTP stream, [`crate::agents::voip`])
+//! from their own source addresses to a UDP port of the receiver; each run then returns
+//! every received voice packet with its send and kernel receive times ([`VoiceOutcome`]).
+//!
 //! Sessions get their source addresses from the policy ([`addresses_for_class`]): hosts
 //! of the IPv4 source prefix of a rule that sends to the class, checked with the policy's
 //! own classifier so that a test never silently measures the wrong class.
@@ -34,11 +38,14 @@ use serde::{Deserialize, Serialize};
 use weir_core::classify::Fields;
 use weir_core::policy::Policy;
 
+use crate::agents::cbr::{CbrSender, CbrSenderReport, CbrSink};
+use crate::agents::voip::{voice_packets, voice_sender, voice_sink};
 use crate::agents::{SenderOpts, SenderReport, SinkOpts, TcpSender, TcpSink};
 use crate::dut::{self, BridgeThread, DutSetup, DutSpec};
 use crate::report::{html_report, meta_text, write_files, Section};
 use crate::stats::series::{goodput_bps, sum_series};
 use crate::stats::table4::{self, ClassStats, RunMeasure, SessionMeasure};
+use crate::stats::voice::VoicePacket;
 use crate::topo::{require_root, set_tcp_options, BridgeTopo};
 use crate::{Error, Result};
 
@@ -72,6 +79,19 @@ pub struct SessionPlan {
     /// Stop writing, seconds after the receiver starts.
     pub stop_s: f64,
     pub wan: Option<Wan>,
+}
+
+/// One voice call: a G.729 RTP stream from `src` to the receiver's UDP `port`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VoicePlan {
+    pub name: String,
+    /// The class the policy should put it in (checked, as UDP to `port`).
+    pub class: String,
+    pub src: Ipv4Addr,
+    pub port: u16,
+    /// Start and stop, seconds after the receiver starts.
+    pub start_s: f64,
+    pub stop_s: f64,
 }
 
 /// Host TCP settings (per namespace, so common to every session of a run).
@@ -119,6 +139,15 @@ pub struct Plan {
     pub interval_ms: u64,
     /// weir DUTs busy-poll.
     pub busy_poll: bool,
+    /// Voice calls beside the sessions.
+    #[serde(default)]
+    pub voice: Vec<VoicePlan>,
+    /// A serial line of this rate (bit/s) after the DUT: the WAN stage serialises every
+    /// data-direction frame at it ([`line_policy`]), as a real narrow WAN link does — a small
+    /// packet waits behind a large one already on the wire. Not with per-session WAN
+    /// impairments.
+    #[serde(default)]
+    pub line_bps: Option<u64>,
 }
 
 impl Plan {
@@ -154,30 +183,63 @@ impl Plan {
                 ));
             }
         }
+        if self.line_bps.is_some() && self.sessions.iter().any(|s| s.wan.is_some()) {
+            return bad("a serial line and per-session WAN impairments together".into());
+        }
+        for v in &self.voice {
+            if !seen.insert(v.src) {
+                return bad(format!("two sessions or calls from {}", v.src));
+            }
+            if !(0.0 <= v.start_s && v.start_s < v.stop_s && v.stop_s <= self.duration_s) {
+                return bad(format!(
+                    "call {}: start {} s / stop {} s outside the run",
+                    v.name, v.start_s, v.stop_s
+                ));
+            }
+        }
         let p = self.policy()?;
-        check_classes(&p, &self.sessions)
+        check_classes(&p, &self.sessions)?;
+        check_addressed(
+            &p,
+            self.voice
+                .iter()
+                .map(|v| (v.name.as_str(), v.src, 17, v.port, v.class.as_str())),
+        )
     }
 }
 
 /// Sessions' source addresses must land in their classes under the policy's classifier.
 pub fn check_classes(p: &Policy, sessions: &[SessionPlan]) -> Result<()> {
+    check_addressed(
+        p,
+        sessions
+            .iter()
+            .map(|s| (s.name.as_str(), s.src, 6, SINK_PORT, s.class.as_str())),
+    )
+}
+
+/// Each (name, source, protocol, destination port, class) must be classified into its
+/// class by the policy's classifier.
+fn check_addressed<'a>(
+    p: &Policy,
+    flows: impl IntoIterator<Item = (&'a str, Ipv4Addr, u8, u16, &'a str)>,
+) -> Result<()> {
     let mut pipe = p
         .build(weir_core::Instant::ZERO)
         .map_err(|e| Error::Invalid(format!("policy: {e}")))?;
-    for s in sessions {
+    for (name, src, proto, port, class) in flows {
         let f = Fields::ip(
-            IpAddr::V4(s.src),
+            IpAddr::V4(src),
             IpAddr::V4(BridgeTopo::RCV_ADDR),
-            6,
+            proto,
             Some(40000),
-            Some(SINK_PORT),
+            Some(port),
         );
-        let (class, _) = pipe.classifier.classify(&f, 1500);
-        let got = &p.classes[class as usize].name;
-        if got != &s.class {
+        let (ci, _) = pipe.classifier.classify(&f, 1500);
+        let got = &p.classes[ci as usize].name;
+        if got != class {
             return Err(Error::Invalid(format!(
-                "session {} from {} is classified into '{got}', not '{}': the policy's rules do not match the test's addressing",
-                s.name, s.src, s.class
+                "session {name} from {src} is classified into '{got}', not '{class}': the policy's rules do not match the test's addressing"
             )));
         }
     }
@@ -265,6 +327,27 @@ pub struct SessionOutcome {
     pub error: Option<String>,
 }
 
+/// What one voice call did in one run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct VoiceOutcome {
+    pub name: String,
+    pub class: String,
+    pub src: Ipv4Addr,
+    /// Packets sent (sequence numbers 0..sent).
+    pub sent: u64,
+    /// Send time of packet 0, ns since the Unix epoch.
+    pub first_send_ns: Option<u64>,
+    /// Sends the local kernel refused, and sends later than one period (sender problems,
+    /// expected 0).
+    pub send_errors: u64,
+    pub late_sends: u64,
+    /// Datagrams the receiver's socket dropped (expected 0).
+    pub socket_drops: u64,
+    /// Every packet received, in arrival order.
+    pub packets: Vec<VoicePacket>,
+    pub error: Option<String>,
+}
+
 /// One run of one DUT.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunOutcome {
@@ -276,6 +359,9 @@ pub struct RunOutcome {
     /// The WAN stage's weir report, when there was one.
     pub wan_report: Option<serde_json::Value>,
     pub seconds: f64,
+    /// The plan's voice calls.
+    #[serde(default)]
+    pub voice: Vec<VoiceOutcome>,
 }
 
 /// The WAN stage's policy: one profile per impaired session, by source address.
@@ -302,6 +388,16 @@ pub fn wan_policy(sessions: &[SessionPlan], seed: u64) -> Option<String> {
     Some(t)
 }
 
+/// The WAN stage's policy for a serial line of `bps` after the DUT: one emulation profile
+/// with that rate (frames serialised back to back, 1000-packet queue) for all traffic.
+pub fn line_policy(bps: u64, seed: u64) -> String {
+    format!(
+        "[link]\nrate = \"10Gbit\"\ndirection = \"none\"\nseed = {seed}\n\n\
+         [[emulate]]\nname = \"line\"\nrate = \"{bps}bit\"\n\n\
+         [[rule]]\nname = \"all\"\nemulate = \"line\"\n"
+    )
+}
+
 /// weir as the WAN stage, on a thread in the stage's namespace.
 fn start_wan_stage(topo: &BridgeTopo, policy_text: &str) -> Result<BridgeThread> {
     let emu = topo
@@ -324,7 +420,10 @@ pub fn run_plan(
 ) -> Result<RunOutcome> {
     plan.validate()?;
     let policy = plan.policy()?;
-    let wan = wan_policy(&plan.sessions, 1 + run as u64);
+    let wan = match plan.line_bps {
+        Some(bps) => Some(line_policy(bps, 1 + run as u64)),
+        None => wan_policy(&plan.sessions, 1 + run as u64),
+    };
     let topo = if wan.is_some() {
         BridgeTopo::with_wan_stage("tb")?
     } else {
@@ -357,7 +456,12 @@ pub fn run_plan(
             &format!("{rto}ms"),
         ])?;
     }
-    let srcs: Vec<Ipv4Addr> = plan.sessions.iter().map(|s| s.src).collect();
+    let srcs: Vec<Ipv4Addr> = plan
+        .sessions
+        .iter()
+        .map(|s| s.src)
+        .chain(plan.voice.iter().map(|v| v.src))
+        .collect();
     topo.add_sender_addrs(&srcs)?;
     let mut wan_stage = match &wan {
         Some(text) => Some(start_wan_stage(&topo, text)?),
@@ -368,6 +472,11 @@ pub fn run_plan(
         .sessions
         .iter()
         .map(|s| dut::Session::tcp(SocketAddr::new(IpAddr::V4(s.src), 0), sink_addr))
+        .chain(plan.voice.iter().map(|v| dut::Session {
+            src: SocketAddr::new(IpAddr::V4(v.src), 0),
+            dst: SocketAddr::new(IpAddr::V4(BridgeTopo::RCV_ADDR), v.port),
+            proto: 17,
+        }))
         .collect();
     let setup = DutSetup {
         topo: &topo,
@@ -380,10 +489,23 @@ pub fn run_plan(
     let mut sink_opts = SinkOpts::new(sink_addr, interval);
     sink_opts.rcvbuf = plan.tcp.rcvbuf;
     let sink = TcpSink::start_with(&topo.rcv, sink_opts)?;
+    let voice_sinks = plan
+        .voice
+        .iter()
+        .map(|v| CbrSink::start_with(&topo.rcv, voice_sink(voice_addr(v))))
+        .collect::<Result<Vec<_>>>()?;
     let t0 = Instant::now();
     // one thread per session: wait for its start, send, report
     let total = Duration::from_secs_f64(plan.duration_s);
-    let (sink_report, reports) = std::thread::scope(|sc| {
+    let (sink_report, reports, voice_reports) = std::thread::scope(|sc| {
+        let voice_handles: Vec<_> = plan
+            .voice
+            .iter()
+            .map(|v| {
+                let ns = &topo.snd;
+                sc.spawn(move || send_voice(ns, v, t0))
+            })
+            .collect();
         let mut handles = Vec::new();
         for s in &plan.sessions {
             let mut o = SenderOpts::new(
@@ -430,8 +552,38 @@ pub fn run_plan(
                     .unwrap_or_else(|_| Err("sender thread panicked".into()))
             })
             .collect();
-        (sink_report, reports)
+        let voice_reports: Vec<std::result::Result<CbrSenderReport, String>> = voice_handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("voice thread panicked".into()))
+            })
+            .collect();
+        (sink_report, reports, voice_reports)
     });
+    let voice = plan
+        .voice
+        .iter()
+        .zip(voice_sinks)
+        .zip(voice_reports)
+        .map(|((v, sink), rep)| {
+            let sent = rep.as_ref().map_or(0, |r| r.attempted);
+            // what is still in the DUT's queues arrives within a second or so
+            let rec = sink.finish(sent, Duration::from_millis(1500));
+            VoiceOutcome {
+                name: v.name.clone(),
+                class: v.class.clone(),
+                src: v.src,
+                sent,
+                first_send_ns: rep.as_ref().ok().and_then(|r| r.first_send_ns),
+                send_errors: rep.as_ref().map_or(0, |r| r.send_errors.total),
+                late_sends: rep.as_ref().map_or(0, |r| r.late),
+                socket_drops: rec.socket_drops,
+                packets: voice_packets(&rec),
+                error: rep.err().or(rec.error),
+            }
+        })
+        .collect();
     let dut_report = running.stop();
     let wan_report = wan_stage
         .as_mut()
@@ -484,7 +636,41 @@ pub fn run_plan(
         dut_report: serde_json::to_value(&dut_report).unwrap_or_default(),
         wan_report,
         seconds,
+        voice,
     })
+}
+
+/// The receiver's address of a voice call.
+fn voice_addr(v: &VoicePlan) -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(BridgeTopo::RCV_ADDR), v.port)
+}
+
+/// Wait for the call's start, send it until its stop (or a stop signal), report.
+fn send_voice(
+    ns: &crate::topo::Netns,
+    v: &VoicePlan,
+    t0: Instant,
+) -> std::result::Result<CbrSenderReport, String> {
+    let start = Duration::from_secs_f64(v.start_s);
+    while t0.elapsed() < start {
+        if crate::interrupted() {
+            return Err("interrupted".into());
+        }
+        std::thread::sleep(Duration::from_millis(20).min(start.saturating_sub(t0.elapsed())));
+    }
+    let o = voice_sender(
+        SocketAddr::new(IpAddr::V4(v.src), 0),
+        voice_addr(v),
+        Duration::from_secs_f64(v.stop_s - v.start_s),
+    );
+    let s = CbrSender::start(ns, o).map_err(|e| e.to_string())?;
+    while !s.is_finished() {
+        if crate::interrupted() {
+            return Ok(s.stop());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(s.join())
 }
 
 /// Per class, the sessions' goodputs and segment counts of one run, for Table 4.
@@ -697,5 +883,14 @@ mod tests {
         assert_eq!(p.emulators[0].cfg.delay.0, 50_000_000);
         assert_eq!(p.seed, 9);
         assert_eq!(p.rules[0].emulate, Some(0));
+    }
+
+    #[test]
+    fn line_policy_serialises_everything() {
+        let p = Policy::parse("l", &line_policy(125_000, 3)).unwrap();
+        assert_eq!(p.emulators.len(), 1);
+        assert_eq!(p.rules.len(), 1);
+        assert_eq!(p.rules[0].emulate, Some(0));
+        assert!(p.rules[0].m.src.is_empty());
     }
 }

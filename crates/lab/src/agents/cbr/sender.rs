@@ -18,6 +18,7 @@ use weir_io::clock::{monotonic_ns, realtime_ns, set_timer_slack_1ns};
 
 use super::pacing::{offset_ns, Pacing};
 use super::{payload_len, CbrHeader, DEFAULT_FLOW, HEADER_LEN, MAX_BATCH};
+use crate::agents::voip::{Rtp, RTP_HEADER_LEN};
 use crate::sys::{join_thread, pin_to_cpu, setsockopt_int};
 use crate::topo::Netns;
 use crate::{Error, Result};
@@ -56,6 +57,10 @@ pub struct CbrSenderOpts {
     pub tos: Option<u8>,
     /// `SO_SNDBUF`; `None`: the kernel default.
     pub sndbuf: Option<usize>,
+    /// Start every payload with this RTP header (sequence number and timestamp from the
+    /// packet's sequence number) and put the CBR header after it: a voice stream
+    /// ([`crate::agents::voip`]). `None`: the CBR header starts the payload.
+    pub rtp: Option<Rtp>,
 }
 
 impl CbrSenderOpts {
@@ -78,6 +83,7 @@ impl CbrSenderOpts {
             cpu: None,
             tos: None,
             sndbuf: None,
+            rtp: None,
         }
     }
 
@@ -103,7 +109,21 @@ impl CbrSenderOpts {
                 )));
             }
         }
-        payload_len(self.frame, self.dst.is_ipv6())
+        let p = payload_len(self.frame, self.dst.is_ipv6())?;
+        let need = self.header_offset() + HEADER_LEN;
+        if p < need {
+            return Err(Error::Invalid(format!(
+                "CBR frame size {} bytes leaves {p} bytes of UDP payload; the RTP and CBR \
+                 headers need {need}",
+                self.frame
+            )));
+        }
+        Ok(p)
+    }
+
+    /// Where the CBR header starts in the payload: after the RTP header, if any.
+    pub fn header_offset(&self) -> usize {
+        self.rtp.map_or(0, |_| RTP_HEADER_LEN)
     }
 }
 
@@ -343,6 +363,7 @@ fn sender_loop(
     let (mut first_mono, mut last_mono) = (0u64, 0u64);
     let (mut first_rt, mut last_rt) = (None, None);
     let mut hdr = [0u8; HEADER_LEN];
+    let hdr_at = opts.header_offset();
 
     loop {
         if stop.load(Ordering::Relaxed) {
@@ -387,7 +408,10 @@ fn sender_loop(
                 tx_ns,
             }
             .encode_into(&mut hdr);
-            buf[..HEADER_LEN].copy_from_slice(&hdr);
+            if let Some(rtp) = &opts.rtp {
+                rtp.encode(seq, &mut buf[..RTP_HEADER_LEN]);
+            }
+            buf[hdr_at..hdr_at + HEADER_LEN].copy_from_slice(&hdr);
             let lateness = now.saturating_sub(t0 + offset_ns(seq, period));
             max_late = max_late.max(lateness);
             sum_late += lateness as f64;

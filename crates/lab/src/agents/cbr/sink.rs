@@ -43,6 +43,9 @@ pub struct CbrSinkOpts {
     /// device under test. `None` (default): wake on every arrival. Keep `rcvbuf` larger
     /// than a period's worth of packets.
     pub wake_every: Option<Duration>,
+    /// Where the CBR header starts in each payload (12 after an RTP header: a voice stream
+    /// from a sender with `rtp` set). Default 0.
+    pub header_offset: usize,
 }
 
 impl CbrSinkOpts {
@@ -56,6 +59,7 @@ impl CbrSinkOpts {
             batch: 64,
             cpu: None,
             wake_every: None,
+            header_offset: 0,
         }
     }
 }
@@ -84,6 +88,13 @@ impl CbrSink {
 
     /// [`CbrSink::start`] with all options.
     pub fn start_with(ns: &Netns, opts: CbrSinkOpts) -> Result<CbrSink> {
+        if opts.header_offset + super::HEADER_LEN > RX_PREFIX {
+            return Err(Error::Invalid(format!(
+                "CBR sink header offset {} (at most {})",
+                opts.header_offset,
+                RX_PREFIX - super::HEADER_LEN
+            )));
+        }
         if opts.batch == 0 || opts.batch > 1024 {
             return Err(Error::Invalid(format!(
                 "CBR sink batch {} (want 1..=1024)",
@@ -264,7 +275,7 @@ fn sink_loop(
             for (k, m) in msgs.iter().enumerate().take(got) {
                 // SAFETY: k < vlen = bufs.len(); recvmmsg has returned, nothing else writes.
                 let buf = unsafe { &*bufs_ptr.add(k) };
-                take_datagram(m, buf, o.flow, out);
+                take_datagram(m, buf, o.flow, o.header_offset, out);
             }
             shared
                 .received
@@ -305,6 +316,7 @@ fn take_datagram(
     m: &libc::mmsghdr,
     buf: &[u8; RX_PREFIX],
     flow: Option<u32>,
+    offset: usize,
     out: &mut CbrRecords,
 ) {
     let len = m.msg_len as usize;
@@ -325,7 +337,10 @@ fn take_datagram(
             c = libc::CMSG_NXTHDR(&m.msg_hdr, c);
         }
     }
-    let Some(h) = CbrHeader::decode(&buf[..len.min(RX_PREFIX)]) else {
+    let Some(h) = buf
+        .get(offset..len.min(RX_PREFIX))
+        .and_then(CbrHeader::decode)
+    else {
         out.ignored += 1;
         return;
     };

@@ -700,6 +700,7 @@ mod tests {
             dut_report: serde_json::Value::Null,
             wan_report: None,
             seconds: 1.0,
+            voice: Vec::new(),
         }
     }
 

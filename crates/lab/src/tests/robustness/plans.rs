@@ -111,6 +111,8 @@ fn single_session_plan(
         window_s,
         interval_ms: 1000,
         busy_poll,
+        voice: Vec::new(),
+        line_bps: None,
     };
     plan.validate()?;
     Ok(plan)
