@@ -68,6 +68,14 @@ fn stop_weir(g: KillOnDrop) -> serde_json::Value {
 /// iperf3 (cubic, default host settings) from snd to rcv for `secs` after a `omit`-second
 /// warm-up; the receiver's goodput in bit/s.
 fn iperf3(t: &BridgeTopo, secs: u32, omit: u32) -> f64 {
+    let v = iperf3_json(t, secs, omit);
+    v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no goodput in {v}"))
+}
+
+/// [`iperf3`]'s whole JSON report.
+fn iperf3_json(t: &BridgeTopo, secs: u32, omit: u32) -> serde_json::Value {
     let port = "5201";
     let server = KillOnDrop(Some(
         in_ns(&t.rcv, &["iperf3", "-s", "-1", "-p", port])
@@ -92,9 +100,7 @@ fn iperf3(t: &BridgeTopo, secs: u32, omit: u32) -> f64 {
     let v: serde_json::Value =
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("iperf3 output: {e}: {text}"));
     assert!(out.status.success(), "iperf3 failed: {text}");
-    v["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap_or_else(|| panic!("no goodput in {text}"))
+    v
 }
 
 /// The sender really sends super-packets: its veth keeps TSO and GSO on.
@@ -183,4 +189,44 @@ fn tcp_from_a_tso_sender_through_weir_run_gets_its_class_rate() {
     );
     assert!(goodput >= 0.93 * ideal, "{goodput} < 93 % of {ideal}");
     assert!(goodput <= 1.02 * ideal, "{goodput} above the rate {ideal}");
+}
+
+/// MSS clamping with real stacks: iperf3 through `weir run` with a class clamped to 256
+/// bytes. The client's SYN (outbound, classified into the class) and the server's SYN-ACK
+/// (inbound, not shaped: the policy shapes outbound) are both lowered, so the connection
+/// the kernel sets up uses segments of at most 256 bytes (iperf3 reports the socket's
+/// TCP_MAXSEG: 256 less 12 bytes of timestamp option), data flows, and weir counts it.
+#[test]
+fn iperf3_through_an_mss_clamped_class_uses_small_segments() {
+    let test = "iperf3_through_an_mss_clamped_class_uses_small_segments";
+    if skip_unless_root(test) || !have_iperf3(test) {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let t = BridgeTopo::new("mss").unwrap();
+    let dir = std::env::temp_dir().join(format!("weir-mss-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = dir.join("mss.toml");
+    std::fs::write(
+        &policy,
+        "[link]\nrate = \"10Mbit\"\ndefault = \"bulk\"\n[[class]]\nname = \"bulk\"\nrate = \"10Mbit\"\nmss = 256\n",
+    )
+    .unwrap();
+    let sock = dir.join("weir.sock");
+    let w = start_weir(&t, &["run", "--policy", policy.to_str().unwrap()], &sock);
+    let v = iperf3_json(&t, 3, 0);
+    let r = stop_weir(w);
+    let _ = std::fs::remove_dir_all(&dir);
+    let mss = v["start"]["tcp_mss_default"].as_u64().unwrap_or(0);
+    let goodput = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0);
+    let (o, i) = (&r["outbound"]["mss"], &r["inbound"]["mss"]);
+    eprintln!("iperf3 through mss = 256: TCP_MAXSEG {mss}, goodput {goodput:.0} bit/s; weir outbound {o}, inbound {i}");
+    assert!(mss > 0 && mss <= 256, "TCP_MAXSEG {mss}: {v}");
+    assert!(goodput > 1e6, "{goodput}");
+    // iperf3's control and data connections: each SYN lowered out, each SYN-ACK in
+    assert!(o["lowered"].as_u64().unwrap() >= 2, "{o}");
+    assert!(i["lowered"].as_u64().unwrap() >= 2, "{i}");
+    check_report(&r);
 }
