@@ -36,8 +36,8 @@ use crate::checksum::{incremental_update16, incremental_update32};
 use crate::field::{rd16, wr16};
 use crate::ip::Version;
 use crate::parse::Parsed;
+use crate::tcp;
 use crate::tcp::{option_kind, TcpFlags};
-use crate::{tcp, Error};
 
 /// Default send MSS when a SYN has no MSS option: IPv4 (RFC 1122 §4.2.2.6).
 pub const DEFAULT_MSS_V4: u16 = 536;
@@ -202,12 +202,6 @@ fn insert_mss(buf: &mut [u8], p: &Parsed, version: Version, l4: usize, hlen: usi
             let old = rd16(buf, l3 + 4);
             wr16(buf, l3 + 4, old + OPTION_LEN as u16);
         }
-    }
-}
-
-impl From<Error> for MssSkip {
-    fn from(_: Error) -> Self {
-        MssSkip::Malformed
     }
 }
 
