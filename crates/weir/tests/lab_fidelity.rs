@@ -52,7 +52,10 @@ fn quick_fidelity_lab_meets_its_checks_and_reports() {
         }
         if steal.is_some_and(|s| s.quiet()) {
             let failed: Vec<&str> = last.lines().filter(|l| l.starts_with("FAIL")).collect();
-            quiet_failures.push(format!("attempt {attempt} ({steal_text}): {}", failed.join("; ")));
+            quiet_failures.push(format!(
+                "attempt {attempt} ({steal_text}): {}",
+                failed.join("; ")
+            ));
         }
     }
     assert!(

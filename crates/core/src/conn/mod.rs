@@ -91,7 +91,7 @@
 pub mod tcp;
 
 pub use crate::flow::{FlowKey, Side};
-pub use tcp::{Observed, Segment, TcpConn, TcpPhase};
+pub use tcp::{seq_ge, seq_gt, seq_le, seq_lt, Observed, Segment, TcpConn, TcpPhase};
 
 use crate::time::{Duration, Instant};
 use core::net::IpAddr;

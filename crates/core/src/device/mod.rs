@@ -52,6 +52,7 @@ use crate::classify::Fields;
 use crate::conn::{ConnConfig, ConnId, ConnStats, ConnTable};
 use crate::emulate::{EmuConfig, EmuLink};
 use crate::flow::FlowKey;
+use crate::flow::Side;
 use crate::pipeline::{parsed_fields, Pipeline};
 use crate::policy::Policy;
 use crate::pool::{Direction, PktId, PktQueue};
@@ -59,6 +60,7 @@ use crate::qdisc::{Count, Ctx, DropCause};
 use crate::rate::Rate;
 use crate::snapshot::{snapshot, PipelineSnapshot};
 use crate::tcp::mss::{MssStats, MssTable};
+use crate::tcp::tcr::{Tcr, TcrStats, TcrTable, Verdict};
 use crate::time::Instant;
 use serde::Serialize;
 use weir_wire::tcp::TcpFlags;
@@ -100,6 +102,8 @@ pub struct Device {
     /// The policy's MSS caps (both directions: a SYN-ACK is clamped in a direction that
     /// is not shaped too); `None` when it has none.
     mss: Option<MssTable>,
+    /// TCP Rate Control of the policy's `tcr` classes; `None` when it has none.
+    tcr: Option<Tcr>,
 }
 
 /// MSS clamping of a labelled packet (see [`crate::tcp::mss`]): a SYN takes its
@@ -196,8 +200,11 @@ impl Device {
         overhead: i32,
         source: String,
         conns: Option<ConnConfig>,
-        mss: Option<MssTable>,
+        (mss, tcr): (Option<MssTable>, Option<TcrTable>),
     ) -> Result<Device, String> {
+        if tcr.is_some() && conns.is_none() {
+            return Err("TCP rate control needs the connection table".into());
+        }
         Ok(Device {
             lanes: [Lane::new(outbound), Lane::new(inbound)],
             overhead,
@@ -205,6 +212,7 @@ impl Device {
             generation: 1,
             conns: conns.map(ConnTable::new).transpose()?,
             mss,
+            tcr: tcr.map(Tcr::new),
         })
     }
 
@@ -217,6 +225,7 @@ impl Device {
             generation: 1,
             conns: None,
             mss: None,
+            tcr: None,
         }
     }
 
@@ -262,6 +271,22 @@ impl Device {
         }
         self.overhead = policy.overhead;
         self.mss = policy.mss_table();
+        match (policy.tcr_table(), &mut self.tcr) {
+            (Some(table), Some(t)) => t.reconfigure(table, cx.pool),
+            (Some(table), None) if self.conns.is_some() => self.tcr = Some(Tcr::new(table)),
+            (Some(_), None) => return Err("TCP rate control needs the connection table".into()),
+            (None, Some(t)) => t.reconfigure(TcrTable::default(), cx.pool),
+            (None, None) => {}
+        }
+        // ACKs released by the reload go out through the new pipelines
+        if let Some(t) = &mut self.tcr {
+            for dir in [Direction::Outbound, Direction::Inbound] {
+                drain_ready(t, &mut self.lanes[dir_index(dir)], dir, cx);
+            }
+            if policy.tcr_table().is_none() && t.is_empty() {
+                self.tcr = None;
+            }
+        }
         self.source = policy.file.clone();
         self.generation += 1;
         report.generation = self.generation;
@@ -287,11 +312,12 @@ impl Device {
         let mut fields = None;
         let mut parsed = None;
         let mut conn = ConnId::NONE;
+        let mut side = Side::Orig;
         if lane.pipe.is_some() || self.conns.is_some() {
             let data = cx.pool.data(pkt);
             let p = weir_wire::parse_frame(data);
             if let (Some(t), Ok(p)) = (&mut self.conns, &p) {
-                conn = track(t, p, data, cx.now);
+                (conn, side) = track(t, p, data, cx.now);
             }
             cx.pool.meta_mut(pkt).conn = conn.0;
             fields = Some(p.as_ref().map(parsed_fields).map_err(|_| ()));
@@ -309,7 +335,6 @@ impl Device {
                     let conns = self.conns.as_mut();
                     clamp_mss(table, true, conns, conn, parsed, pkt, cx, &mut lane.mss);
                 }
-                p.admit(pkt, cx)
             }
             _ => {
                 if let (Some(table), Some(parsed)) = (&self.mss, &parsed) {
@@ -318,10 +343,44 @@ impl Device {
                     clamp_mss(table, false, conns, conn, parsed, pkt, cx, &mut lane.mss);
                 }
                 cx.pool.meta_mut(pkt).arrival = arrival.min(cx.now);
+            }
+        }
+        if let (Some(t), Some(conns), Some(parsed)) = (&mut self.tcr, &self.conns, &parsed) {
+            let labelled = lane.pipe.is_some().then(|| cx.pool.meta(pkt).class);
+            let v = t.ingress(
+                dir,
+                pkt,
+                parsed,
+                conns,
+                (conn, side),
+                labelled,
+                cx.pool,
+                cx.now,
+            );
+            // what TCR released ahead of this frame goes first
+            drain_ready(t, lane, dir, cx);
+            if v == Verdict::Held {
+                return Ok(());
+            }
+        }
+        match &mut lane.pipe {
+            Some(p) => p.admit(pkt, cx),
+            None => {
                 lane.pass.push_back(cx.pool, pkt);
                 Ok(())
             }
         }
+    }
+
+    /// What TCP rate control did to the ACKs travelling `dir` (`None`: the policy has no
+    /// `tcr` class).
+    pub fn tcr_stats(&self, dir: Direction) -> Option<TcrStats> {
+        self.tcr.as_ref().map(|t| t.stats(dir))
+    }
+
+    /// TCP rate control's state (sessions per class, rates), if the policy has any.
+    pub fn tcr(&self) -> Option<&Tcr> {
+        self.tcr.as_ref()
     }
 
     /// What MSS clamping did to the SYNs and SYN-ACKs travelling `dir`.
@@ -345,6 +404,12 @@ impl Device {
         if let Some(p) = lane.originate.pop_front(cx.pool) {
             return Some(p);
         }
+        if let Some(t) = &mut self.tcr {
+            if t.due(dir, cx.now) {
+                t.release(dir, cx.pool, cx.now);
+                drain_ready(t, lane, dir, cx);
+            }
+        }
         match &mut lane.pipe {
             Some(p) => p.dequeue(cx),
             None => lane.pass.pop_front(cx.pool),
@@ -358,13 +423,15 @@ impl Device {
         self.lanes
             .iter()
             .filter_map(|l| l.pipe.as_ref().and_then(Pipeline::next_wakeup))
+            .chain(self.tcr.as_ref().and_then(Tcr::next_wakeup))
             .min()
     }
 
     /// Packets held in `dir`.
     pub fn len(&self, dir: Direction) -> usize {
         let l = &self.lanes[dir_index(dir)];
-        l.pipe.as_ref().map_or(0, Pipeline::len) + l.pass.len() + l.originate.len()
+        let held = self.tcr.as_ref().map_or(0, |t| t.len(dir));
+        l.pipe.as_ref().map_or(0, Pipeline::len) + l.pass.len() + l.originate.len() + held
     }
 
     /// Whether nothing is held in either direction.
@@ -375,6 +442,9 @@ impl Device {
     /// Discard everything held in both directions (e.g. at shutdown), reporting each
     /// packet through `cx.drop_later` with `cause`.
     pub fn purge(&mut self, cx: &mut Ctx<'_>, cause: DropCause) {
+        if let Some(t) = &mut self.tcr {
+            t.purge(cx, cause);
+        }
         for l in &mut self.lanes {
             if let Some(p) = &mut l.pipe {
                 p.purge(cx, cause);
@@ -445,9 +515,10 @@ impl Device {
 /// Find or make the connection of a parsed frame (`data`), count it, feed TCP segments to
 /// its state, and expire a few idle entries. `ConnId::NONE` for non-IP frames and a full
 /// table that could not evict.
-fn track(t: &mut ConnTable, p: &weir_wire::Parsed, data: &[u8], now: Instant) -> ConnId {
+fn track(t: &mut ConnTable, p: &weir_wire::Parsed, data: &[u8], now: Instant) -> (ConnId, Side) {
+    let none = (ConnId::NONE, Side::Orig);
     let Some(key) = FlowKey::from_parsed(p) else {
-        return ConnId::NONE;
+        return none;
     };
     let id = match t.lookup(&key) {
         Some(found) => found,
@@ -457,7 +528,7 @@ fn track(t: &mut ConnTable, p: &weir_wire::Parsed, data: &[u8], now: Instant) ->
             t.expire(now, EXPIRE_PER_INSERT);
             match t.lookup_or_insert(&key, now) {
                 Some(found) => found,
-                None => return ConnId::NONE,
+                None => return none,
             }
         }
     };
@@ -472,7 +543,22 @@ fn track(t: &mut ConnTable, p: &weir_wire::Parsed, data: &[u8], now: Instant) ->
             t.observe_tcp(id, side, &seg, p.payload_len(), now);
         }
     }
-    id
+    (id, side)
+}
+
+/// Move the ACKs TCP rate control released in `dir` into that direction's pipeline (or
+/// pass-through queue), oldest first; what the pipeline refuses is dropped later.
+fn drain_ready(t: &mut Tcr, lane: &mut Lane, dir: Direction, cx: &mut Ctx<'_>) {
+    while let Some(a) = t.take_ready(dir, cx.pool) {
+        match &mut lane.pipe {
+            Some(p) => {
+                if let Err(c) = p.admit(a, cx) {
+                    cx.drop_later(a, c);
+                }
+            }
+            None => lane.pass.push_back(cx.pool, a),
+        }
+    }
 }
 
 /// Move what `old` holds into `new` (see the module comment); `pass` takes what has no

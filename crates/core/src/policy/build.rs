@@ -2,7 +2,7 @@
 //! [`Pipeline`] (classifier and link-sharing scheduler, then the emulator where a profile
 //! applies), and the [`Device`] with both directions — the only way to assemble one.
 
-use super::{ClassDef, MssCap, Policy, QueueKind, RedSpec, Shapes};
+use super::{ClassDef, MssCap, Policy, QueueKind, RedSpec, Shapes, Technique};
 use crate::classify::{Classifier, Rule};
 use crate::device::Device;
 use crate::emulate::{self, EmuConfig, Emulator};
@@ -15,6 +15,7 @@ use crate::queue::red::{RedMode, RedParams, RedQueue};
 use crate::rate::Rate;
 use crate::sched::linkshare::{ClassId, ClassSpec, LinkShare};
 use crate::tcp::mss::{pmtu_cap, MssTable};
+use crate::tcp::tcr::{TcrClass, TcrTable};
 use crate::time::Instant;
 use crate::units::Limit;
 
@@ -82,14 +83,21 @@ impl Policy {
     /// Build the runnable pipeline at time `now`.
     pub fn build(&self, now: Instant) -> Result<Pipeline, String> {
         let mut specs = Vec::with_capacity(self.classes.len());
+        // TCR alone: the scheduler holds only the link rate; every class may use all of it
+        let tcr_only = self.technique == Technique::Tcr;
         for c in &self.classes {
+            let ceil = if tcr_only { self.link_rate } else { c.ceil };
             specs.push(ClassSpec {
                 name: c.name.clone(),
                 parent: c.parent.map(|p| p as ClassId),
                 rate: Rate::with_overhead(c.rate, self.overhead),
-                ceil: Rate::with_overhead(c.ceil, self.overhead),
+                ceil: Rate::with_overhead(ceil, self.overhead),
                 burst: c.burst,
-                cburst: c.cburst,
+                cburst: if tcr_only {
+                    super::compile::burst_for(ceil, self.mtu)
+                } else {
+                    c.cburst
+                },
                 prio: c.prio,
                 quantum: c.quantum,
                 queue: if c.leaf {
@@ -136,6 +144,38 @@ impl Policy {
             .then_some(MssTable { by_class, by_rule })
     }
 
+    /// The rate-controlled leaves (`tcr` key, inherited, else the technique) with their
+    /// assured rate and per-session guarantee; `None` when there are none or nothing is
+    /// shaped.
+    pub fn tcr_table(&self) -> Option<TcrTable> {
+        if self.shapes == Shapes::None {
+            return None;
+        }
+        let mut written: Vec<Option<bool>> = Vec::with_capacity(self.classes.len());
+        for c in &self.classes {
+            let inherited = c.parent.and_then(|p| written[p]);
+            written.push(c.tcr.or(inherited));
+        }
+        let by_class: Vec<Option<TcrClass>> = self
+            .classes
+            .iter()
+            .zip(&written)
+            .map(|(c, w)| {
+                (c.leaf && w.unwrap_or(self.technique.tcr())).then(|| TcrClass {
+                    rate_bps: c.rate,
+                    guarantee_bps: match c.queue {
+                        QueueKind::Pfq => c.session.guarantee.unwrap_or(0),
+                        QueueKind::Fifo => 0,
+                    },
+                })
+            })
+            .collect();
+        by_class
+            .iter()
+            .any(Option::is_some)
+            .then_some(TcrTable { by_class })
+    }
+
     /// The live pipeline for traffic travelling in `dir`: shaped if `[link] direction`
     /// covers it, emulated if any `[[emulate]]` profile in use applies to it; `None` when
     /// neither (the direction is forwarded untouched).
@@ -174,7 +214,7 @@ impl Policy {
                 seed: self.seed,
                 ..crate::conn::ConnConfig::default()
             }),
-            self.mss_table(),
+            (self.mss_table(), self.tcr_table()),
         )
     }
 

@@ -11,7 +11,8 @@
 //! borrowing is per-flow queuing's redistribution of an idle session's share.
 //!
 //! `technique` selects one of the presets the testbed compares (`cbq`, `cbq+red`,
-//! `cbq+pfq`, `cbq+pfq+red`); a class's own `queue`/`red` keys override it.
+//! `cbq+pfq`, `cbq+pfq+red`, and with TCP rate control `tcr`, `cbq+tcr`, `cbq+pfq+tcr`);
+//! a class's own `queue`/`red`/`tcr` keys override it.
 //! The full reference is docs/policy.md. Every error carries `file:line:col`.
 //!
 //! The code: `raw.rs` (the TOML tables, positions, key parsers), `compile/` (raw → the
@@ -85,14 +86,24 @@ pub enum Technique {
     CbqRed,
     CbqPfq,
     CbqPfqRed,
+    /// TCP rate control alone (iPolicer): class rates are held by TCR only; the scheduler
+    /// enforces nothing but the link rate (every class may use all of it).
+    Tcr,
+    /// Class-based queuing with TCR (Guardian Pro, QoSWorks).
+    CbqTcr,
+    /// Class-based queuing, per-flow queuing and TCR (PacketShaper, WiseWAN).
+    CbqPfqTcr,
 }
 
 impl Technique {
-    pub const ALL: [Technique; 4] = [
+    pub const ALL: [Technique; 7] = [
         Technique::Cbq,
         Technique::CbqRed,
         Technique::CbqPfq,
         Technique::CbqPfqRed,
+        Technique::Tcr,
+        Technique::CbqTcr,
+        Technique::CbqPfqTcr,
     ];
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|t| t.name() == s)
@@ -103,10 +114,23 @@ impl Technique {
             Technique::CbqRed => "cbq+red",
             Technique::CbqPfq => "cbq+pfq",
             Technique::CbqPfqRed => "cbq+pfq+red",
+            Technique::Tcr => "tcr",
+            Technique::CbqTcr => "cbq+tcr",
+            Technique::CbqPfqTcr => "cbq+pfq+tcr",
         }
     }
     fn pfq(self) -> bool {
-        matches!(self, Technique::CbqPfq | Technique::CbqPfqRed)
+        matches!(
+            self,
+            Technique::CbqPfq | Technique::CbqPfqRed | Technique::CbqPfqTcr
+        )
+    }
+    /// Whether the preset turns TCP rate control on (for classes without a `tcr` key).
+    pub fn tcr(self) -> bool {
+        matches!(
+            self,
+            Technique::Tcr | Technique::CbqTcr | Technique::CbqPfqTcr
+        )
     }
     fn red(self) -> bool {
         matches!(self, Technique::CbqRed | Technique::CbqPfqRed)
@@ -218,6 +242,9 @@ pub struct ClassDef {
     pub written: Written,
     /// MSS clamping of the class's TCP connections (`mss`; inherited by children).
     pub mss: Option<MssCap>,
+    /// TCP rate control of the class's connections as written (`tcr`; inherited by
+    /// children; `None`: as the technique says).
+    pub tcr: Option<bool>,
     /// Line of the definition, for messages.
     pub line: usize,
 }
@@ -353,8 +380,12 @@ impl Policy {
     /// The same policy with another technique preset (what the testbed compares).
     pub fn with_technique(&self, t: Technique) -> Policy {
         let mut p = self.clone();
-        for c in p.classes.iter_mut().filter(|c| c.leaf) {
-            c.apply(t, true);
+        for c in p.classes.iter_mut() {
+            if c.leaf {
+                c.apply(t, true);
+            }
+            // forced: the technique decides TCR as it decides the queue
+            c.tcr = None;
         }
         p.technique = t;
         p.warnings

@@ -71,6 +71,7 @@ pub(super) struct RawClass {
     pub(super) red: Option<Spanned<Value>>,
     pub(super) session: Option<Spanned<RawSession>>,
     pub(super) mss: Option<Spanned<Value>>,
+    pub(super) tcr: Option<Spanned<Value>>,
     pub(super) description: Option<String>,
 }
 

@@ -8,8 +8,12 @@
 //! the device's business.
 //!
 //! # Rules, in order
-//! 1. Target: `X · Y / 8` bytes, at least 2 MSS (a smaller window stalls the sender on
-//!    delayed ACKs and cannot carry fast retransmit) — [`target_bytes`].
+//! 1. Target: `X · Y / 8 + MSS` bytes, at least 2 MSS — [`target_bytes`]. `Y` is the
+//!    path's *minimum* RTT, which leaves out the time the segment itself takes to leave
+//!    a shaper serving the flow at `X` (`MSS · 8 / X`); the extra MSS is that time's
+//!    worth of data, without which a flow sized to exactly `X · Y` runs below `X`. Two
+//!    segments is the floor: less stalls the sender on delayed ACKs and cannot carry
+//!    fast retransmit.
 //! 2. Never advertise more than the receiver did: weir only shrinks the offer (the
 //!    receiver's buffer is the receiver's limit; RFC 9293 §3.8.6).
 //! 3. Never pull the right edge (`ack + window`) back behind one already advertised to the
@@ -26,10 +30,10 @@
 //!
 //! Units: bytes, bits per second, microseconds; sequence arithmetic modulo 2³².
 
-/// Bytes of data the sender may have outstanding to send at `rate_bps` over `rtt_us`:
-/// `rate · rtt / 8`, at least two segments of `mss` bytes.
+/// Bytes of data the sender may have outstanding to send at `rate_bps` over a path whose
+/// minimum RTT is `rtt_us`: `rate · rtt / 8 + mss`, at least two segments of `mss` bytes.
 pub fn target_bytes(rate_bps: u64, rtt_us: u32, mss: u16) -> u32 {
-    let bdp = rate_bps as u128 * rtt_us as u128 / 8_000_000;
+    let bdp = rate_bps as u128 * rtt_us as u128 / 8_000_000 + mss as u128;
     (bdp.min(u32::MAX as u128) as u32).max(2 * mss as u32)
 }
 
@@ -97,10 +101,12 @@ mod tests {
         // seed 000's narrowest share: 20 kbit/s class, 4 sessions → 5 kbit/s each; with a
         // 200 ms RTT that is 125 bytes in flight: the floor, 2 × 1460, applies
         assert_eq!(target_bytes(5_000, 200_000, 1460), 2920);
-        // 1 Mbit/s × 100 ms = 12,500 bytes
-        assert_eq!(target_bytes(1_000_000, 100_000, 1460), 12_500);
-        // 1.544 Mbit/s × 250 ms = 48,250 bytes
-        assert_eq!(target_bytes(1_544_000, 250_000, 1460), 48_250);
+        // 1 Mbit/s × 100 ms = 12,500 bytes, + one 1460-byte segment = 13,960
+        assert_eq!(target_bytes(1_000_000, 100_000, 1460), 13_960);
+        // 1.544 Mbit/s × 250 ms = 48,250 bytes, + 1460 = 49,710
+        assert_eq!(target_bytes(1_544_000, 250_000, 1460), 49_710);
+        // 128 kbit/s × 50 ms = 800 bytes + 1460 = 2260: below the 2-segment floor
+        assert_eq!(target_bytes(128_000, 50_000, 1460), 2920);
         // 256-byte MSS (clamped) lowers the floor
         assert_eq!(target_bytes(5_000, 200_000, 256), 512);
     }

@@ -46,6 +46,16 @@ pub(super) fn compile_class(
         session,
         written,
         mss: c.mss.as_ref().and_then(|v| super::mss_cap(src, v)),
+        tcr: c.tcr.as_ref().and_then(|v| match v.get_ref() {
+            Value::Boolean(b) => Some(*b),
+            _ => {
+                src.err(
+                    v.span(),
+                    "`tcr`: expected true or false (TCP rate control of the class's connections)",
+                );
+                None
+            }
+        }),
         line: src.line(raw.span()),
     };
     def.apply(technique, false);

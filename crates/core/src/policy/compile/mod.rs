@@ -345,6 +345,7 @@ fn root_class(
             configured: false,
         },
         mss: None,
+        tcr: None,
         written: Written::default(),
         line: src.line(link_span),
     };
@@ -775,6 +776,6 @@ pub(super) fn session_warnings(p: &Policy) -> Vec<PolicyError> {
 }
 
 /// Default bucket depth: one MTU plus 1 ms at the rate (tc's `rate/HZ + mtu`).
-fn burst_for(rate: u64, mtu: u32) -> u32 {
+pub(super) fn burst_for(rate: u64, mtu: u32) -> u32 {
     (mtu as u64 + rate / 8 / 1000).min(u32::MAX as u64 / 4) as u32
 }
