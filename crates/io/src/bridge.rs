@@ -148,6 +148,8 @@ pub struct LaneStats {
     pub reload_drops: Count,
     /// MSS clamping of the SYNs and SYN-ACKs travelling this way (policy `mss` keys).
     pub mss: weir_core::tcp::mss::MssStats,
+    /// TCP rate control of the ACKs travelling this way (policy `tcr`); `None` without.
+    pub tcr: Option<weir_core::tcp::tcr::TcrStats>,
 }
 
 /// Super-packets and the segments they made.
@@ -616,6 +618,7 @@ impl Bridge {
             lane.stats.kernel_rx_drops += lane.rx.kernel_drops();
             lane.stats.duplicated = self.device.duplicated(lane.dir);
             lane.stats.mss = self.device.mss_stats(lane.dir);
+            lane.stats.tcr = self.device.tcr_stats(lane.dir);
             lane.stats.tx_rejected = lane.tx.rejected;
             if let Some(p) = &mut lane.pcap {
                 let _ = p.flush();

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 pub struct Args {
     /// Policy file (TOML).
     policy: PathBuf,
-    /// Override the policy's technique preset (cbq, cbq+red, cbq+pfq, cbq+pfq+red).
+    /// Override the policy's technique preset (cbq, cbq+red, cbq+pfq, cbq+pfq+red, tcr, cbq+tcr, cbq+pfq+tcr).
     #[arg(long)]
     technique: Option<String>,
 }

@@ -43,12 +43,13 @@ enum LabCmd {
 /// Options shared by the seed 000 tests (`basic`, `robustness`, `advanced`).
 #[derive(clap::Args)]
 struct TestbedArgs {
-    /// A device under test: weir:cbq, weir:cbq+red, weir:cbq+pfq, weir:cbq+pfq+red,
-    /// kernel:htb, kernel:htb-perflow, cmd:SCRIPT. Repeat or comma-separate for several.
+    /// A device under test: weir:cbq, weir:cbq+red, weir:cbq+pfq, weir:cbq+pfq+red, weir:tcr,
+    /// weir:cbq+tcr, weir:cbq+pfq+tcr, kernel:htb, kernel:htb-perflow, cmd:SCRIPT. Repeat or
+    /// comma-separate for several.
     #[arg(long, value_delimiter = ',')]
     dut: Vec<String>,
-    /// Compare weir:cbq, weir:cbq+pfq, weir:cbq+pfq+red, kernel:htb and kernel:htb-perflow
-    /// (plus any --dut) side by side.
+    /// Compare weir:cbq, weir:cbq+pfq, weir:cbq+pfq+red, weir:tcr, weir:cbq+tcr,
+    /// weir:cbq+pfq+tcr, kernel:htb and kernel:htb-perflow (plus any --dut) side by side.
     #[arg(long)]
     compare: bool,
     /// CI-sized runs (see docs/lab.md for each test's quick settings).
@@ -130,7 +131,7 @@ struct AdvancedArgs {
 struct VoipArgs {
     /// Devices under test as for the other tests, plus `router:fifo` (a plain router's FIFO
     /// at the link rate, no manager). Default: router:fifo, weir:cbq, weir:cbq+pfq,
-    /// kernel:htb. --compare adds router:fifo to the usual five.
+    /// kernel:htb. --compare adds router:fifo to the usual eight.
     #[command(flatten)]
     t: TestbedArgs,
     /// Links (comma-separated): 125k, t1. Default: both.
@@ -425,6 +426,9 @@ fn dut_list(compare: bool, dut: Vec<String>) -> anyhow::Result<Option<Vec<String
             "weir:cbq",
             "weir:cbq+pfq",
             "weir:cbq+pfq+red",
+            "weir:tcr",
+            "weir:cbq+tcr",
+            "weir:cbq+pfq+tcr",
             "kernel:htb",
             "kernel:htb-perflow",
         ] {

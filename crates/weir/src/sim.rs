@@ -30,7 +30,7 @@ pub struct Args {
     /// (repeatable), e.g. --idle b@5s-10s.
     #[arg(long, value_parser = Idle::parse)]
     idle: Vec<Idle>,
-    /// Override the technique preset (cbq, cbq+red, cbq+pfq, cbq+pfq+red).
+    /// Override the technique preset (cbq, cbq+red, cbq+pfq, cbq+pfq+red, tcr, cbq+tcr, cbq+pfq+tcr).
     #[arg(long)]
     technique: Option<String>,
     /// Print per-interval delivered rates of every class (e.g. 1s).

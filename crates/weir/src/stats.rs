@@ -69,6 +69,14 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                         n("lowered"), n("kept"), n("inserted"), n("skipped_no_room"), n("skipped_malformed")
                     );
                 }
+                let t = &lane["tcr"];
+                if t.is_object() {
+                    let n = |k: &str| t[k].as_u64().unwrap_or(0);
+                    println!(
+                        "  tcp rate control (ACKs towards senders): {} sized, {} unchanged, {} paced, {} at once (dup/SACK/ECE), {} handshakes held, {} without RTT, {} handshake not seen, {} malformed",
+                        n("sized"), n("unchanged"), n("paced"), n("at_once"), n("handshakes_held"), n("no_rtt"), n("not_seen"), n("malformed")
+                    );
+                }
                 match v[dir]["pipeline"].clone() {
                     serde_json::Value::Null => println!("  (not shaped: forwarded as is)"),
                     p => {

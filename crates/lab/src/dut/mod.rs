@@ -3,7 +3,7 @@
 //!
 //! | spec | what runs |
 //! |---|---|
-//! | `weir:cbq`, `weir:cbq+red`, `weir:cbq+pfq`, `weir:cbq+pfq+red` | weir's own bridge ([`weir_io::bridge::Bridge`]) on a thread in the DUT namespace, with the policy under that technique preset (`Policy::with_technique`), its `Device` (`Policy::build_device`: one pipeline per direction) |
+//! | `weir:cbq`, `weir:cbq+red`, `weir:cbq+pfq`, `weir:cbq+pfq+red`, `weir:tcr`, `weir:cbq+tcr`, `weir:cbq+pfq+tcr` | weir's own bridge ([`weir_io::bridge::Bridge`]) on a thread in the DUT namespace, with the policy under that technique preset (`Policy::with_technique`), its `Device` (`Policy::build_device`: one pipeline per direction) |
 //! | `kernel:htb` | the Linux bridge `br0` over `lan0` + `wan0` ([`BridgeTopo::with_kernel_bridge`]) and an HTB tree translated from the policy on the egress device(s) |
 //! | `kernel:htb-perflow` | as `kernel:htb`, and every leaf that the listed [`Session`]s classify into gets one HTB child class per session: the closest the kernel comes to a per-session guarantee |
 //! | `cmd:/path/script` | any script that makes the DUT forward (see `script.rs`) |
