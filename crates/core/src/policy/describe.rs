@@ -71,6 +71,7 @@ impl Policy {
 
     fn describe_class(&self, i: usize, prefix: &str, last: bool, s: &mut String) {
         let c = &self.classes[i];
+        let tcr = if c.leaf { self.tcr_table() } else { None };
         let (branch, next_prefix) = if i == 0 {
             (String::new(), String::new())
         } else if last {
@@ -80,16 +81,26 @@ impl Policy {
         };
         let label = format!("{branch}{}", c.name);
         let queue = if c.leaf {
-            self.describe_queue(c)
+            let mut q = self.describe_queue(c);
+            if tcr.as_ref().is_some_and(|t| t.by_class[i].is_some()) {
+                q.push_str(" +tcr");
+            }
+            q
         } else {
             String::new()
+        };
+        // under the `tcr` preset the scheduler holds only the link rate (see build.rs)
+        let ceil = if self.technique == super::Technique::Tcr {
+            self.link_rate
+        } else {
+            c.ceil
         };
         let pad = 28usize.saturating_sub(label.chars().count());
         s.push_str(&format!(
             "{label}{:pad$} {:>11} {:>11} {:>4} {:>8}  {queue}\n",
             "",
             fmt_rate(c.rate),
-            fmt_rate(c.ceil),
+            fmt_rate(ceil),
             if i == 0 {
                 "-".to_string()
             } else {

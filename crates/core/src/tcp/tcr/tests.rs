@@ -408,6 +408,19 @@ fn policy_keys_and_presets() {
     let s = pipe.shaper().unwrap();
     let c = s.class_id("c").unwrap();
     assert_eq!(s.ceil(c).bps(), 1_000_000);
+    // and `weir check` says so: the link's ceiling, and which leaves are rate-controlled
+    let d = r.describe();
+    let line = d
+        .lines()
+        .find(|l| l.contains("└─ c") || l.contains("├─ c"))
+        .unwrap();
+    assert!(line.contains("1Mbit") && line.ends_with("+tcr"), "{d}");
+    assert_eq!(
+        p.describe().matches("+tcr").count(),
+        1,
+        "only 'a': {}",
+        p.describe()
+    );
     // a wrong value is an error at its place
     let bad = "[link]\nrate = \"1Mbit\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"1Mbit\"\ntcr = \"yes\"\n";
     let err = Policy::parse("bad.toml", bad).unwrap_err().to_string();
@@ -415,4 +428,73 @@ fn policy_keys_and_presets() {
         err.starts_with("bad.toml:7:7: `tcr`: expected true or false"),
         "{err}"
     );
+}
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        /// Bad input towards a controlled sender — option bytes of any kind and length, a
+        /// data offset beyond the frame, any flags and window — never panics; a frame whose
+        /// checksum was valid leaves with a valid checksum, and one TCR could not read
+        /// leaves unchanged.
+        #[test]
+        fn mangled_acks_are_forwarded_with_valid_checksums(
+            opts in proptest::collection::vec(any::<u8>(), 12),
+            offset in 0u8..16,
+            flags in any::<u8>(),
+            window in any::<u16>(),
+            ack in 1461u32..40_000,
+            fix_checksum in any::<bool>(),
+        ) {
+            let mut e = Env::new(POLICY);
+            e.handshake(0);
+            let s = Seg { sack: Some((1, 2)), window, flags: flags | ACK, ..server_ack(ack) };
+            let id = e.frame(s);
+            {
+                let d = e.pool.data_mut(id);
+                let o = 14 + 20 + 20;
+                d[o..o + 12].copy_from_slice(&opts);
+                d[14 + 20 + 12] = (offset << 4) | (d[14 + 20 + 12] & 0x0f);
+                if fix_checksum {
+                    use weir_wire::checksum::{combine, finish, pseudo_header, sum16};
+                    let seg = &mut d[14 + 20..];
+                    seg[16..18].copy_from_slice(&[0, 0]);
+                    let ph = pseudo_header(IpAddr::V4(SERVER), IpAddr::V4(CLIENT), 6, seg.len() as u32);
+                    let c = finish(combine(ph, sum16(seg)));
+                    seg[16..18].copy_from_slice(&c.to_be_bytes());
+                }
+            }
+            let before = e.pool.data(id).to_vec();
+            let valid = {
+                let q = weir_wire::parse_frame(&before);
+                q.ok().and_then(|q| {
+                    Packet::new_checked(&before[q.l4_offset?..q.l3_end])
+                        .ok()
+                        .map(|p| p.verify_checksum(IpAddr::V4(SERVER), IpAddr::V4(CLIENT)))
+                })
+            };
+            let mut cx = Ctx::new(ms(150), &mut e.pool, &mut e.rng, &mut e.dropped);
+            let _ = e.dev.ingress(Direction::Inbound, id, &mut cx, ms(150));
+            let mut out = Vec::new();
+            for t in [150, 2000] {
+                while let Some(p) = e.poll(Direction::Inbound, ms(t)) {
+                    out.push(p);
+                }
+            }
+            prop_assert_eq!(out.len(), 1, "forwarded, once");
+            let after = e.pool.data(out[0]).to_vec();
+            match valid {
+                Some(true) => {
+                    let q = weir_wire::parse_frame(&after).unwrap();
+                    let p = Packet::new_checked(&after[q.l4_offset.unwrap()..q.l3_end]).unwrap();
+                    prop_assert!(p.verify_checksum(IpAddr::V4(SERVER), IpAddr::V4(CLIENT)));
+                }
+                None => prop_assert_eq!(&after, &before, "unreadable: unchanged"),
+                Some(false) => {}
+            }
+        }
+    }
 }
