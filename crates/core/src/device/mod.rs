@@ -271,7 +271,9 @@ impl Device {
         }
         self.overhead = policy.overhead;
         self.mss = policy.mss_table();
-        match (policy.tcr_table(), &mut self.tcr) {
+        let tcr_table = policy.tcr_table();
+        let keeps_tcr = tcr_table.is_some();
+        match (tcr_table, &mut self.tcr) {
             (Some(table), Some(t)) => t.reconfigure(table, cx.pool),
             (Some(table), None) if self.conns.is_some() => self.tcr = Some(Tcr::new(table)),
             (Some(_), None) => return Err("TCP rate control needs the connection table".into()),
@@ -283,7 +285,7 @@ impl Device {
             for dir in [Direction::Outbound, Direction::Inbound] {
                 drain_ready(t, &mut self.lanes[dir_index(dir)], dir, cx);
             }
-            if policy.tcr_table().is_none() && t.is_empty() {
+            if !keeps_tcr && t.is_empty() {
                 self.tcr = None;
             }
         }

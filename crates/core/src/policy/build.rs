@@ -148,20 +148,10 @@ impl Policy {
     /// assured rate and per-session guarantee; `None` when there are none or nothing is
     /// shaped.
     pub fn tcr_table(&self) -> Option<TcrTable> {
-        if self.shapes == Shapes::None {
-            return None;
-        }
-        let mut written: Vec<Option<bool>> = Vec::with_capacity(self.classes.len());
-        for c in &self.classes {
-            let inherited = c.parent.and_then(|p| written[p]);
-            written.push(c.tcr.or(inherited));
-        }
-        let by_class: Vec<Option<TcrClass>> = self
-            .classes
-            .iter()
-            .zip(&written)
-            .map(|(c, w)| {
-                (c.leaf && w.unwrap_or(self.technique.tcr())).then(|| TcrClass {
+        let by_class: Vec<Option<TcrClass>> = (0..self.classes.len())
+            .map(|i| {
+                let c = &self.classes[i];
+                self.rate_controlled(i).then(|| TcrClass {
                     rate_bps: c.rate,
                     guarantee_bps: match c.queue {
                         QueueKind::Pfq => c.session.guarantee.unwrap_or(0),
@@ -174,6 +164,23 @@ impl Policy {
             .iter()
             .any(Option::is_some)
             .then_some(TcrTable { by_class })
+    }
+
+    /// Whether class `i` is a rate-controlled leaf: its own `tcr` key, else its nearest
+    /// ancestor's, else the technique's; never when nothing is shaped.
+    pub fn rate_controlled(&self, i: usize) -> bool {
+        let c = &self.classes[i];
+        if !c.leaf || self.shapes == Shapes::None {
+            return false;
+        }
+        let mut at = Some(i);
+        while let Some(j) = at {
+            if let Some(on) = self.classes[j].tcr {
+                return on;
+            }
+            at = self.classes[j].parent;
+        }
+        self.technique.tcr()
     }
 
     /// The live pipeline for traffic travelling in `dir`: shaped if `[link] direction`

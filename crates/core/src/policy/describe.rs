@@ -71,7 +71,6 @@ impl Policy {
 
     fn describe_class(&self, i: usize, prefix: &str, last: bool, s: &mut String) {
         let c = &self.classes[i];
-        let tcr = if c.leaf { self.tcr_table() } else { None };
         let (branch, next_prefix) = if i == 0 {
             (String::new(), String::new())
         } else if last {
@@ -82,7 +81,7 @@ impl Policy {
         let label = format!("{branch}{}", c.name);
         let queue = if c.leaf {
             let mut q = self.describe_queue(c);
-            if tcr.as_ref().is_some_and(|t| t.by_class[i].is_some()) {
+            if self.rate_controlled(i) {
                 q.push_str(" +tcr");
             }
             q

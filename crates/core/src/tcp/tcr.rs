@@ -59,6 +59,7 @@
 //! Units: bits per second, bytes, nanoseconds (`Instant`).
 
 use crate::conn::{seq_gt, ConnId, ConnTable, TcpPhase};
+use crate::device::dir_index;
 use crate::flow::Side;
 use crate::pool::{Direction, PktId, PktQueue, Pool};
 use crate::qdisc::{Ctx, DropCause};
@@ -168,6 +169,33 @@ impl Entry {
     }
 }
 
+/// The segment size a connection's sender uses, as far as TCR knows: the policy's cap,
+/// else the MSS option of `receiver`'s SYN, else [`DEFAULT_MSS`].
+fn sender_mss(tcp: &crate::conn::TcpConn, receiver: Side) -> u16 {
+    tcp.mss_cap()
+        .or(tcp.mss(receiver))
+        .unwrap_or(DEFAULT_MSS)
+        .max(1)
+}
+
+/// Time `bytes` take at `rate_bps` (rounded up to the ns).
+fn time_at(bytes: u64, rate_bps: u64) -> Duration {
+    Duration::from_nanos((bytes * 8_000_000_000).div_ceil(rate_bps))
+}
+
+/// The TCP header of parsed frame `p` in `pkt`, to edit in place; `None` when it is
+/// inconsistent with the frame.
+fn tcp_header_mut<'a>(
+    pool: &'a mut Pool,
+    pkt: PktId,
+    p: &weir_wire::Parsed,
+) -> Option<Packet<&'a mut [u8]>> {
+    let l4 = p.l4_offset?;
+    pool.data_mut(pkt)
+        .get_mut(l4..p.l3_end)
+        .and_then(|b| Packet::new_checked(b).ok())
+}
+
 /// A class's rate-controlled sessions.
 #[derive(Clone, Debug, Default)]
 struct Members {
@@ -195,10 +223,6 @@ pub enum Verdict {
     Forward,
     /// TCR holds it; it comes back through [`Tcr::take_ready`].
     Held,
-}
-
-fn lane_of(dir: Direction) -> usize {
-    crate::device::dir_index(dir)
 }
 
 impl Tcr {
@@ -238,12 +262,12 @@ impl Tcr {
     }
 
     pub fn stats(&self, dir: Direction) -> TcrStats {
-        self.stats[lane_of(dir)]
+        self.stats[dir_index(dir)]
     }
 
     /// ACKs held or released-but-not-taken in `dir`.
     pub fn len(&self, dir: Direction) -> usize {
-        let l = lane_of(dir);
+        let l = dir_index(dir);
         self.held[l] + self.ready[l].len()
     }
 
@@ -263,6 +287,14 @@ impl Tcr {
         Some((c.rate_bps / n).max(c.guarantee_bps).max(1))
     }
 
+    /// Take entry `i` out of its class's member list (no class: nothing to do).
+    fn leave_members(&mut self, i: usize) {
+        if let Some(m) = self.members.get_mut(self.entries[i].class as usize) {
+            m.ids.retain(|&x| x as usize != i);
+        }
+        self.entries[i].flags &= !F_ACTIVE;
+    }
+
     /// The entry of connection `id` whose first packet was at `stamp`, made or reset.
     fn entry(&mut self, id: ConnId, stamp: Instant, pool: &mut Pool) -> usize {
         let i = id.0 as usize;
@@ -272,9 +304,7 @@ impl Tcr {
         if self.entries[i].stamp != stamp {
             // the slot holds another connection now: what it held goes, then start afresh
             self.flush(i, pool);
-            if let Some(m) = self.members.get_mut(self.entries[i].class as usize) {
-                m.ids.retain(|&x| x as usize != i);
-            }
+            self.leave_members(i);
             self.entries[i] = Entry::blank(stamp);
         }
         i
@@ -336,7 +366,7 @@ impl Tcr {
             return Verdict::Forward;
         }
         // 2. a segment towards a rate-controlled sender
-        let l = lane_of(dir);
+        let l = dir_index(dir);
         if flags.contains(TcpFlags::SYN | TcpFlags::ACK) && !flags.contains(TcpFlags::RST) {
             return self.syn_ack(i, l, pkt, p, tcp, side, pool, now);
         }
@@ -355,26 +385,14 @@ impl Tcr {
             return Verdict::Forward;
         };
         let receiver = side;
-        let mss = tcp
-            .mss_cap()
-            .or(tcp.mss(receiver))
-            .unwrap_or(DEFAULT_MSS)
-            .max(1);
+        let mss = sender_mss(tcp, receiver);
         let shift = tcp.window_scale(receiver).unwrap_or(0);
         let rtt = tcp.rtt_min_total();
         // the TCP header, edited in place
-        let (Some(l4), l3_end) = (p.l4_offset, p.l3_end) else {
-            return Verdict::Forward;
-        };
-        let Some(seg) = pool
-            .data_mut(pkt)
-            .get_mut(l4..l3_end)
-            .and_then(|b| Packet::new_checked(b).ok())
-        else {
+        let Some(mut seg) = tcp_header_mut(pool, pkt, p) else {
             self.stats[l].malformed += 1;
             return Verdict::Forward;
         };
-        let mut seg = seg;
         let ack = seg.ack_number();
         let mut sack_high: Option<u32> = None;
         for o in seg.options_iter().map_while(|o| o.ok()) {
@@ -440,7 +458,7 @@ impl Tcr {
             self.flush(i, pool);
             return Verdict::Forward;
         }
-        let gap = Duration::from_nanos((newly as u64 * 8_000_000_000).div_ceil(rate));
+        let gap = time_at(newly as u64, rate);
         let release = e.next_free.max(now);
         e.next_free = Instant((release.0 + gap.0).min(now.0 + MAX_HOLD.0));
         if release <= now && e.held.is_empty() {
@@ -491,16 +509,8 @@ impl Tcr {
         let Some(rate) = self.session_rate(self.entries[i].class) else {
             return Verdict::Forward;
         };
-        let mss = tcp
-            .mss_cap()
-            .or(tcp.mss(receiver))
-            .unwrap_or(DEFAULT_MSS)
-            .max(1);
-        let Some(mut seg) = p
-            .l4_offset
-            .and_then(|l4| pool.data_mut(pkt).get_mut(l4..p.l3_end))
-            .and_then(|b| Packet::new_checked(b).ok())
-        else {
+        let mss = sender_mss(tcp, receiver);
+        let Some(mut seg) = tcp_header_mut(pool, pkt, p) else {
             self.stats[l].malformed += 1;
             return Verdict::Forward;
         };
@@ -520,7 +530,7 @@ impl Tcr {
         e.right_edge = ack.wrapping_add(sent as u32);
         e.last_ack = ack;
         e.flags |= F_EDGE_VALID | F_ACK_VALID;
-        let gap = Duration::from_nanos((mss as u64 * 8_000_000_000).div_ceil(rate));
+        let gap = time_at(mss as u64, rate);
         let release = Instant(now.0 + gap.0.min(HANDSHAKE_HOLD.0));
         e.next_free = release;
         self.stats[l].handshakes_held += 1;
@@ -537,26 +547,19 @@ impl Tcr {
         conns: &ConnTable,
         now: Instant,
     ) {
-        let Some(_) = self.table.get(class) else {
+        if self.table.get(class).is_none() {
             // classified into a class without TCR: no longer rate-controlled
             if data {
-                let e = &mut self.entries[i];
-                if let Some(m) = self.members.get_mut(e.class as usize) {
-                    m.ids.retain(|&x| x as usize != i);
-                }
-                e.class = NO_CLASS;
-                e.flags &= !F_ACTIVE;
+                self.leave_members(i);
+                self.entries[i].class = NO_CLASS;
             }
             return;
-        };
-        let e = &mut self.entries[i];
-        if e.class != class {
-            if let Some(m) = self.members.get_mut(e.class as usize) {
-                m.ids.retain(|&x| x as usize != i);
-            }
-            e.flags &= !F_ACTIVE;
-            e.class = class;
         }
+        if self.entries[i].class != class {
+            self.leave_members(i);
+            self.entries[i].class = class;
+        }
+        let e = &mut self.entries[i];
         e.data_side = side.index() as u8;
         // a SYN counts as activity: the session is in the share from its first packet
         e.last_data = now;
@@ -596,7 +599,7 @@ impl Tcr {
 
     /// Release the ACKs of `dir` due at `now` (they come back through [`Tcr::take_ready`]).
     pub fn release(&mut self, dir: Direction, pool: &mut Pool, now: Instant) {
-        let l = lane_of(dir);
+        let l = dir_index(dir);
         while let Some(&Reverse((t, i))) = self.heaps[l].peek() {
             if t > now {
                 break;
@@ -626,13 +629,13 @@ impl Tcr {
     /// The next released ACK of `dir` for the device to forward, oldest first.
     #[inline]
     pub fn take_ready(&mut self, dir: Direction, pool: &mut Pool) -> Option<PktId> {
-        self.ready[lane_of(dir)].pop_front(pool)
+        self.ready[dir_index(dir)].pop_front(pool)
     }
 
     /// Whether `dir` has ACKs due at `now` or released and not yet taken.
     #[inline]
     pub fn due(&self, dir: Direction, now: Instant) -> bool {
-        let l = lane_of(dir);
+        let l = dir_index(dir);
         !self.ready[l].is_empty()
             || self.heaps[l]
                 .peek()
