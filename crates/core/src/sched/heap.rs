@@ -173,46 +173,36 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    proptest! {
-        #[test]
-        fn behaves_like_a_sorted_map(ops in proptest::collection::vec((0u32..32, 0u64..1000, 0u8..3), 0..300)) {
-            let mut h = IndexedHeap::with_ids(32);
-            let mut model: std::collections::BTreeMap<u32, u64> = Default::default();
-            for (id, key, op) in ops {
-                match op {
-                    0 => { h.set(id, key); model.insert(id, key); }
-                    1 => { prop_assert_eq!(h.remove(id), model.remove(&id).is_some()); }
-                    _ => {
-                        let want = model.iter().map(|(&i, &k)| (k, i)).min_by_key(|&(k, _)| k);
-                        let got = h.pop();
-                        prop_assert_eq!(got.map(|g| g.0), want.map(|w| w.0));
-                        if let Some((_, id)) = got { model.remove(&id); }
+    /// A model check against a sorted map, for each heap (both have the same API).
+    macro_rules! model_check {
+        ($name:ident, $heap:expr) => {
+            proptest! {
+                #[test]
+                fn $name(ops in proptest::collection::vec((0u32..32, 0u64..1000, 0u8..3), 0..300)) {
+                    let mut h = $heap;
+                    let mut model: std::collections::BTreeMap<u32, u64> = Default::default();
+                    for (id, key, op) in ops {
+                        match op {
+                            0 => { h.set(id, key); model.insert(id, key); }
+                            1 => { prop_assert_eq!(h.remove(id), model.remove(&id).is_some()); }
+                            _ => {
+                                let want = model.iter().map(|(&i, &k)| (k, i)).min_by_key(|&(k, _)| k);
+                                let got = h.pop();
+                                prop_assert_eq!(got.map(|g| g.0), want.map(|w| w.0));
+                                if let Some((_, id)) = got { model.remove(&id); }
+                            }
+                        }
+                        prop_assert_eq!(h.len(), model.len());
+                        for (&i, &k) in &model { prop_assert_eq!(h.key(i), Some(k)); }
                     }
                 }
-                prop_assert_eq!(h.len(), model.len());
-                for (&i, &k) in &model { prop_assert_eq!(h.key(i), Some(k)); }
             }
-        }
-
-        /// The same model check for the 4-ary heap.
-        #[test]
-        fn four_ary_behaves_like_a_sorted_map(ops in proptest::collection::vec((0u32..32, 0u64..1000, 0u8..3), 0..300)) {
-            let mut h = IndexedDHeap::<4>::with_ids(32);
-            let mut model: std::collections::BTreeMap<u32, u64> = Default::default();
-            for (id, key, op) in ops {
-                match op {
-                    0 => { h.set(id, key); model.insert(id, key); }
-                    1 => { prop_assert_eq!(h.remove(id), model.remove(&id).is_some()); }
-                    _ => {
-                        let want = model.iter().map(|(&i, &k)| (k, i)).min_by_key(|&(k, _)| k);
-                        let got = h.pop();
-                        prop_assert_eq!(got.map(|g| g.0), want.map(|w| w.0));
-                        if let Some((_, id)) = got { model.remove(&id); }
-                    }
-                }
-                prop_assert_eq!(h.len(), model.len());
-                for (&i, &k) in &model { prop_assert_eq!(h.key(i), Some(k)); }
-            }
-        }
+        };
     }
+
+    model_check!(behaves_like_a_sorted_map, IndexedHeap::with_ids(32));
+    model_check!(
+        four_ary_behaves_like_a_sorted_map,
+        IndexedDHeap::<4>::with_ids(32)
+    );
 }
