@@ -27,6 +27,16 @@ pub enum Direction {
     Inbound,
 }
 
+impl Direction {
+    /// The other direction (the way a reply travels).
+    pub fn reverse(self) -> Direction {
+        match self {
+            Direction::Outbound => Direction::Inbound,
+            Direction::Inbound => Direction::Outbound,
+        }
+    }
+}
+
 /// DiffServ drop precedence carried as metadata from a meter/marker to an AQM.
 #[derive(Copy, Clone, PartialEq, Eq, Hash, Debug, Default)]
 pub enum Color {

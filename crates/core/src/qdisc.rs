@@ -51,10 +51,12 @@ pub enum DropCause {
     /// The packet was held when the policy was replaced, and the new policy's limits had
     /// no room for it.
     Reload,
+    /// Admission control held back or refused the packet's session (`max_sessions`).
+    Admission,
 }
 
 impl DropCause {
-    pub const ALL: [DropCause; 10] = [
+    pub const ALL: [DropCause; 11] = [
         DropCause::QueueFull,
         DropCause::ByteLimit,
         DropCause::FlowLimit,
@@ -65,6 +67,7 @@ impl DropCause {
         DropCause::Emulated,
         DropCause::Shutdown,
         DropCause::Reload,
+        DropCause::Admission,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -84,6 +87,7 @@ impl DropCause {
             DropCause::Emulated => "emulated",
             DropCause::Shutdown => "shutdown",
             DropCause::Reload => "reload_limit",
+            DropCause::Admission => "admission",
         }
     }
 }

@@ -44,8 +44,9 @@ enum LabCmd {
 #[derive(clap::Args)]
 struct TestbedArgs {
     /// A device under test: weir:cbq, weir:cbq+red, weir:cbq+pfq, weir:cbq+pfq+red, weir:tcr,
-    /// weir:cbq+tcr, weir:cbq+pfq+tcr, kernel:htb, kernel:htb-perflow, cmd:SCRIPT. Repeat or
-    /// comma-separate for several.
+    /// weir:cbq+tcr, weir:cbq+pfq+tcr, kernel:htb, kernel:htb-perflow, cmd:SCRIPT; a weir DUT
+    /// with +mssN (e.g. weir:cbq+pfq+mss256) also clamps every TCP connection's MSS to N
+    /// bytes. Repeat or comma-separate for several.
     #[arg(long, value_delimiter = ',')]
     dut: Vec<String>,
     /// Compare weir:cbq, weir:cbq+pfq, weir:cbq+pfq+red, weir:tcr, weir:cbq+tcr,
@@ -131,7 +132,8 @@ struct AdvancedArgs {
 struct VoipArgs {
     /// Devices under test as for the other tests, plus `router:fifo` (a plain router's FIFO
     /// at the link rate, no manager). Default: router:fifo, weir:cbq, weir:cbq+pfq,
-    /// kernel:htb. --compare adds router:fifo to the usual eight.
+    /// weir:cbq+pfq+tcr, weir:cbq+pfq+mss256, kernel:htb. --compare adds router:fifo and
+    /// weir:cbq+pfq+mss256 to the usual eight.
     #[command(flatten)]
     t: TestbedArgs,
     /// Links (comma-separated): 125k, t1. Default: both.
@@ -578,6 +580,9 @@ fn run_voip(a: VoipArgs) -> anyhow::Result<ExitCode> {
     if let Some(mut d) = dut_list(a.t.compare, others)? {
         if a.t.compare || !router.is_empty() {
             d.insert(0, voip::ROUTER.into());
+        }
+        if a.t.compare && !d.iter().any(|x| x == voip::CLAMPED) {
+            d.push(voip::CLAMPED.into());
         }
         c.duts = d;
     } else if !router.is_empty() {

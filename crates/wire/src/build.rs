@@ -427,11 +427,173 @@ pub fn icmp_echo_v4(
     })
 }
 
+/// Writes the RST a TCP endpoint with no connection would answer `frame` (parsed as `p`)
+/// with (RFC 9293 §3.10.7.1, "If the state is CLOSED"): from the segment's destination to
+/// its source, MAC addresses swapped and the outer VLAN tag kept; a segment without ACK
+/// gets `<SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>` (SYN and FIN count one each), one
+/// with ACK gets `<SEQ=SEG.ACK><CTL=RST>`. Errors: [`Error::Unsupported`] for a frame
+/// that is not a whole TCP segment or has two VLAN tags, [`Error::BufferTooSmall`].
+pub fn tcp_reset_reply(buf: &mut [u8], frame: &[u8], p: &crate::Parsed) -> Result<usize> {
+    let (Some(src), Some(dst), Some(sport), Some(dport), Some(flags), Some(l4)) = (
+        p.src_ip,
+        p.dst_ip,
+        p.src_port,
+        p.dst_port,
+        p.tcp_flags,
+        p.l4_offset,
+    ) else {
+        return Err(Error::Unsupported("not a TCP segment"));
+    };
+    if p.inner_vlan.is_some() {
+        return Err(Error::Unsupported("double-tagged frame"));
+    }
+    let seg = frame
+        .get(l4..p.l3_end)
+        .and_then(|b| tcp::Packet::new_checked(b).ok())
+        .ok_or(Error::Unsupported("truncated TCP header"))?;
+    let mac = |at: usize| {
+        let mut m = [0u8; 6];
+        m.copy_from_slice(&frame[at..at + 6]);
+        MacAddr(m)
+    };
+    let eth = EthSpec {
+        src: mac(0),
+        dst: mac(6),
+        vlan: p.vlan,
+        pcp: p.pcp.unwrap_or(0),
+    };
+    let mut spec = TcpSpec {
+        src_port: dport,
+        dst_port: sport,
+        ..TcpSpec::default()
+    };
+    if flags.contains(TcpFlags::ACK) {
+        spec.seq = seg.ack_number();
+        spec.flags = TcpFlags::RST;
+    } else {
+        let len = p.payload_len() as u32
+            + u32::from(flags.contains(TcpFlags::SYN))
+            + u32::from(flags.contains(TcpFlags::FIN));
+        spec.ack = seg.seq_number().wrapping_add(len);
+        spec.flags = TcpFlags::RST | TcpFlags::ACK;
+    }
+    match (dst, src) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let ip = Ipv4Spec {
+                src: s,
+                dst: d,
+                ..Ipv4Spec::default()
+            };
+            tcp_v4_frame(buf, &eth, &ip, &spec, &[])
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            let ip = Ipv6Spec {
+                src: s,
+                dst: d,
+                ..Ipv6Spec::default()
+            };
+            tcp_v6_frame(buf, &eth, &ip, &spec, &[])
+        }
+        _ => Err(Error::Unsupported("mixed IP versions")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::parse::parse_frame;
     use proptest::prelude::*;
+
+    /// The reply's TCP header and the checksums of the frame `tcp_reset_reply` wrote.
+    fn reset_of(frame: &[u8]) -> (crate::Parsed, u32, u32, bool) {
+        let mut buf = [0u8; 128];
+        let p = parse_frame(frame).unwrap();
+        let n = tcp_reset_reply(&mut buf, frame, &p).unwrap();
+        let r = parse_frame(&buf[..n]).unwrap();
+        let seg = tcp::Packet::new_checked(&buf[r.l4_offset.unwrap()..r.l3_end]).unwrap();
+        let ok = seg.verify_checksum(r.src_ip.unwrap(), r.dst_ip.unwrap());
+        let (seq, ack) = (seg.seq_number(), seg.ack_number());
+        // MAC addresses swapped
+        assert_eq!((&buf[0..6], &buf[6..12]), (&frame[6..12], &frame[0..6]));
+        (r, seq, ack, ok)
+    }
+
+    #[test]
+    fn reset_answers_a_syn_and_an_ack_as_rfc_9293_says() {
+        // a SYN, seq 1000, 10.0.0.1:40000 -> 10.0.0.2:80: <SEQ=0><ACK=1001><CTL=RST,ACK>
+        let mut f = [0u8; 256];
+        let syn = TcpSpec {
+            src_port: 40000,
+            dst_port: 80,
+            seq: 1000,
+            flags: TcpFlags::SYN,
+            window: 64240,
+            mss: Some(1460),
+            ..TcpSpec::default()
+        };
+        let eth = EthSpec {
+            vlan: Some(7),
+            ..EthSpec::default()
+        };
+        let n = tcp_v4_frame(&mut f, &eth, &Ipv4Spec::default(), &syn, &[]).unwrap();
+        let (r, seq, ack, ok) = reset_of(&f[..n]);
+        assert!(ok, "checksum");
+        assert_eq!(r.tcp_flags, Some(TcpFlags::RST | TcpFlags::ACK));
+        assert_eq!((seq, ack), (0, 1001));
+        assert_eq!(r.src_ip, Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2))));
+        assert_eq!((r.src_port, r.dst_port), (Some(80), Some(40000)));
+        assert_eq!(r.vlan, Some(7));
+        // an ACK with 100 bytes of data, ack 5000 (IPv6): <SEQ=5000><CTL=RST>
+        let data = TcpSpec {
+            src_port: 40000,
+            dst_port: 80,
+            seq: 1001,
+            ack: 5000,
+            flags: TcpFlags::ACK | TcpFlags::PSH,
+            ..TcpSpec::default()
+        };
+        let n = tcp_v6_frame(
+            &mut f,
+            &EthSpec::default(),
+            &Ipv6Spec::default(),
+            &data,
+            &[1; 100],
+        )
+        .unwrap();
+        let (r, seq, ack, ok) = reset_of(&f[..n]);
+        assert!(ok, "checksum");
+        assert_eq!(r.tcp_flags, Some(TcpFlags::RST));
+        assert_eq!((seq, ack), (5000, 0));
+        // a SYN+FIN with 10 bytes: ack = seq + 10 + 1 + 1
+        let odd = TcpSpec {
+            flags: TcpFlags::SYN | TcpFlags::FIN,
+            ..syn
+        };
+        let n = tcp_v4_frame(
+            &mut f,
+            &EthSpec::default(),
+            &Ipv4Spec::default(),
+            &odd,
+            &[0; 10],
+        )
+        .unwrap();
+        assert_eq!(reset_of(&f[..n]).2, 1012);
+        // not TCP
+        let n = udp_v4_frame(
+            &mut f,
+            &EthSpec::default(),
+            &Ipv4Spec::default(),
+            1,
+            2,
+            b"x",
+        )
+        .unwrap();
+        let p = parse_frame(&f[..n]).unwrap();
+        assert!(matches!(
+            tcp_reset_reply(&mut [0u8; 128], &f[..n], &p),
+            Err(Error::Unsupported(_))
+        ));
+    }
 
     #[test]
     fn icmp_echo_message_matches_fixture() {

@@ -48,6 +48,7 @@
 //! counts them. Identity per direction, checked by the bridge's live tests:
 //! `ingress = transmitted + refused at ingress + dropped later + len(dir)`.
 
+use crate::admission::{Admission, AdmissionStats, AdmissionTable, Decision};
 use crate::classify::Fields;
 use crate::conn::{ConnConfig, ConnId, ConnStats, ConnTable};
 use crate::emulate::{EmuConfig, EmuLink};
@@ -104,6 +105,8 @@ pub struct Device {
     mss: Option<MssTable>,
     /// TCP Rate Control of the policy's `tcr` classes; `None` when it has none.
     tcr: Option<Tcr>,
+    /// Admission control of the policy's `max_sessions` classes; `None` when it has none.
+    admission: Option<Admission>,
 }
 
 /// MSS clamping of a labelled packet (see [`crate::tcp::mss`]): a SYN takes its
@@ -200,10 +203,13 @@ impl Device {
         overhead: i32,
         source: String,
         conns: Option<ConnConfig>,
-        (mss, tcr): (Option<MssTable>, Option<TcrTable>),
+        (mss, tcr, admission): (Option<MssTable>, Option<TcrTable>, Option<AdmissionTable>),
     ) -> Result<Device, String> {
         if tcr.is_some() && conns.is_none() {
             return Err("TCP rate control needs the connection table".into());
+        }
+        if admission.is_some() && conns.is_none() {
+            return Err("admission control needs the connection table".into());
         }
         Ok(Device {
             lanes: [Lane::new(outbound), Lane::new(inbound)],
@@ -213,6 +219,7 @@ impl Device {
             conns: conns.map(ConnTable::new).transpose()?,
             mss,
             tcr: tcr.map(Tcr::new),
+            admission: admission.map(Admission::new),
         })
     }
 
@@ -226,6 +233,7 @@ impl Device {
             conns: None,
             mss: None,
             tcr: None,
+            admission: None,
         }
     }
 
@@ -271,6 +279,12 @@ impl Device {
         }
         self.overhead = policy.overhead;
         self.mss = policy.mss_table();
+        self.admission = match policy.admission_table() {
+            Some(_) if self.conns.is_none() => {
+                return Err("admission control needs the connection table".into())
+            }
+            table => table.map(Admission::new),
+        };
         let tcr_table = policy.tcr_table();
         let keeps_tcr = tcr_table.is_some();
         match (tcr_table, &mut self.tcr) {
@@ -347,6 +361,27 @@ impl Device {
                 cx.pool.meta_mut(pkt).arrival = arrival.min(cx.now);
             }
         }
+        if let (Some(a), Some(conns), Some(parsed), true) = (
+            &mut self.admission,
+            &self.conns,
+            &parsed,
+            lane.pipe.is_some(),
+        ) {
+            let class = cx.pool.meta(pkt).class;
+            let syn_only = parsed
+                .tcp_flags
+                .is_some_and(|f| f.contains(TcpFlags::SYN) && !f.contains(TcpFlags::ACK));
+            match a.check(class, (conn, side), syn_only, conns, cx.now) {
+                Decision::Pass => {}
+                Decision::Drop => return Err(DropCause::Admission),
+                Decision::Reset => {
+                    let sent =
+                        send_reset(&mut self.lanes[dir_index(dir.reverse())], pkt, parsed, cx);
+                    a.reset_sent(class, sent);
+                    return Err(DropCause::Admission);
+                }
+            }
+        }
         if let (Some(t), Some(conns), Some(parsed)) = (&mut self.tcr, &self.conns, &parsed) {
             let labelled = lane.pipe.is_some().then(|| cx.pool.meta(pkt).class);
             let v = t.ingress(
@@ -383,6 +418,12 @@ impl Device {
     /// TCP rate control's state (sessions per class, rates), if the policy has any.
     pub fn tcr(&self) -> Option<&Tcr> {
         self.tcr.as_ref()
+    }
+
+    /// Admission control's counters of policy class `class` (`None`: the class has no
+    /// `max_sessions`).
+    pub fn admission_stats(&self, class: u32) -> Option<AdmissionStats> {
+        self.admission.as_ref().and_then(|a| a.stats(class))
     }
 
     /// What MSS clamping did to the SYNs and SYN-ACKs travelling `dir`.
@@ -546,6 +587,31 @@ fn track(t: &mut ConnTable, p: &weir_wire::Parsed, data: &[u8], now: Instant) ->
         }
     }
     (id, side)
+}
+
+/// Answer the refused TCP SYN `pkt` (parsed as `p`) with an RST, queued to go first in
+/// `lane` (the way the SYN came). `false`: no RST could be built (no free packet, a frame
+/// it cannot answer).
+fn send_reset(lane: &mut Lane, pkt: PktId, p: &weir_wire::Parsed, cx: &mut Ctx<'_>) -> bool {
+    let Some(rst) = cx.pool.alloc() else {
+        return false;
+    };
+    let frame = cx.pool.data(pkt).to_vec();
+    match weir_wire::build::tcp_reset_reply(cx.pool.slot_mut(rst), &frame, p) {
+        Ok(n) => {
+            let dir = cx.pool.meta(pkt).dir.reverse();
+            let m = cx.pool.meta_mut(rst);
+            m.len = n as u32;
+            m.arrival = cx.now;
+            m.dir = dir;
+            lane.originate.push_back(cx.pool, rst);
+            true
+        }
+        Err(_) => {
+            cx.pool.free(rst);
+            false
+        }
+    }
 }
 
 /// Move the ACKs TCP rate control released in `dir` into that direction's pipeline (or

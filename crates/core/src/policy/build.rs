@@ -144,6 +144,14 @@ impl Policy {
             .then_some(MssTable { by_class, by_rule })
     }
 
+    /// The leaves' admission control (`max_sessions`) by class index; `None` when there
+    /// is none or nothing is shaped.
+    pub fn admission_table(&self) -> Option<crate::admission::AdmissionTable> {
+        let by_class: Vec<_> = self.classes.iter().map(|c| c.admission).collect();
+        (self.shapes != Shapes::None && by_class.iter().any(Option::is_some))
+            .then_some(crate::admission::AdmissionTable { by_class })
+    }
+
     /// The rate-controlled leaves (`tcr` key, inherited, else the technique) with their
     /// assured rate and per-session guarantee; `None` when there are none or nothing is
     /// shaped.
@@ -221,7 +229,7 @@ impl Policy {
                 seed: self.seed,
                 ..crate::conn::ConnConfig::default()
             }),
-            (self.mss_table(), self.tcr_table()),
+            (self.mss_table(), self.tcr_table(), self.admission_table()),
         )
     }
 

@@ -245,6 +245,9 @@ pub struct ClassDef {
     /// TCP rate control of the class's connections as written (`tcr`; inherited by
     /// children; `None`: as the technique says).
     pub tcr: Option<bool>,
+    /// Admission control of a leaf's sessions (`max_sessions`, `admission`,
+    /// `session_idle`).
+    pub admission: Option<crate::admission::Spec>,
     /// Line of the definition, for messages.
     pub line: usize,
 }
@@ -392,6 +395,19 @@ impl Policy {
             .retain(|w| !w.msg.contains("not enforced under technique"));
         let unenforced = session_warnings(&p);
         p.warnings.extend(unenforced);
+        p
+    }
+
+    /// The same policy with every TCP connection clamped to `cap` (every class's and
+    /// rule's `mss` replaced): what the testbed's `weir:TECHNIQUE+mssN` DUTs run.
+    pub fn with_mss(&self, cap: MssCap) -> Policy {
+        let mut p = self.clone();
+        for c in p.classes.iter_mut() {
+            c.mss = Some(cap);
+        }
+        for r in p.rules.iter_mut() {
+            r.mss = Some(cap);
+        }
         p
     }
 

@@ -72,6 +72,9 @@ pub(super) struct RawClass {
     pub(super) session: Option<Spanned<RawSession>>,
     pub(super) mss: Option<Spanned<Value>>,
     pub(super) tcr: Option<Spanned<Value>>,
+    pub(super) max_sessions: Option<Spanned<i64>>,
+    pub(super) admission: Option<Spanned<String>>,
+    pub(super) session_idle: Option<Spanned<Value>>,
     pub(super) description: Option<String>,
 }
 

@@ -4,6 +4,7 @@
 //! | spec | what runs |
 //! |---|---|
 //! | `weir:cbq`, `weir:cbq+red`, `weir:cbq+pfq`, `weir:cbq+pfq+red`, `weir:tcr`, `weir:cbq+tcr`, `weir:cbq+pfq+tcr` | weir's own bridge ([`weir_io::bridge::Bridge`]) on a thread in the DUT namespace, with the policy under that technique preset (`Policy::with_technique`), its `Device` (`Policy::build_device`: one pipeline per direction) |
+//! | any of these `+mssN`, e.g. `weir:cbq+pfq+mss256` | as above, and every TCP connection's SYN and SYN-ACK clamped to an MSS of N bytes (`Policy::with_mss`: seed 000's Sitara QoSWorks on the VoIP test) |
 //! | `kernel:htb` | the Linux bridge `br0` over `lan0` + `wan0` ([`BridgeTopo::with_kernel_bridge`]) and an HTB tree translated from the policy on the egress device(s) |
 //! | `kernel:htb-perflow` | as `kernel:htb`, and every leaf that the listed [`Session`]s classify into gets one HTB child class per session: the closest the kernel comes to a per-session guarantee |
 //! | `cmd:/path/script` | any script that makes the DUT forward (see `script.rs`) |
@@ -58,8 +59,9 @@ pub use weir::BridgeThread;
 /// Which device forwards between `lan0` and `wan0`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DutSpec {
-    /// weir's bridge with the policy under this technique preset.
-    Weir(Technique),
+    /// weir's bridge with the policy under this technique preset and, when given, every
+    /// TCP connection clamped to this MSS (bytes of payload).
+    Weir(Technique, Option<u16>),
     /// The Linux bridge with an HTB tree translated from the policy.
     KernelHtb,
     /// As [`DutSpec::KernelHtb`], plus one HTB child class per session in each leaf.
@@ -75,13 +77,14 @@ impl DutSpec {
             .iter()
             .map(|t| format!("weir:{}", t.name()))
             .collect();
+        forms.push("weir:TECHNIQUE+mssN (e.g. weir:cbq+pfq+mss256)".into());
         forms.push("kernel:htb".into());
         forms.push("kernel:htb-perflow".into());
         forms.push("cmd:/path/to/script".into());
         forms.join(", ")
     }
 
-    /// Parses `weir:TECHNIQUE`, `kernel:htb`, `kernel:htb-perflow` or `cmd:PATH`.
+    /// Parses `weir:TECHNIQUE[+mssN]`, `kernel:htb`, `kernel:htb-perflow` or `cmd:PATH`.
     pub fn parse(s: &str) -> Result<DutSpec> {
         let bad = |why: String| {
             Error::Invalid(format!(
@@ -93,9 +96,12 @@ impl DutSpec {
             .split_once(':')
             .ok_or_else(|| bad("missing ':' between kind and argument".into()))?;
         match kind {
-            "weir" => Technique::parse(arg)
-                .map(DutSpec::Weir)
-                .ok_or_else(|| bad(format!("unknown weir technique '{arg}'"))),
+            "weir" => {
+                let (tech, mss) = split_mss(arg).map_err(bad)?;
+                Technique::parse(tech)
+                    .map(|t| DutSpec::Weir(t, mss))
+                    .ok_or_else(|| bad(format!("unknown weir technique '{tech}'")))
+            }
             "kernel" => match arg {
                 "htb" => Ok(DutSpec::KernelHtb),
                 "htb-perflow" => Ok(DutSpec::KernelHtbPerFlow),
@@ -110,11 +116,30 @@ impl DutSpec {
     /// The spec as it is written (`weir:cbq+pfq`, `kernel:htb`, `cmd:/x/y`).
     pub fn name(&self) -> String {
         match self {
-            DutSpec::Weir(t) => format!("weir:{}", t.name()),
+            DutSpec::Weir(t, None) => format!("weir:{}", t.name()),
+            DutSpec::Weir(t, Some(m)) => format!("weir:{}+mss{m}", t.name()),
             DutSpec::KernelHtb => "kernel:htb".into(),
             DutSpec::KernelHtbPerFlow => "kernel:htb-perflow".into(),
             DutSpec::Cmd(p) => format!("cmd:{}", p.display()),
         }
+    }
+}
+
+/// Splits a trailing `+mssN` off a weir DUT's argument: `cbq+pfq+mss256` is
+/// (`cbq+pfq`, 256). N must be an MSS the policy language accepts.
+fn split_mss(arg: &str) -> std::result::Result<(&str, Option<u16>), String> {
+    use weir_core::tcp::mss::{MAX_MSS, MIN_MSS};
+    let Some((tech, last)) = arg.rsplit_once('+') else {
+        return Ok((arg, None));
+    };
+    let Some(n) = last.strip_prefix("mss") else {
+        return Ok((arg, None));
+    };
+    match n.parse::<u16>() {
+        Ok(m) if (MIN_MSS..=MAX_MSS).contains(&m) => Ok((tech, Some(m))),
+        _ => Err(format!(
+            "'+{last}': expected +mssN with N bytes of TCP payload in {MIN_MSS}..={MAX_MSS}"
+        )),
     }
 }
 
@@ -236,7 +261,7 @@ impl fmt::Debug for RunningDut<'_> {
 /// Starts `spec` in `setup.topo`'s DUT namespace. On error nothing is left behind.
 pub fn start<'a>(spec: &DutSpec, setup: &DutSetup<'a>) -> Result<RunningDut<'a>> {
     match spec {
-        DutSpec::Weir(t) => weir::start(*t, setup),
+        DutSpec::Weir(t, mss) => weir::start(*t, *mss, setup),
         DutSpec::KernelHtb => kernel::start(spec, setup, None),
         DutSpec::KernelHtbPerFlow => kernel::start(spec, setup, Some(setup.sessions)),
         DutSpec::Cmd(p) => script::start(p, setup),
@@ -322,19 +347,19 @@ mod tests {
     fn parse_specs() {
         assert_eq!(
             DutSpec::parse("weir:cbq").unwrap(),
-            DutSpec::Weir(Technique::Cbq)
+            DutSpec::Weir(Technique::Cbq, None)
         );
         assert_eq!(
             DutSpec::parse("weir:cbq+pfq").unwrap(),
-            DutSpec::Weir(Technique::CbqPfq)
+            DutSpec::Weir(Technique::CbqPfq, None)
         );
         assert_eq!(
             DutSpec::parse("weir:cbq+red").unwrap(),
-            DutSpec::Weir(Technique::CbqRed)
+            DutSpec::Weir(Technique::CbqRed, None)
         );
         assert_eq!(
             DutSpec::parse("weir:cbq+pfq+red").unwrap(),
-            DutSpec::Weir(Technique::CbqPfqRed)
+            DutSpec::Weir(Technique::CbqPfqRed, None)
         );
         assert_eq!(DutSpec::parse("kernel:htb").unwrap(), DutSpec::KernelHtb);
         assert_eq!(
@@ -345,9 +370,14 @@ mod tests {
             DutSpec::parse("cmd:/usr/local/bin/dut.sh").unwrap(),
             DutSpec::Cmd(PathBuf::from("/usr/local/bin/dut.sh"))
         );
+        assert_eq!(
+            DutSpec::parse("weir:cbq+pfq+tcr+mss256").unwrap(),
+            DutSpec::Weir(Technique::CbqPfqTcr, Some(256))
+        );
         for s in [
             "weir:cbq",
             "weir:cbq+pfq+red",
+            "weir:cbq+pfq+mss256",
             "kernel:htb",
             "kernel:htb-perflow",
             "cmd:/x/y.sh",
@@ -365,6 +395,9 @@ mod tests {
             "cmd:",
             "cmd:  ",
             "netem:x",
+            "weir:cbq+mss20",
+            "weir:cbq+mssx",
+            "weir:+mss256",
         ] {
             let e = DutSpec::parse(bad).unwrap_err().to_string();
             assert!(
@@ -376,5 +409,9 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("unknown weir technique 'hfsc'"));
+        assert!(DutSpec::parse("weir:cbq+mss20")
+            .unwrap_err()
+            .to_string()
+            .contains("'+mss20': expected +mssN with N bytes of TCP payload in 88..=65495"));
     }
 }

@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde_json::Value;
-use weir_core::policy::{Policy, Technique};
+use weir_core::policy::{MssCap, Policy, Technique};
 use weir_core::{Direction, Instant};
 use weir_io::bridge::{Bridge, BridgeConfig, BridgeReport};
 
@@ -92,11 +92,19 @@ impl Drop for BridgeThread {
     }
 }
 
-pub(super) fn start<'a>(t: Technique, setup: &DutSetup<'a>) -> Result<RunningDut<'a>> {
+pub(super) fn start<'a>(
+    t: Technique,
+    mss: Option<u16>,
+    setup: &DutSetup<'a>,
+) -> Result<RunningDut<'a>> {
     let topo = setup.topo;
-    let spec = DutSpec::Weir(t).name();
+    let spec = DutSpec::Weir(t, mss).name();
     refuse_if_bridged(setup, &spec)?;
     let p = setup.policy.with_technique(t);
+    let p = match mss {
+        Some(m) => p.with_mss(MssCap::Bytes(m)),
+        None => p,
+    };
     let mut cfg = bridge_config(&p, &topo.dut_lan, &topo.dut_wan)
         .map_err(|e| Error::Invalid(format!("{spec}: policy {}: {e}", p.file)))?;
     cfg.busy_poll = setup.busy_poll;
@@ -110,12 +118,13 @@ pub(super) fn start<'a>(t: Technique, setup: &DutSetup<'a>) -> Result<RunningDut
         },
     };
     let description = format!(
-        "weir bridge {lan} <-> {wan} in netns {ns}: technique {tech}, seed {seed}, busy_poll {bp}, \
+        "weir bridge {lan} <-> {wan} in netns {ns}: technique {tech}{clamp}, seed {seed}, busy_poll {bp}, \
          offloads off on both ports; outbound {o}, inbound {i}; policy {file}:\n{desc}",
         lan = topo.dut_lan,
         wan = topo.dut_wan,
         ns = topo.dut.name(),
         tech = t.name(),
+        clamp = mss.map_or_else(String::new, |m| format!(", every TCP connection's MSS clamped to {m}")),
         seed = p.seed,
         bp = setup.busy_poll,
         o = what(Direction::Outbound),

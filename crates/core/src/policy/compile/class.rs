@@ -8,8 +8,10 @@ use super::super::{
     DEFAULT_FLOW_LIMIT,
 };
 use super::burst_for;
+use crate::admission;
 use crate::queue::pfq::Pfq;
 use crate::sched::linkshare::{MAX_QUANTUM, PRIOS};
+use crate::time::Duration;
 use crate::units::{self, fmt_rate, fmt_size, Limit};
 use toml::{Spanned, Value};
 
@@ -56,10 +58,81 @@ pub(super) fn compile_class(
                 None
             }
         }),
+        admission: class_admission(src, c, leaf),
         line: src.line(raw.span()),
     };
     def.apply(technique, false);
     def
+}
+
+/// A class's `max_sessions`, `admission` and `session_idle` (leaves only).
+fn class_admission(src: &mut Src<'_>, c: &RawClass, leaf: bool) -> Option<admission::Spec> {
+    use admission::{Mode, Spec, DEFAULT_IDLE, MAX_SESSIONS};
+    let Some(max) = &c.max_sessions else {
+        for (key, span) in [
+            ("admission", c.admission.as_ref().map(|v| v.span())),
+            ("session_idle", c.session_idle.as_ref().map(|v| v.span())),
+        ] {
+            if let Some(span) = span {
+                src.err(
+                    span,
+                    format!("`{key}` needs `max_sessions` in the same class"),
+                );
+            }
+        }
+        return None;
+    };
+    if !leaf {
+        src.err(
+            max.span(),
+            format!(
+                "`max_sessions`: class '{}' has child classes; sessions are counted in the \
+                 leaf classes that classify them",
+                c.name.get_ref()
+            ),
+        );
+        return None;
+    }
+    let n = *max.get_ref();
+    if !(1..=i64::from(MAX_SESSIONS)).contains(&n) {
+        src.err(
+            max.span(),
+            format!("`max_sessions`: {n} is outside 1..={MAX_SESSIONS}"),
+        );
+        return None;
+    }
+    let mode = match &c.admission {
+        None => Mode::Share,
+        Some(m) => match Mode::parse(m.get_ref()) {
+            Some(m) => m,
+            None => {
+                src.err(
+                    m.span(),
+                    format!(
+                        "`admission`: unknown mode '{}'; expected \"share\", \"postpone\" or \
+                         \"refuse\"",
+                        m.get_ref()
+                    ),
+                );
+                return None;
+            }
+        },
+    };
+    let idle = match &c.session_idle {
+        None => DEFAULT_IDLE,
+        Some(v) => match parse_with(src, "session_idle", v, units::parse_duration)? {
+            0 => {
+                src.err(v.span(), "`session_idle`: must be longer than 0");
+                return None;
+            }
+            ns => Duration(ns),
+        },
+    };
+    Some(Spec {
+        max_sessions: n as u32,
+        mode,
+        idle,
+    })
 }
 
 /// A class's `rate` and `ceil`, resolved against its parent's (`prate`, `pceil`).

@@ -346,6 +346,7 @@ fn root_class(
         },
         mss: None,
         tcr: None,
+        admission: None,
         written: Written::default(),
         line: src.line(link_span),
     };
