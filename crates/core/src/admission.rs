@@ -2,8 +2,9 @@
 //! start, the admission control can be set to fairly share the 35 kb/s among the four
 //! sessions, or to postpone the new session until a session in the 35 kb/s class stops").
 //!
-//! A class with `max_sessions = N` counts its sessions: the connections whose originator's
-//! first packet — a TCP SYN, a UDP flow's first datagram — it classified. While fewer than
+//! A class with `max_sessions = N` counts its sessions: the TCP and UDP connections whose
+//! originator's first packet — a TCP SYN, a UDP flow's first datagram — it classified
+//! (other protocols, ICMP and neighbour discovery among them, are not sessions and pass). While fewer than
 //! N are live, a new session is admitted. Beyond N, by the class's `admission`:
 //!
 //! * **share** (default): admitted anyway; the class's rate is shared among all of them
@@ -20,8 +21,8 @@
 //! # What a session is, and when it leaves
 //! A connection of the device's connection table ([`crate::conn`]) whose originator's
 //! packets the class classified. A TCP session leaves when it closes (both FINs or an RST:
-//! [`TcpPhase::Closed`]) or its entry expires from the table; any other session (UDP) when
-//! it has sent nothing for the class's `session_idle` (default [`DEFAULT_IDLE`]). A TCP
+//! [`TcpPhase::Closed`]) or its entry expires from the table; a UDP session when it has
+//! sent nothing for the class's `session_idle` (default [`DEFAULT_IDLE`]). A TCP
 //! connection picked up in mid-stream (its SYN not seen: weir restarted, a route change)
 //! is admitted without a check — it is a session that already exists — and counts.
 //! Only the originator's packets are checked; replies pass.
@@ -40,7 +41,10 @@ use crate::flow::Side;
 use crate::time::{Duration, Instant};
 use serde::Serialize;
 
-/// How long a non-TCP session may be silent and still count, when the class does not say.
+const PROTO_TCP: u8 = 6;
+const PROTO_UDP: u8 = 17;
+
+/// How long a UDP session may be silent and still count, when the class does not say.
 pub const DEFAULT_IDLE: Duration = Duration::from_secs(30);
 /// How often, at most, a full class's list is swept of sessions that left.
 pub const SWEEP: Duration = Duration::from_millis(100);
@@ -82,10 +86,21 @@ pub struct Spec {
     pub idle: Duration,
 }
 
-/// Admission control by policy class index (`None`: none).
+/// Admission control by policy class index (`None`: none), with every class's name.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AdmissionTable {
     pub by_class: Vec<Option<Spec>>,
+    pub names: Vec<String>,
+}
+
+/// One class's admission control and counters, for reports.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ClassAdmission {
+    pub class: String,
+    pub max_sessions: u32,
+    pub mode: Mode,
+    #[serde(flatten)]
+    pub stats: AdmissionStats,
 }
 
 /// One class's counters.
@@ -169,6 +184,21 @@ impl Admission {
         Some(self.classes[class as usize].stats)
     }
 
+    /// Every class with admission control, in policy order.
+    pub fn report(&self) -> Vec<ClassAdmission> {
+        (0..self.table.by_class.len())
+            .filter_map(|i| {
+                let spec = self.table.by_class[i]?;
+                Some(ClassAdmission {
+                    class: self.table.names.get(i).cloned().unwrap_or_default(),
+                    max_sessions: spec.max_sessions,
+                    mode: spec.mode,
+                    stats: self.classes[i].stats,
+                })
+            })
+            .collect()
+    }
+
     fn spec(&self, class: u32) -> Option<Spec> {
         self.table.by_class.get(class as usize).copied().flatten()
     }
@@ -190,6 +220,10 @@ impl Admission {
             return Decision::Pass;
         }
         let c = conns.get(conn);
+        if !matches!(c.proto(), PROTO_TCP | PROTO_UDP) {
+            // ICMP, neighbour discovery, IGMP/MLD…: not sessions; never held back
+            return Decision::Pass;
+        }
         let i = self.entry(conn, c.first_seen());
         match self.entries[i].state {
             ADMITTED => return Decision::Pass,

@@ -146,6 +146,10 @@ pub struct LaneStats {
     pub duplicated: Count,
     /// Packets held across a policy reload that the new policy's limits had no room for.
     pub reload_drops: Count,
+    /// Packets the engine itself sent this way (admission control's RSTs): they leave on
+    /// top of what was received, so `rx + duplicated + originated = tx + every drop +
+    /// queued`.
+    pub originated: Count,
     /// MSS clamping of the SYNs and SYN-ACKs travelling this way (policy `mss` keys).
     pub mss: weir_core::tcp::mss::MssStats,
     /// TCP rate control of the ACKs travelling this way (policy `tcr`); `None` without.
@@ -237,6 +241,9 @@ pub struct BridgeReport {
     pub policy_generation: u64,
     /// Reloads refused (the running policy stayed).
     pub reloads_refused: u64,
+    /// Admission control of the classes that have it (`max_sessions`), at the end.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub admission: Vec<weir_core::admission::ClassAdmission>,
 }
 
 #[derive(Serialize)]
@@ -247,6 +254,8 @@ struct StatusDoc<'a> {
     policy: PolicyDoc<'a>,
     /// The device's connection table (both directions); absent without a policy.
     connections: Option<weir_core::conn::ConnStats>,
+    /// Admission control of the classes that have it.
+    admission: Vec<weir_core::admission::ClassAdmission>,
     outbound: LaneDoc<'a>,
     inbound: LaneDoc<'a>,
 }
@@ -474,6 +483,7 @@ impl Bridge {
             inbound: self.inb.stats.clone(),
             policy_generation: self.device.generation(),
             reloads_refused: self.reloads_refused,
+            admission: self.device.admission_report(),
         })
     }
 
@@ -617,6 +627,7 @@ impl Bridge {
         for lane in [&mut self.out, &mut self.inb] {
             lane.stats.kernel_rx_drops += lane.rx.kernel_drops();
             lane.stats.duplicated = self.device.duplicated(lane.dir);
+            lane.stats.originated = self.device.originated(lane.dir);
             lane.stats.mss = self.device.mss_stats(lane.dir);
             lane.stats.tcr = self.device.tcr_stats(lane.dir);
             lane.stats.tx_rejected = lane.tx.rejected;
@@ -648,6 +659,7 @@ impl Bridge {
                 reloads_refused: self.reloads_refused,
             },
             connections: self.device.connection_stats(),
+            admission: self.device.admission_report(),
             outbound: LaneDoc {
                 lane: &self.out.stats,
                 pipeline: out_snap,

@@ -173,6 +173,13 @@ pub fn bridge(
             "policy generation {} ({} reloads refused)",
             report.policy_generation, report.reloads_refused
         );
+        for a in &report.admission {
+            let s = &a.stats;
+            println!(
+                "admission '{}' (max {} sessions, {}): {} admitted, {} shared, {} packets postponed, {} refused ({} RSTs sent)",
+                a.class, a.max_sessions, a.mode.name(), s.admitted, s.shared, s.postponed, s.refused, s.resets
+            );
+        }
     }
     for (l, from) in [(&report.outbound, &b.lan), (&report.inbound, &b.wan)] {
         if l.truncated.packets > 0 {

@@ -294,3 +294,20 @@ fn policy_keys_are_checked() {
         }
     );
 }
+
+#[test]
+fn other_protocols_are_not_sessions() {
+    let mut e = Env::new("max_sessions = 1\nadmission = \"refuse\"");
+    e.open(1001, 0).unwrap();
+    // an ICMP echo request from the client: passes, not counted
+    let id = e.pool.alloc().unwrap();
+    let ip = Ipv4Spec {
+        src: CLIENT.into(),
+        dst: SERVER.into(),
+        ..Ipv4Spec::default()
+    };
+    let slot = e.pool.slot_mut(id);
+    let n = build::icmp_echo_v4(slot, &EthSpec::default(), &ip, true, 1, 1, b"12345678").unwrap();
+    assert_eq!(e.ingress(id, n, OUT, 5), Ok(()));
+    assert_eq!(e.stats().sessions, 1);
+}

@@ -46,7 +46,8 @@
 //! The driver (io's bridge, the simulator, tests) owns the packet pool; it frees what
 //! `poll_transmit` returns once sent, and what lands in `cx.dropped` (late drops), and
 //! counts them. Identity per direction, checked by the bridge's live tests:
-//! `ingress = transmitted + refused at ingress + dropped later + len(dir)`.
+//! `ingress + originated = transmitted + refused at ingress + dropped later + len(dir)`
+//! (originated: packets the engine emitted itself, [`Device::originated`]).
 
 use crate::admission::{Admission, AdmissionStats, AdmissionTable, Decision};
 use crate::classify::Fields;
@@ -75,6 +76,8 @@ struct Lane {
     originate: PktQueue,
     /// MSS clamping of the SYNs and SYN-ACKs travelling this direction.
     mss: MssStats,
+    /// Packets the engine emitted in this direction.
+    originated: Count,
 }
 
 impl Lane {
@@ -84,6 +87,7 @@ impl Lane {
             pass: PktQueue::new(),
             mss: MssStats::default(),
             originate: PktQueue::new(),
+            originated: Count::default(),
         }
     }
 }
@@ -426,6 +430,13 @@ impl Device {
         self.admission.as_ref().and_then(|a| a.stats(class))
     }
 
+    /// Every class with admission control and its counters (empty: none).
+    pub fn admission_report(&self) -> Vec<crate::admission::ClassAdmission> {
+        self.admission
+            .as_ref()
+            .map_or_else(Vec::new, Admission::report)
+    }
+
     /// What MSS clamping did to the SYNs and SYN-ACKs travelling `dir`.
     pub fn mss_stats(&self, dir: Direction) -> MssStats {
         self.lanes[dir_index(dir)].mss
@@ -437,7 +448,16 @@ impl Device {
         let m = cx.pool.meta_mut(pkt);
         m.dir = dir;
         m.arrival = cx.now;
-        self.lanes[dir_index(dir)].originate.push_back(cx.pool, pkt);
+        let len = m.len;
+        let lane = &mut self.lanes[dir_index(dir)];
+        lane.originated.add(len);
+        lane.originate.push_back(cx.pool, pkt);
+    }
+
+    /// Packets the engine emitted in `dir` ([`Device::originate`], admission control's
+    /// RSTs): sent on top of what was received.
+    pub fn originated(&self, dir: Direction) -> Count {
+        self.lanes[dir_index(dir)].originated
     }
 
     /// The next packet due in `dir` at `cx.now`, if any. Late drops land in `cx.dropped`.
@@ -604,6 +624,7 @@ fn send_reset(lane: &mut Lane, pkt: PktId, p: &weir_wire::Parsed, cx: &mut Ctx<'
             m.len = n as u32;
             m.arrival = cx.now;
             m.dir = dir;
+            lane.originated.add(n as u32);
             lane.originate.push_back(cx.pool, rst);
             true
         }

@@ -148,8 +148,12 @@ impl Policy {
     /// is none or nothing is shaped.
     pub fn admission_table(&self) -> Option<crate::admission::AdmissionTable> {
         let by_class: Vec<_> = self.classes.iter().map(|c| c.admission).collect();
-        (self.shapes != Shapes::None && by_class.iter().any(Option::is_some))
-            .then_some(crate::admission::AdmissionTable { by_class })
+        (self.shapes != Shapes::None && by_class.iter().any(Option::is_some)).then(|| {
+            crate::admission::AdmissionTable {
+                by_class,
+                names: self.classes.iter().map(|c| c.name.clone()).collect(),
+            }
+        })
     }
 
     /// The rate-controlled leaves (`tcr` key, inherited, else the technique) with their

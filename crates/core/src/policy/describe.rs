@@ -84,6 +84,13 @@ impl Policy {
             if self.rate_controlled(i) {
                 q.push_str(" +tcr");
             }
+            if let Some(a) = c.admission {
+                q.push_str(&format!(
+                    ", max {} sessions ({} beyond)",
+                    a.max_sessions,
+                    a.mode.name()
+                ));
+            }
             q
         } else {
             String::new()

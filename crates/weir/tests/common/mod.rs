@@ -34,6 +34,26 @@ impl KillOnDrop {
         unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
         child.wait_with_output().unwrap()
     }
+
+    /// Wait for the child to exit (killed, and the test failed, after `limit`) and
+    /// collect what it printed (less than a pipe's buffer, 64 KiB, or it would block).
+    #[allow(dead_code)] // not every test binary waits
+    pub fn wait_output(mut self, limit: Duration) -> Output {
+        let mut child = self.0.take().unwrap();
+        let deadline = Instant::now() + limit;
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let out = child.wait_with_output().unwrap();
+                panic!(
+                    "still running after {limit:?}: {}",
+                    String::from_utf8_lossy(&out.stdout)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        child.wait_with_output().unwrap()
+    }
 }
 
 impl Drop for KillOnDrop {
