@@ -50,7 +50,8 @@
 //! receiver's MSS option, else 536 (RFC 9293 §3.7.1).
 //!
 //! # State and cost
-//! A side table indexed by connection id (grown on demand, 64 bytes per entry), checked
+//! A side table indexed by connection id (grown on demand; one 64-byte cache line per
+//! entry, plus the time of its last data in a table of its own), checked
 //! against the connection's first-seen time so a reused slot starts afresh; per
 //! direction a binary heap of (release time, connection) for connections with held ACKs
 //! and a queue of released ACKs the device moves into the pipeline. Held ACKs keep their
@@ -130,12 +131,14 @@ const F_EDGE_VALID: u8 = 1 << 1; // right_edge holds an edge advertised to the s
 const F_ACTIVE: u8 = 1 << 2; // in its class's member list
 const F_QUEUED: u8 = 1 << 3; // `queued` is the time of a live heap item
 
-/// Per-connection state, indexed by connection id.
+/// Per-connection state, indexed by connection id: what an ACK towards the sender reads
+/// and writes, in one cache line (the time of the last data is apart, in
+/// [`Tcr::last_data`]: only data segments and the sweep use it).
 #[derive(Clone, Debug)]
+#[repr(align(64))]
 struct Entry {
     /// The first-seen time of the connection this entry belongs to.
     stamp: Instant,
-    last_data: Instant,
     /// Pacing: the earliest release of the connection's next ACK.
     next_free: Instant,
     /// Time of the connection's live heap item (with `F_QUEUED`).
@@ -151,11 +154,13 @@ struct Entry {
     flags: u8,
 }
 
+// one cache line: grow it and every ACK touches two
+const _: () = assert!(std::mem::size_of::<Entry>() == 64);
+
 impl Entry {
     fn blank(stamp: Instant) -> Entry {
         Entry {
             stamp,
-            last_data: Instant::ZERO,
             next_free: Instant::ZERO,
             queued: Instant::ZERO,
             held: PktQueue::new(),
@@ -208,6 +213,8 @@ pub struct Tcr {
     table: TcrTable,
     members: Vec<Members>,
     entries: Vec<Entry>,
+    /// When each entry's connection last sent data (or its SYN) in its class, by entry.
+    last_data: Vec<Instant>,
     heaps: [BinaryHeap<Reverse<(Instant, u32)>>; 2],
     /// Released ACKs the device has yet to move into its pipeline, per direction.
     ready: [PktQueue; 2],
@@ -232,6 +239,7 @@ impl Tcr {
             table,
             members,
             entries: Vec::new(),
+            last_data: Vec::new(),
             heaps: [BinaryHeap::new(), BinaryHeap::new()],
             ready: [PktQueue::new(), PktQueue::new()],
             held: [0; 2],
@@ -300,12 +308,14 @@ impl Tcr {
         let i = id.0 as usize;
         if i >= self.entries.len() {
             self.entries.resize(i + 1, Entry::blank(Instant::ZERO));
+            self.last_data.resize(i + 1, Instant::ZERO);
         }
         if self.entries[i].stamp != stamp {
             // the slot holds another connection now: what it held goes, then start afresh
             self.flush(i, pool);
             self.leave_members(i);
             self.entries[i] = Entry::blank(stamp);
+            self.last_data[i] = Instant::ZERO;
         }
         i
     }
@@ -562,7 +572,7 @@ impl Tcr {
         let e = &mut self.entries[i];
         e.data_side = side.index() as u8;
         // a SYN counts as activity: the session is in the share from its first packet
-        e.last_data = now;
+        self.last_data[i] = now;
         if e.flags & F_ACTIVE == 0 {
             e.flags |= F_ACTIVE;
             self.members[class as usize].ids.push(i as u32);
@@ -578,12 +588,12 @@ impl Tcr {
             return;
         }
         m.swept = now;
-        let entries = &mut self.entries;
+        let (entries, last_data) = (&mut self.entries, &self.last_data);
         m.ids.retain(|&x| {
             let e = &mut entries[x as usize];
             let id = ConnId(x);
             let keep = e.class == class
-                && now.saturating_since(e.last_data) <= IDLE
+                && now.saturating_since(last_data[x as usize]) <= IDLE
                 && conns.is_live(id)
                 && conns.get(id).first_seen() == e.stamp
                 && conns
