@@ -69,7 +69,7 @@ use crate::time::{Duration, Instant};
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use weir_wire::tcp::{Packet, TcpFlags, TcpOption};
+use weir_wire::tcp::{Packet, TcpFlags, TcpOption, TcpOptions};
 
 /// Longest an ACK is held for pacing.
 pub const MAX_HOLD: Duration = Duration::from_millis(1000);
@@ -199,6 +199,34 @@ fn tcp_header_mut<'a>(
     pool.data_mut(pkt)
         .get_mut(l4..p.l3_end)
         .and_then(|b| Packet::new_checked(b).ok())
+}
+
+/// The highest SACKed sequence number (the furthest right edge of the SACK blocks) in a
+/// TCP options area, reading the options up to the first malformed one.
+#[inline]
+fn sack_high(options: &[u8]) -> Option<u32> {
+    // fast path, the ACKs of nearly every sender: no options, or NOP NOP timestamps
+    const NOP_NOP_TS: [u8; 4] = [1, 1, 8, 10];
+    if options.is_empty() || options.len() == 12 && options[..4] == NOP_NOP_TS {
+        return None;
+    }
+    sack_high_slow(options)
+}
+
+#[cold]
+#[inline(never)]
+fn sack_high_slow(options: &[u8]) -> Option<u32> {
+    let mut high: Option<u32> = None;
+    for o in TcpOptions::new(options).map_while(|o| o.ok()) {
+        if let TcpOption::Sack { blocks, count } = o {
+            for &(_, right) in &blocks[..count as usize] {
+                if high.is_none_or(|h| seq_gt(right, h)) {
+                    high = Some(right);
+                }
+            }
+        }
+    }
+    high
 }
 
 /// A class's rate-controlled sessions.
@@ -404,16 +432,7 @@ impl Tcr {
             return Verdict::Forward;
         };
         let ack = seg.ack_number();
-        let mut sack_high: Option<u32> = None;
-        for o in seg.options_iter().map_while(|o| o.ok()) {
-            if let TcpOption::Sack { blocks, count } = o {
-                for &(_, right) in &blocks[..count as usize] {
-                    if sack_high.is_none_or(|h| seq_gt(right, h)) {
-                        sack_high = Some(right);
-                    }
-                }
-            }
-        }
+        let sack_high = sack_high(seg.options());
         let e = &mut self.entries[i];
         // window sizing
         let field = seg.window();

@@ -498,3 +498,37 @@ mod fuzz {
         }
     }
 }
+
+#[test]
+fn sack_high_reads_the_highest_right_edge() {
+    let ts = [1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2];
+    assert_eq!(sack_high(&ts), None);
+    assert_eq!(sack_high(&[]), None);
+    // NOP NOP SACK with one block: as long as NOP NOP timestamps, not the fast path
+    let one = [1, 1, 5, 10, 0, 0, 0, 1, 0, 0, 0x10, 0];
+    assert_eq!(sack_high(&one), Some(0x1000));
+    // two blocks, the higher first; across the 2^32 wrap 0x10 is beyond 0xFFFF_FF00
+    let two = [
+        1, 1, 5, 18, 0, 0, 0, 0, 0, 0, 0, 0x10, 0xFF, 0xFF, 0xFE, 0, 0xFF, 0xFF, 0xFF, 0,
+    ];
+    assert_eq!(sack_high(&two), Some(0x10));
+    // a malformed option ends the reading: the SACK after it is not seen
+    let bad = [3, 1, 5, 10, 0, 0, 0, 1, 0, 0, 0, 2];
+    assert_eq!(sack_high(&bad), None);
+}
+
+proptest::proptest! {
+    /// The fast path answers as the full reading of the options does.
+    #[test]
+    fn sack_high_fast_path_agrees(
+        opts in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..=40),
+        lead in proptest::prelude::any::<bool>(),
+    ) {
+        // half the cases start as NOP NOP timestamps would
+        let mut opts = opts;
+        if lead && opts.len() >= 4 {
+            opts[..4].copy_from_slice(&[1, 1, 8, 10]);
+        }
+        proptest::prop_assert_eq!(sack_high(&opts), sack_high_slow(&opts));
+    }
+}
