@@ -55,7 +55,10 @@
 //! against the connection's first-seen time so a reused slot starts afresh; per
 //! direction a binary heap of (release time, connection) for connections with held ACKs
 //! and a queue of released ACKs the device moves into the pipeline. Held ACKs keep their
-//! release time in `Meta::arrival` and are counted in the device's `len(dir)`.
+//! release time in `Meta::arrival` and are counted in the device's `len(dir)`. Per class
+//! its member list keeps the session rate its count makes (worked out when the count
+//! changes) and the last pacing gap (ACKs of full segments repeat it), so a typical ACK
+//! divides by no variable.
 //!
 //! Units: bits per second, bytes, nanoseconds (`Instant`).
 
@@ -229,11 +232,56 @@ fn sack_high_slow(options: &[u8]) -> Option<u32> {
     high
 }
 
-/// A class's rate-controlled sessions.
-#[derive(Clone, Debug, Default)]
+/// A class's rate-controlled sessions, and what their number makes of the class rate
+/// (worked out when it changes, not per ACK).
+#[derive(Clone, Debug)]
 struct Members {
     ids: Vec<u32>,
     swept: Instant,
+    /// The session rate for `ids.len()` sessions, bits/s ([`share`]); 0 when the class is
+    /// not rate-controlled.
+    rate: u64,
+    /// The last pacing gap worked out: (bytes, [`time_at`] of them at `rate`).
+    gap: (u32, Duration),
+}
+
+/// A session's share of `c` when `n` sessions count: the class rate over `n` (at least
+/// one), or the per-session guarantee when that is higher; at least 1 bit/s.
+fn share(c: TcrClass, n: usize) -> u64 {
+    (c.rate_bps / n.max(1) as u64).max(c.guarantee_bps).max(1)
+}
+
+impl Members {
+    /// The member list of a class with TCR settings `c` (`None`: not rate-controlled).
+    fn new(c: Option<TcrClass>) -> Members {
+        let mut m = Members {
+            ids: Vec::new(),
+            swept: Instant::ZERO,
+            rate: 0,
+            gap: (0, Duration::ZERO),
+        };
+        m.recount(c);
+        m
+    }
+
+    /// After `ids` changed: the session rate for the new count (`c`: the class's settings).
+    fn recount(&mut self, c: Option<TcrClass>) {
+        let rate = c.map_or(0, |c| share(c, self.ids.len()));
+        if rate != self.rate {
+            self.rate = rate;
+            self.gap = (0, Duration::ZERO);
+        }
+    }
+
+    /// The pacing gap of an ACK of `bytes` new bytes: [`time_at`] at the session rate,
+    /// worked out again only when `bytes` or the rate changed (ACKs of full segments
+    /// repeat it).
+    fn gap(&mut self, bytes: u32) -> Duration {
+        if self.gap.0 != bytes {
+            self.gap = (bytes, time_at(bytes as u64, self.rate));
+        }
+        self.gap.1
+    }
 }
 
 /// The TCR state of a device; see the module comment.
@@ -262,7 +310,7 @@ pub enum Verdict {
 
 impl Tcr {
     pub fn new(table: TcrTable) -> Tcr {
-        let members = vec![Members::default(); table.by_class.len()];
+        let members = table.by_class.iter().map(|&c| Members::new(c)).collect();
         Tcr {
             table,
             members,
@@ -278,7 +326,7 @@ impl Tcr {
     /// A new policy's classes (hot reload): class ids change meaning, so every
     /// connection is unmarked until its next data segment; held ACKs stay.
     pub fn reconfigure(&mut self, table: TcrTable, pool: &mut Pool) {
-        self.members = vec![Members::default(); table.by_class.len()];
+        self.members = table.by_class.iter().map(|&c| Members::new(c)).collect();
         self.table = table;
         for e in &mut self.entries {
             e.class = NO_CLASS;
@@ -318,15 +366,17 @@ impl Tcr {
 
     /// The rate a session of `class` is held to now, bits/s.
     pub fn session_rate(&self, class: u32) -> Option<u64> {
-        let c = self.table.get(class)?;
-        let n = self.sessions(class).max(1) as u64;
-        Some((c.rate_bps / n).max(c.guarantee_bps).max(1))
+        // kept by `Members::recount`: `share` of the class for its sessions, 0 without TCR
+        let rate = self.members.get(class as usize)?.rate;
+        (rate > 0).then_some(rate)
     }
 
     /// Take entry `i` out of its class's member list (no class: nothing to do).
     fn leave_members(&mut self, i: usize) {
-        if let Some(m) = self.members.get_mut(self.entries[i].class as usize) {
+        let class = self.entries[i].class;
+        if let Some(m) = self.members.get_mut(class as usize) {
             m.ids.retain(|&x| x as usize != i);
+            m.recount(self.table.get(class));
         }
         self.entries[i].flags &= !F_ACTIVE;
     }
@@ -487,7 +537,7 @@ impl Tcr {
             self.flush(i, pool);
             return Verdict::Forward;
         }
-        let gap = time_at(newly as u64, rate);
+        let gap = self.members[e.class as usize].gap(newly);
         let release = e.next_free.max(now);
         e.next_free = Instant((release.0 + gap.0).min(now.0 + MAX_HOLD.0));
         if release <= now && e.held.is_empty() {
@@ -594,7 +644,9 @@ impl Tcr {
         self.last_data[i] = now;
         if e.flags & F_ACTIVE == 0 {
             e.flags |= F_ACTIVE;
-            self.members[class as usize].ids.push(i as u32);
+            let m = &mut self.members[class as usize];
+            m.ids.push(i as u32);
+            m.recount(self.table.get(class));
         }
         self.sweep(class, conns, now);
     }
@@ -624,6 +676,7 @@ impl Tcr {
             }
             keep
         });
+        m.recount(self.table.get(class));
     }
 
     /// Release the ACKs of `dir` due at `now` (they come back through [`Tcr::take_ready`]).

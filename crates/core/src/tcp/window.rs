@@ -33,8 +33,14 @@
 /// Bytes of data the sender may have outstanding to send at `rate_bps` over a path whose
 /// minimum RTT is `rtt_us`: `rate · rtt / 8 + mss`, at least two segments of `mss` bytes.
 pub fn target_bytes(rate_bps: u64, rtt_us: u32, mss: u16) -> u32 {
-    let bdp = rate_bps as u128 * rtt_us as u128 / 8_000_000 + mss as u128;
-    (bdp.min(u32::MAX as u128) as u32).max(2 * mss as u32)
+    // in u64, so the division by a constant is a multiplication (no 128-bit division
+    // per ACK); a product beyond u64 is beyond 2^64 / 8·10^6 ≈ 2.3·10^12 bytes, far above
+    // the u32 cap
+    let bdp = match rate_bps.checked_mul(rtt_us as u64) {
+        Some(bit_us) => bit_us / 8_000_000 + mss as u64,
+        None => u64::MAX,
+    };
+    (bdp.min(u32::MAX as u64) as u32).max(2 * mss as u32)
 }
 
 /// What the ACK being rewritten says and what weir advertised before.
@@ -109,6 +115,13 @@ mod tests {
         assert_eq!(target_bytes(128_000, 50_000, 1460), 2920);
         // 256-byte MSS (clamped) lowers the floor
         assert_eq!(target_bytes(5_000, 200_000, 256), 512);
+        // 1 Tbit/s × 20 ms = 2.5·10^9 bytes, + 1460: still below the u32 cap
+        assert_eq!(target_bytes(1_000_000_000_000, 20_000, 1460), 2_500_001_460);
+        // 4 Tbit/s × 10 s = 5·10^12 bytes (the product, 4·10^19 bit·µs, overflows u64):
+        // capped at u32::MAX, as is 2^40 bit/s × 16 s (2.2·10^12 bytes, no overflow)
+        assert_eq!(target_bytes(4_000_000_000_000, 10_000_000, 1460), u32::MAX);
+        assert_eq!(target_bytes(1 << 40, 16_000_000, 1460), u32::MAX);
+        assert_eq!(target_bytes(u64::MAX, u32::MAX, 1460), u32::MAX);
     }
 
     #[test]

@@ -500,6 +500,46 @@ mod fuzz {
 }
 
 #[test]
+fn members_keep_the_session_rate_and_the_last_gap() {
+    let c = TcrClass {
+        rate_bps: 1_000_000_000,
+        guarantee_bps: 0,
+    };
+    // no session yet: the whole class rate (the count is at least one)
+    let mut m = Members::new(Some(c));
+    assert_eq!(m.rate, 1_000_000_000);
+    // 1 Gbit/s over 1,000 sessions = 1 Mbit/s; 1448 bytes take 1448 × 8 / 10^6 s
+    m.ids = (0..1000).collect();
+    m.recount(Some(c));
+    assert_eq!(m.rate, 1_000_000);
+    assert_eq!(m.gap(1448), Duration::from_nanos(11_584_000));
+    assert_eq!(m.gap(2896), Duration::from_nanos(23_168_000));
+    assert_eq!(m.gap(1448), Duration::from_nanos(11_584_000));
+    // 10,000 sessions: 100 kbit/s, ten times the gap for the same bytes
+    m.ids = (0..10_000).collect();
+    m.recount(Some(c));
+    assert_eq!(m.rate, 100_000);
+    assert_eq!(m.gap(1448), Duration::from_nanos(115_840_000));
+    // a 5 Mbit/s guarantee beats 1 Mbit/s: 1448 × 8 / (5 · 10^6) s = 2.3168 ms
+    let g = TcrClass {
+        guarantee_bps: 5_000_000,
+        ..c
+    };
+    m.ids.truncate(1000);
+    m.recount(Some(g));
+    assert_eq!(m.rate, 5_000_000);
+    assert_eq!(m.gap(1448), Duration::from_nanos(2_316_800));
+    // rounded up to the ns: one byte at 3 bit/s is 8/3 s
+    let mut slow = Members::new(Some(TcrClass {
+        rate_bps: 3,
+        guarantee_bps: 0,
+    }));
+    assert_eq!(slow.gap(1), Duration::from_nanos(2_666_666_667));
+    // not rate-controlled: no rate
+    assert_eq!(Members::new(None).rate, 0);
+}
+
+#[test]
 fn sack_high_reads_the_highest_right_edge() {
     let ts = [1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2];
     assert_eq!(sack_high(&ts), None);
