@@ -530,6 +530,7 @@ pub fn run_plan(
                 }),
             );
         }
+        let mut cut_short = false;
         while t0.elapsed() < total {
             std::thread::sleep(Duration::from_millis(1000).min(total.saturating_sub(t0.elapsed())));
             progress(&format!(
@@ -541,17 +542,31 @@ pub fn run_plan(
                 plan.duration_s
             ));
             if !running.is_running() || crate::interrupted() {
+                cut_short = true;
                 break;
             }
         }
-        let sink_report = sink.stop();
-        let reports: Vec<std::result::Result<SenderReport, String>> = handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("sender thread panicked".into()))
-            })
-            .collect();
+        let join = |handles: Vec<std::thread::ScopedJoinHandle<'_, _>>| {
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err("sender thread panicked".into()))
+                })
+                .collect::<Vec<std::result::Result<SenderReport, String>>>()
+        };
+        // A sender writes for its duration from the moment it connected, so it ends a
+        // handshake after the plan's end, then drains (at most 2 s): the sink keeps
+        // reading until every sender is done. Closing it first reset the connections
+        // mid-write (every session ended with "send: Broken pipe"). A run cut short
+        // stops the sink first, so the senders fail at once.
+        let (sink_report, reports) = if cut_short {
+            let s = sink.stop();
+            (s, join(handles))
+        } else {
+            let r = join(handles);
+            (sink.stop(), r)
+        };
         let voice_reports: Vec<std::result::Result<CbrSenderReport, String>> = voice_handles
             .into_iter()
             .map(|h| {

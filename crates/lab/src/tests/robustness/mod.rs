@@ -107,14 +107,20 @@ pub struct SenderVariant {
     pub name: String,
     pub cc: String,
     pub sack: bool,
+    /// RFC 7323 timestamps and window scaling (both hosts; off in seed 000's Table 3).
+    #[serde(default)]
+    pub timestamps: bool,
+    #[serde(default)]
+    pub window_scaling: bool,
     /// Minimum RTO on the sender's route; `None`: the kernel's 200 ms.
     pub min_rto_ms: Option<u64>,
     /// What it stands for.
     pub note: String,
 }
 
-/// The variants: reno, cubic, bbr x SACK off/on at the kernel's minimum RTO, and reno
-/// without SACK at a 1 s minimum RTO (a coarse BSD-style timer).
+/// The variants: reno, cubic, bbr x SACK off/on at the kernel's minimum RTO, reno
+/// without SACK at a 1 s minimum RTO (a coarse BSD-style timer), and cubic with SACK,
+/// timestamps and window scaling on (today's Linux defaults).
 pub fn standard_variants() -> Vec<SenderVariant> {
     let mut v = Vec::new();
     for cc in ["reno", "cubic", "bbr"] {
@@ -127,6 +133,8 @@ pub fn standard_variants() -> Vec<SenderVariant> {
                 },
                 cc: cc.into(),
                 sack,
+                timestamps: false,
+                window_scaling: false,
                 min_rto_ms: None,
                 note: format!(
                     "{cc}, SACK {}, min RTO 200 ms (fine-grained timer{})",
@@ -144,8 +152,21 @@ pub fn standard_variants() -> Vec<SenderVariant> {
         name: "reno-rto1s".into(),
         cc: "reno".into(),
         sack: false,
+        timestamps: false,
+        window_scaling: false,
         min_rto_ms: Some(1000),
         note: "reno, SACK off, min RTO 1 s (coarse 500 ms-tick timer, as FreeBSD 4.0 / Solaris-era stacks)".into(),
+    });
+    v.push(SenderVariant {
+        name: "cubic+sack+ts+ws".into(),
+        cc: "cubic".into(),
+        sack: true,
+        timestamps: true,
+        window_scaling: true,
+        min_rto_ms: None,
+        note:
+            "cubic, SACK, timestamps and window scaling on, min RTO 200 ms (today's Linux defaults)"
+                .into(),
     });
     v
 }
@@ -575,9 +596,19 @@ fn is_weir(dut: &str) -> bool {
     dut.starts_with("weir:")
 }
 
-/// Checks: delays — the Basic Test's criteria for `weir:cbq+pfq` (accuracy in [0.95, 1.05],
-/// fairness CoV <= 0.10 in classes >= 128 kbit/s); loss — goodput degrades smoothly (weir
-/// DUTs); senders — every variant delivered data (weir DUTs), with the spread.
+/// How far a sender variant's goodput may be from the variants' mean under TCP rate
+/// control (the issue: heterogeneous senders through TCR within ±10 % of each other).
+pub const TCR_SENDER_TOLERANCE: f64 = 0.10;
+
+/// Whether a DUT runs TCP rate control (a `weir:` TCR preset).
+fn is_tcr(dut: &str) -> bool {
+    matches!(crate::dut::DutSpec::parse(dut), Ok(crate::dut::DutSpec::Weir(t, _)) if t.tcr())
+}
+
+/// Checks: delays — the Basic Test's criteria per DUT; loss — goodput degrades smoothly
+/// (weir DUTs); senders — every variant delivered data and no connection broke (weir DUTs),
+/// with the spread, and under TCR every variant within [`TCR_SENDER_TOLERANCE`] of the
+/// variants' mean goodput.
 pub fn checks(res: &RobustnessResult) -> Vec<Check> {
     let mut out = Vec::new();
     if let Some(d) = &res.delays {
@@ -628,20 +659,56 @@ pub fn checks(res: &RobustnessResult) -> Vec<Check> {
                 .filter(|r| r.bytes == 0)
                 .map(|r| r.variant.as_str())
                 .collect();
+            let broken: Vec<String> = rows
+                .iter()
+                .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.variant)))
+                .collect();
             let g: Vec<f64> = rows.iter().map(|r| r.goodput_bps).collect();
             out.push(Check::new(
-                format!("senders: {dut}: every sender variant delivered data"),
+                format!("senders: {dut}: every sender variant delivered data, no connection broke"),
                 !rows.is_empty()
                     && dry.is_empty()
+                    && broken.is_empty()
                     && rows.len() == res.config.senders.variants.len(),
                 rows.len(),
                 "variants",
-                if dry.is_empty() {
-                    format!("goodput spread max/min {}", fmt_opt(spread(&g), 2))
-                } else {
+                if !dry.is_empty() {
                     format!("no data: {}", dry.join(", "))
+                } else if !broken.is_empty() {
+                    broken.join("; ")
+                } else {
+                    format!("goodput spread max/min {}", fmt_opt(spread(&g), 2))
                 },
             ));
+            if is_tcr(dut) && !g.is_empty() {
+                let mean = g.iter().sum::<f64>() / g.len() as f64;
+                let off: Vec<String> = rows
+                    .iter()
+                    .filter(|r| (r.goodput_bps / mean - 1.0).abs() > TCR_SENDER_TOLERANCE)
+                    .map(|r| {
+                        format!(
+                            "{} {:+.1} %",
+                            r.variant,
+                            (r.goodput_bps / mean - 1.0) * 100.0
+                        )
+                    })
+                    .collect();
+                let worst = g.iter().map(|x| (x / mean - 1.0).abs()).fold(0.0, f64::max);
+                out.push(Check::new(
+                    format!(
+                        "senders: {dut}: every variant within ±{:.0} % of the variants' mean goodput",
+                        TCR_SENDER_TOLERANCE * 100.0
+                    ),
+                    mean > 0.0 && off.is_empty(),
+                    rows.len(),
+                    "variants",
+                    if off.is_empty() {
+                        format!("mean {:.1} kbit/s, farthest {:.1} %", mean / 1e3, worst * 100.0)
+                    } else {
+                        off.join(", ")
+                    },
+                ));
+            }
         }
     }
     out
@@ -756,5 +823,69 @@ mod tests {
         let back: RobustnessResult =
             serde_json::from_str(&serde_json::to_string(&res).unwrap()).unwrap();
         assert_eq!(back.loss.unwrap().rows.len(), 4);
+    }
+
+    fn sender_row(dut: &str, variant: &str, kbit: f64, error: Option<&str>) -> SenderRow {
+        SenderRow {
+            dut: dut.into(),
+            variant: variant.into(),
+            bytes: 1000,
+            goodput_bps: kbit * 1e3,
+            normalised: kbit / 80.0,
+            data_segs_out: 10,
+            retrans: 0,
+            min_rtt_ms: 50.0,
+            error: error.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn sender_checks_catch_broken_connections_and_tcr_spread() {
+        let mut c = RobustnessConfig::quick();
+        c.senders.variants.truncate(2);
+        c.duts = vec!["weir:cbq+pfq+tcr".into(), "weir:cbq+pfq".into()];
+        let judge = |rows: Vec<SenderRow>| {
+            let res = RobustnessResult {
+                kind: "robustness".into(),
+                meta: BTreeMap::new(),
+                config: c.clone(),
+                delays: None,
+                loss: None,
+                senders: Some(SendersPart {
+                    variants: Vec::new(),
+                    rows,
+                }),
+                checks: Vec::new(),
+            };
+            checks(&res)
+                .into_iter()
+                .map(|k| (k.passed, k.name))
+                .collect::<Vec<_>>()
+        };
+        let (t, f) = ("weir:cbq+pfq+tcr", "weir:cbq+pfq");
+        // TCR 75 and 80 kbit/s: 3.2 % either side of 77.5; cbq+pfq: a broken pipe
+        let got = judge(vec![
+            sender_row(t, "reno", 75.0, None),
+            sender_row(t, "reno+sack", 80.0, None),
+            sender_row(f, "reno", 58.0, None),
+            sender_row(f, "reno+sack", 76.0, Some("send: Broken pipe")),
+        ]);
+        assert_eq!(
+            got.len(),
+            3,
+            "{got:?}: the spread is checked under TCR only"
+        );
+        assert!(got[0].0 && got[1].0, "{got:?}");
+        assert!(got[1].1.contains("within ±10 %"), "{got:?}");
+        assert!(
+            !got[2].0 && got[2].1.contains("no connection broke"),
+            "{got:?}"
+        );
+        // TCR 60 and 80: 14.3 % either side of 70
+        let got = judge(vec![
+            sender_row(t, "reno", 60.0, None),
+            sender_row(t, "reno+sack", 80.0, None),
+        ]);
+        assert!(got[0].0 && !got[1].0, "{got:?}");
     }
 }

@@ -143,6 +143,8 @@ pub fn sender_plan(c: &RobustnessConfig, v: &SenderVariant) -> Result<Plan> {
     let s = &c.senders;
     let mut tcp = HostTcp::seed000();
     tcp.sack = v.sack;
+    tcp.timestamps = v.timestamps;
+    tcp.window_scaling = v.window_scaling;
     tcp.min_rto_ms = v.min_rto_ms;
     single_session_plan(
         &format!("robustness-senders-{}", v.name),
@@ -235,15 +237,20 @@ mod tests {
             assert_eq!(plan.sessions[0].class, "c80");
             assert_eq!(plan.sessions[0].cc, v.cc);
             assert_eq!(plan.tcp.sack, v.sack);
+            assert_eq!(
+                (plan.tcp.timestamps, plan.tcp.window_scaling),
+                (v.timestamps, v.window_scaling)
+            );
             assert_eq!(plan.tcp.min_rto_ms, v.min_rto_ms);
-            assert!(!plan.tcp.timestamps && !plan.tcp.window_scaling);
+            // Table 3's hosts, except the variant that stands for today's defaults
+            assert_eq!(plan.tcp.timestamps, v.name == "cubic+sack+ts+ws");
             let p = plan.policy().unwrap();
             assert_eq!(p.classes[p.class_index("c80").unwrap()].rate, 80_000);
             assert!(testbed::wan_policy(&plan.sessions, 1)
                 .unwrap()
                 .contains("periodic 1%"));
         }
-        assert_eq!(c.senders.variants.len(), 7);
+        assert_eq!(c.senders.variants.len(), 8);
         // the delays plan: the basic policy, session k of each class gets delays[k]
         let plan = delays_plan(
             "basic-test.toml",
