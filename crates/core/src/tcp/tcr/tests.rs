@@ -572,3 +572,45 @@ proptest::proptest! {
         proptest::prop_assert_eq!(sack_high(&opts), sack_high_slow(&opts));
     }
 }
+
+/// On a LAN the first data segment's ACK would come back 0.1 ms after it left: released at
+/// once it would give the sender an RTT sample far below the time its segments take at
+/// its share. It leaves one segment time after the SYN-ACK.
+#[test]
+fn the_first_data_ack_leaves_one_segment_time_after_the_syn_ack() {
+    let mut e = Env::new(POLICY);
+    let us = |x: u64| Instant(x * 1000);
+    let c = |flags, seq, ack, payload| Seg {
+        client: true,
+        flags,
+        seq,
+        ack,
+        window: 1000,
+        payload,
+        ..Default::default()
+    };
+    e.send(c(SYN, 0, 0, 0), us(0));
+    let synack = Seg {
+        client: false,
+        flags: SYNACK,
+        seq: 0,
+        ack: 1,
+        window: 65535,
+        ..Default::default()
+    };
+    e.send(synack, us(50));
+    // held one segment at 1 Mbit/s: 1460 × 8 / 1e6 = 11.68 ms, out at 11.73 ms
+    assert!(e.poll(Direction::Inbound, us(11_729)).is_none());
+    let sa = e.poll(Direction::Inbound, us(11_730)).expect("the SYN-ACK");
+    e.pool.free(sa);
+    // the client's ACK and first segment at once; the server's ACK 0.1 ms later
+    e.send(c(ACK, 1, 1, 0), us(11_780));
+    e.send(c(ACK, 1, 1, 1460), us(11_780));
+    while let Some(p) = e.poll(Direction::Outbound, us(11_780)) {
+        e.pool.free(p);
+    }
+    let a1 = e.send(server_ack(1461), us(11_880));
+    // held until 11.73 + 11.68 = 23.41 ms
+    assert!(e.poll(Direction::Inbound, us(23_409)).is_none(), "held");
+    assert_eq!(e.poll(Direction::Inbound, us(23_410)), Some(a1));
+}
