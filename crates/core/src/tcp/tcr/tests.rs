@@ -162,9 +162,14 @@ impl Env {
         };
         self.send(c(SYN, 0, 0), ms(0));
         let synack = Seg {
+            client: false,
+            flags: SYNACK,
+            seq: 0,
+            ack: 1,
+            window: 65535,
             wscale: Some(7),
             sport,
-            ..server_synack()
+            ..Default::default()
         };
         self.send(synack, ms(50));
         self.send(
@@ -185,18 +190,6 @@ impl Env {
                 self.pool.free(p);
             }
         }
-    }
-}
-
-/// The server's SYN-ACK (ISN 0, window 65535, no window scale).
-fn server_synack() -> Seg {
-    Seg {
-        client: false,
-        flags: SYNACK,
-        seq: 0,
-        ack: 1,
-        window: 65535,
-        ..Default::default()
     }
 }
 
@@ -597,7 +590,15 @@ fn the_first_data_ack_leaves_one_segment_time_after_the_syn_ack() {
         ..Default::default()
     };
     e.send(c(SYN, 0, 0, 0), us(0));
-    e.send(server_synack(), us(50));
+    let synack = Seg {
+        client: false,
+        flags: SYNACK,
+        seq: 0,
+        ack: 1,
+        window: 65535,
+        ..Default::default()
+    };
+    e.send(synack, us(50));
     // held one segment at 1 Mbit/s: 1460 × 8 / 1e6 = 11.68 ms, out at 11.73 ms
     assert!(e.poll(Direction::Inbound, us(11_729)).is_none());
     let sa = e.poll(Direction::Inbound, us(11_730)).expect("the SYN-ACK");
