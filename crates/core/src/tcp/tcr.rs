@@ -611,12 +611,7 @@ impl Tcr {
         e.flags |= F_EDGE_VALID | F_ACK_VALID;
         let gap = time_at(mss as u64, rate);
         let release = Instant(now.0 + gap.0.min(HANDSHAKE_HOLD.0));
-        // the ACK of the first data segment, which the sender sends the moment this
-        // arrives, leaves one segment time after it: the sender's next RTT samples are
-        // its segments' time at the share too (released at once, the first data ACK
-        // gave the first session of a class a 0.1 ms sample, a short RTO, and
-        // retransmissions when later sessions cut its share)
-        e.next_free = Instant(release.0 + gap.0.min(MAX_HOLD.0));
+        e.next_free = release;
         self.stats[l].handshakes_held += 1;
         self.hold(i, l, pkt, release, pool)
     }
