@@ -39,7 +39,7 @@
 use crate::conn::{ConnId, ConnTable, TcpPhase};
 use crate::flow::Side;
 use crate::time::{Duration, Instant};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 const PROTO_TCP: u8 = 6;
 const PROTO_UDP: u8 = 17;
@@ -52,7 +52,7 @@ pub const SWEEP: Duration = Duration::from_millis(100);
 pub const MAX_SESSIONS: u32 = 1 << 20;
 
 /// What happens to a session beyond a class's `max_sessions`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     Share,
@@ -93,8 +93,9 @@ pub struct AdmissionTable {
     pub names: Vec<String>,
 }
 
-/// One class's admission control and counters, for reports.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// One class's admission control and counters, for reports (printed by its `Display`:
+/// `weir stats` and `weir run`'s final report).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ClassAdmission {
     pub class: String,
     pub max_sessions: u32,
@@ -104,7 +105,7 @@ pub struct ClassAdmission {
 }
 
 /// One class's counters.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AdmissionStats {
     /// Live sessions at the class's last count.
     pub sessions: u64,
@@ -123,6 +124,29 @@ pub struct AdmissionStats {
     /// Refused TCP SYNs no RST could be built for (no free packet, a double-tagged
     /// frame): dropped without an answer.
     pub resets_failed: u64,
+}
+
+impl std::fmt::Display for ClassAdmission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = &self.stats;
+        write!(
+            f,
+            "admission '{}' (max {} sessions, {}): {} sessions, {} admitted, {} shared, \
+             {} packets postponed, {} refused ({} RSTs sent, {} not answered), \
+             {} packets of refused flows",
+            self.class,
+            self.max_sessions,
+            self.mode.name(),
+            s.sessions,
+            s.admitted,
+            s.shared,
+            s.postponed,
+            s.refused,
+            s.resets,
+            s.resets_failed,
+            s.refused_packets
+        )
+    }
 }
 
 /// What the device does with a packet.
@@ -169,13 +193,6 @@ impl Admission {
             classes,
             entries: Vec::new(),
         }
-    }
-
-    /// A new policy's classes (hot reload): class indices change meaning, so every
-    /// session is forgotten and counted afresh from its next packet (TCP sessions as
-    /// picked up in mid-stream); counters start from zero.
-    pub fn reconfigure(&mut self, table: AdmissionTable) {
-        *self = Admission::new(table);
     }
 
     /// Class `class`'s counters (`None`: it has no admission control).
@@ -340,8 +357,7 @@ impl Admission {
             let id = ConnId(x);
             let keep = e.state == ADMITTED
                 && e.class == class
-                && conns.is_live(id)
-                && conns.get(id).first_seen() == e.stamp
+                && conns.is_same(id, e.stamp)
                 && match conns.get(id).tcp() {
                     Some(t) => t.phase() != TcpPhase::Closed,
                     None => now.saturating_since(conns.get(id).last_seen()) <= spec.idle,

@@ -174,11 +174,7 @@ pub fn bridge(
             report.policy_generation, report.reloads_refused
         );
         for a in &report.admission {
-            let s = &a.stats;
-            println!(
-                "admission '{}' (max {} sessions, {}): {} admitted, {} shared, {} packets postponed, {} refused ({} RSTs sent)",
-                a.class, a.max_sessions, a.mode.name(), s.admitted, s.shared, s.postponed, s.refused, s.resets
-            );
+            println!("{a}");
         }
     }
     for (l, from) in [(&report.outbound, &b.lan), (&report.inbound, &b.wan)] {

@@ -49,12 +49,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 );
             }
             for a in v["admission"].as_array().into_iter().flatten() {
-                let n = |k: &str| a[k].as_u64().unwrap_or(0);
-                println!(
-                    "admission '{}' (max {} sessions, {}): {} sessions, {} admitted, {} shared, {} packets postponed, {} refused ({} RSTs sent, {} not answered), {} packets of refused flows",
-                    a["class"].as_str().unwrap_or("?"), n("max_sessions"), a["mode"].as_str().unwrap_or("?"),
-                    n("sessions"), n("admitted"), n("shared"), n("postponed"), n("refused"), n("resets"), n("resets_failed"), n("refused_packets")
-                );
+                let a: weir_core::admission::ClassAdmission = serde_json::from_value(a.clone())?;
+                println!("{a}");
             }
             for dir in ["outbound", "inbound"] {
                 let lane = &v[dir]["lane"];

@@ -311,3 +311,26 @@ fn other_protocols_are_not_sessions() {
     assert_eq!(e.ingress(id, n, OUT, 5), Ok(()));
     assert_eq!(e.stats().sessions, 1);
 }
+
+#[test]
+fn a_class_report_prints_as_weir_stats_shows_it_and_survives_json() {
+    let a = ClassAdmission {
+        class: "bulk".into(),
+        max_sessions: 2,
+        mode: Mode::Postpone,
+        stats: AdmissionStats {
+            sessions: 2,
+            admitted: 4,
+            postponed: 2,
+            ..AdmissionStats::default()
+        },
+    };
+    assert_eq!(
+        a.to_string(),
+        "admission 'bulk' (max 2 sessions, postpone): 2 sessions, 4 admitted, 0 shared, \
+         2 packets postponed, 0 refused (0 RSTs sent, 0 not answered), 0 packets of refused flows"
+    );
+    let json = serde_json::to_value(&a).unwrap();
+    assert_eq!(json["admitted"], 4, "counters flattened: {json}");
+    assert_eq!(serde_json::from_value::<ClassAdmission>(json).unwrap(), a);
+}

@@ -594,6 +594,12 @@ impl ConnTable {
             .is_some_and(|c| !c.key.is_free())
     }
 
+    /// True if `id` is live and still the connection first seen at `stamp` (a side table
+    /// keyed by connection id checks its entry against a reused slot with this).
+    pub fn is_same(&self, id: ConnId, stamp: Instant) -> bool {
+        self.is_live(id) && self.conns[id.0 as usize].first_seen == stamp
+    }
+
     /// Count a packet of `len` bytes from `side` (see [`Conn::observe`]).
     #[inline]
     pub fn observe(&mut self, id: ConnId, side: Side, len: u32, now: Instant) {

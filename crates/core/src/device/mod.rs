@@ -283,6 +283,8 @@ impl Device {
         }
         self.overhead = policy.overhead;
         self.mss = policy.mss_table();
+        // class indices change meaning: every session is counted afresh from its next
+        // packet (TCP sessions as picked up in mid-stream), counters from zero
         self.admission = match policy.admission_table() {
             Some(_) if self.conns.is_none() => {
                 return Err("admission control needs the connection table".into())

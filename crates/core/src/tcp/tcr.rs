@@ -665,8 +665,7 @@ impl Tcr {
             let id = ConnId(x);
             let keep = e.class == class
                 && now.saturating_since(last_data[x as usize]) <= IDLE
-                && conns.is_live(id)
-                && conns.get(id).first_seen() == e.stamp
+                && conns.is_same(id, e.stamp)
                 && conns
                     .get(id)
                     .tcp()
