@@ -164,33 +164,41 @@ impl RedParams {
 
     /// Check the parameters; the message names the offending one.
     pub fn validate(&self) -> Result<(), String> {
+        self.validate_as("red")
+    }
+
+    /// [`Self::validate`] with messages prefixed by `who` instead of `red` (three-colour RED
+    /// names the colour: `gred yellow: max_p ...`).
+    pub fn validate_as(&self, who: &str) -> Result<(), String> {
         // Comparisons are written so that NaN fails them.
         if !(self.min_th > 0.0 && self.min_th.is_finite()) {
             return Err(format!(
-                "red: min_th must be a finite number > 0 (got {})",
+                "{who}: min_th must be a finite number > 0 (got {})",
                 self.min_th
             ));
         }
         if !(self.max_th > self.min_th && self.max_th.is_finite()) {
             return Err(format!(
-                "red: max_th ({}) must be finite and greater than min_th ({})",
+                "{who}: max_th ({}) must be finite and greater than min_th ({})",
                 self.max_th, self.min_th
             ));
         }
         if !(self.max_p > 0.0 && self.max_p <= 1.0) {
-            return Err(format!("red: max_p must be in (0, 1] (got {})", self.max_p));
+            return Err(format!(
+                "{who}: max_p must be in (0, 1] (got {})",
+                self.max_p
+            ));
         }
         if !(self.wq > 0.0 && self.wq <= 1.0) {
-            return Err(format!("red: wq must be in (0, 1] (got {})", self.wq));
+            return Err(format!("{who}: wq must be in (0, 1] (got {})", self.wq));
         }
         if self.idle_pkt_ns == 0 {
-            return Err(
-                "red: idle_pkt_ns (s, transmission time of a typical packet) must be > 0 ns"
-                    .to_string(),
-            );
+            return Err(format!(
+                "{who}: idle_pkt_ns (s, transmission time of a typical packet) must be > 0 ns"
+            ));
         }
         if let RedMode::Bytes { mean_pkt: 0 } = self.mode {
-            return Err("red: byte mode needs mean_pkt > 0 bytes".to_string());
+            return Err(format!("{who}: byte mode needs mean_pkt > 0 bytes"));
         }
         Ok(())
     }
@@ -228,6 +236,16 @@ impl RedParams {
             RedMode::Bytes { .. } => qlen_bytes as f64,
         };
         self.update_avg(st, q, now);
+        self.decide(st, pkt_len, rng)
+    }
+
+    /// The drop decision at the current `st.avg` (already updated for this arrival) for a
+    /// packet of `pkt_len` bytes: accept below `min_th` (`count = -1`), force at
+    /// [`Self::forced_threshold`], else drop with `p_a`. Updates `st.count`. Split from
+    /// [`Self::on_arrival`] for queues whose average is kept apart from the decision
+    /// (three-colour RED, [`crate::queue::gred`]).
+    #[inline]
+    pub fn decide(&self, st: &mut RedState, pkt_len: u32, rng: &mut Rng) -> Option<DropCause> {
         let avg = st.avg;
         if avg < self.min_th {
             st.count = -1;
