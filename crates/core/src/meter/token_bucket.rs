@@ -1,6 +1,7 @@
-//! The token bucket, in integer units of transmission time: every rate limit in the engine
-//! counts with it (the link-sharing scheduler's rate and ceil buckets, per-flow queuing's
-//! session caps, the [`Tbf`](crate::queue::tbf::Tbf) shaper).
+//! The token bucket, in integer units of transmission time or of bits: every rate limit in
+//! the engine counts with it (the link-sharing scheduler's rate and ceil buckets, per-flow
+//! queuing's session caps, the [`Tbf`](crate::queue::tbf::Tbf) shaper, the DiffServ
+//! meters).
 //!
 //! Tokens are *time*, like Linux `sch_tbf`/`sch_htb`: a token is one unit (a nanosecond,
 //! [`Ns`], or a picosecond, [`Ps`]) of transmission at the bucket's [`Rate`], so sending a
@@ -15,6 +16,15 @@
 //! conforms(len):   tokens >= min(cost(len), depth)
 //! consume(len):    tokens = max(tokens - cost(len), floor)
 //! ```
+//!
+//! A third unit, [`Exact`], counts tokens in *bits* rather than time, scaled by 10^9 so
+//! that both sides are integers: a `len`-byte frame costs `len * 8 * 10^9` units and
+//! `elapsed` nanoseconds at `bps` bit/s earn `elapsed * bps` units. Nothing is rounded, so
+//! a bucket's decisions are those of the fluid (real-valued) token count at any rate;
+//! refilling is one multiply instead of an add. The DiffServ meters ([`crate::meter`])
+//! count with it. Earning goes through [`TokenUnit::earned`] (time units earn the elapsed
+//! time itself): [`Bucket::refill_ns`] takes nanoseconds, and [`Bucket::refill_spill`]
+//! hands back what overflows the depth (for a second bucket to take).
 //!
 //! Two forms of one bucket:
 //! * [`Bucket<U>`]: rate, depth and token level; the *checkpoint* (the instant of the last
@@ -43,6 +53,13 @@
 //! lengths to [`MAX_FRAME`] for costing and overheads to +-[`MAX_FRAME`] so that no input
 //! can overflow the fixed-point arithmetic; a `Bucket` costs the length it is given, as its
 //! owner's `Rate` does.
+//!
+//! Bounds of [`Exact`]: costs and earnings saturate at `i64::MAX` (a frame of more than
+//! ~1.15 GB, or ~92 ms at 100 Gbit/s, which exceeds any bucket allowed below, so the
+//! saturation never changes a decision), and depths built from a burst of at most
+//! [`MAX_EXACT_BURST`] bytes (512 MiB, < 2^62 units) leave room for two full buckets in
+//! one `i64` (the srTCM's overflow from one bucket into the other, see
+//! [`Bucket::refill_spill`]). Elapsed time is unbounded: any gap simply fills the bucket.
 
 use crate::rate::Rate;
 use crate::time::{Duration, Instant};
@@ -57,10 +74,20 @@ pub const DEFAULT_MAX_DEBT: Duration = Duration::from_secs(60);
 /// Upper bound on any bucket depth, ~36 years: keeps every sum below `i64::MAX`.
 const MAX_BURST_NS: i64 = 1 << 60;
 
-/// The unit a bucket counts tokens in: transmission time in nanoseconds or picoseconds.
+/// Largest burst (bytes) from which an [`Exact`] bucket's depth is built: 2^29 (512 MiB),
+/// i.e. a depth below 2^62 units, so that two full buckets still sum within `i64`.
+pub const MAX_EXACT_BURST: u32 = 1 << 29;
+
+/// The unit a bucket counts tokens in: transmission time in nanoseconds or picoseconds,
+/// or [`Exact`] nano-bits.
 pub trait TokenUnit: Copy {
     /// Units to transmit a `len`-byte frame at `rate` (overhead included).
     fn cost(rate: &Rate, len: u32) -> u64;
+
+    /// Units a bucket at `rate` earns in `elapsed_ns` nanoseconds, saturating at
+    /// `i64::MAX`. For the time units this is the elapsed time itself, the amount their
+    /// owners pass to [`Bucket::refill`] directly.
+    fn earned(rate: &Rate, elapsed_ns: u64) -> i64;
 }
 
 /// Tokens in nanoseconds of transmission time ([`Rate::tx_ns`]).
@@ -71,10 +98,27 @@ pub struct Ns;
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Ps;
 
+/// Tokens in nano-bits (10^-9 bit): exact for every rate (see the module).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Exact;
+
+/// [`Exact`] units in one byte: 8 bits of 10^9 units each.
+pub const EXACT_PER_BYTE: u64 = 8_000_000_000;
+
+/// `a * b`, saturating at `i64::MAX`.
+#[inline]
+fn mul_sat_i64(a: u64, b: u64) -> i64 {
+    a.saturating_mul(b).min(i64::MAX as u64) as i64
+}
+
 impl TokenUnit for Ns {
     #[inline]
     fn cost(rate: &Rate, len: u32) -> u64 {
         rate.tx_ns(len)
+    }
+    #[inline]
+    fn earned(_: &Rate, elapsed_ns: u64) -> i64 {
+        elapsed_ns.min(i64::MAX as u64) as i64
     }
 }
 
@@ -82,6 +126,23 @@ impl TokenUnit for Ps {
     #[inline]
     fn cost(rate: &Rate, len: u32) -> u64 {
         rate.tx_ps(len)
+    }
+    #[inline]
+    fn earned(_: &Rate, elapsed_ns: u64) -> i64 {
+        mul_sat_i64(elapsed_ns, 1000)
+    }
+}
+
+impl TokenUnit for Exact {
+    /// `wire_len(len) * 8e9`, saturating at `i64::MAX`.
+    #[inline]
+    fn cost(rate: &Rate, len: u32) -> u64 {
+        mul_sat_i64(rate.wire_len(len), EXACT_PER_BYTE) as u64
+    }
+    /// `elapsed_ns * bps`, saturating at `i64::MAX`.
+    #[inline]
+    fn earned(rate: &Rate, elapsed_ns: u64) -> i64 {
+        mul_sat_i64(elapsed_ns, rate.bps())
     }
 }
 
@@ -149,6 +210,38 @@ impl<U: TokenUnit> Bucket<U> {
     #[inline]
     pub fn refill(&mut self, elapsed: i64) {
         self.tokens = self.level_after(elapsed);
+    }
+
+    /// Units this bucket earns in `elapsed_ns` nanoseconds ([`TokenUnit::earned`]).
+    #[inline]
+    pub fn earned(&self, elapsed_ns: u64) -> i64 {
+        U::earned(&self.rate, elapsed_ns)
+    }
+
+    /// Add what `elapsed_ns` nanoseconds earn at the bucket's rate, up to the depth.
+    #[inline]
+    pub fn refill_ns(&mut self, elapsed_ns: u64) {
+        self.refill(self.earned(elapsed_ns));
+    }
+
+    /// Add `earned` units (`>= 0`) up to the depth and return the units that did not fit
+    /// (zero if all did): what overflows this bucket, for a second bucket to take (RFC
+    /// 2697's C bucket spilling into E). Exact while `tokens + earned` fits in an `i64`;
+    /// beyond that the spill saturates at `i64::MAX - depth`, which is still more than
+    /// any second bucket no deeper than `i64::MAX - depth` can take.
+    #[inline]
+    pub fn refill_spill(&mut self, earned: i64) -> i64 {
+        let sum = self.tokens.saturating_add(earned);
+        self.tokens = sum.min(self.depth);
+        sum - self.tokens
+    }
+
+    /// Whether the tokens cover a `len`-byte frame's whole cost: `tokens >= cost(len)`,
+    /// with no exemption for a frame larger than the bucket (unlike
+    /// [`conforms`](Self::conforms)): the test `T - B >= 0` of RFC 2697/2698/4115.
+    #[inline]
+    pub fn covers(&self, len: u32) -> bool {
+        self.tokens >= self.cost(len)
     }
 
     /// Whether a `len`-byte frame conforms: `tokens >= cost(len)`, or the bucket is full
@@ -418,6 +511,76 @@ mod tests {
         let _ = x.time_until_conform(u32::MAX, Instant::ZERO);
         let _ = x.conform_at(u32::MAX);
         assert!(x.tokens() <= x.burst_ns());
+    }
+
+    #[test]
+    fn earned_per_unit() {
+        let r = Rate::from_bps(1_544_000);
+        // Time units earn the elapsed time, in their unit; refill_ns is refill of that.
+        assert_eq!(Ns::earned(&r, 7), 7);
+        assert_eq!(Ps::earned(&r, 7), 7_000);
+        assert_eq!(Ns::earned(&r, u64::MAX), i64::MAX);
+        assert_eq!(Ps::earned(&r, u64::MAX / 10), i64::MAX);
+        let mut a = Bucket::<Ps>::new(r, 1500);
+        let mut b = a;
+        a.consume(1000, 0);
+        b.consume(1000, 0);
+        a.refill_ns(123);
+        b.refill(123_000);
+        assert_eq!(a, b);
+        // Exact: 1 ns at 1.544 Mbit/s earns 1,544,000 nano-bits; a byte costs 8e9.
+        assert_eq!(Exact::earned(&r, 1), 1_544_000);
+        assert_eq!(Exact::earned(&r, 5_182), 8_001_008_000);
+        assert_eq!(Exact::cost(&r, 1), 8_000_000_000);
+        assert_eq!(Exact::cost(&r, 1500), 12_000_000_000_000);
+        assert_eq!(
+            Exact::cost(&Rate::with_overhead(r.bps(), 24), 1500),
+            1524 * EXACT_PER_BYTE
+        );
+        // Saturation, never overflow: 10^6 s at 100 Gbit/s, a 4 GB frame.
+        let fast = Rate::from_bps(100_000_000_000);
+        assert_eq!(Exact::earned(&fast, 1_000_000_000_000_000), i64::MAX);
+        assert_eq!(Exact::cost(&fast, u32::MAX), i64::MAX as u64);
+        assert!(
+            (MAX_EXACT_BURST as u64 * EXACT_PER_BYTE) < (1 << 62),
+            "two full buckets fit in an i64"
+        );
+    }
+
+    #[test]
+    fn exact_bucket_decides_on_the_fluid_count() {
+        // 1.544 Mbit/s: a byte takes 8e9 / 1.544e6 = 5181.35 ns. An emptied 1-byte bucket
+        // covers a byte again after ceil(5181.35) = 5182 ns, not one ns earlier.
+        let mut b = Bucket::<Exact>::new(Rate::from_bps(1_544_000), 1);
+        assert_eq!(b.depth(), 8_000_000_000);
+        assert!(b.covers(1) && !b.covers(2));
+        assert!(
+            b.conforms(2),
+            "conforms lets an oversized frame through a full bucket"
+        );
+        b.consume(1, 0);
+        assert_eq!(b.tokens(), 0);
+        b.refill_ns(5_181);
+        assert_eq!(b.tokens(), 7_999_464_000);
+        assert!(!b.covers(1));
+        b.refill_ns(1);
+        assert!(b.covers(1));
+        assert_eq!(b.tokens(), 8_000_000_000, "capped at the depth");
+    }
+
+    #[test]
+    fn refill_spill_returns_the_overflow() {
+        // 8 Mbit/s (a byte per us), 3000-byte bucket holding 1000 bytes.
+        let mut b = Bucket::<Exact>::new(Rate::from_bps(8_000_000), 3000);
+        b.consume(2000, 0);
+        assert_eq!(b.refill_spill(1500 * EXACT_PER_BYTE as i64), 0);
+        assert_eq!(b.tokens(), 2500 * EXACT_PER_BYTE as i64);
+        let e = b.earned(1_000_000); // 1 ms = 1000 bytes; 500 fit
+        assert_eq!(b.refill_spill(e), 500 * EXACT_PER_BYTE as i64);
+        assert_eq!(b.tokens(), b.depth());
+        // Saturated earnings spill i64::MAX - depth.
+        assert_eq!(b.refill_spill(i64::MAX), i64::MAX - b.depth());
+        assert_eq!(b.tokens(), b.depth());
     }
 
     #[test]
