@@ -21,6 +21,7 @@ pub mod admission;
 pub mod classify;
 pub mod conn;
 pub mod device;
+pub mod diffserv;
 pub mod emulate;
 pub mod flow;
 pub mod meter;

@@ -6,6 +6,10 @@
 //! headers) are not dropped: they go to the default class and are counted in
 //! `malformed`, so unknown traffic still flows.
 //!
+//! Between the classifier and the first stage, the DiffServ conditioner (if the policy
+//! has meters or is an interior router) colours each packet and marks or polices it
+//! ([`crate::diffserv`]); packets carried over by a reload are not metered again.
+//!
 //! A stage holds, drops or releases packets ([`Stage`]): today the shaper (per-class
 //! queues under the link-sharing scheduler) and the link emulator; the policy decides
 //! which a direction has, in which order (a WAN behind a bandwidth manager: shaper, then
@@ -22,6 +26,7 @@
 //! reached it; a shaper always works on `cx.now` (its clock never runs backwards).
 
 use crate::classify::{Classifier, Fields};
+use crate::diffserv::Conditioner;
 use crate::emulate::Emulator;
 use crate::pool::PktId;
 use crate::qdisc::{Count, Ctx, DropCause, Qdisc};
@@ -127,6 +132,9 @@ pub struct Pipeline {
     pub flow_seed: u64,
     /// Frames whose headers could not be parsed (sent to the default class).
     pub malformed: Count,
+    /// DiffServ meters and markers, between the classifier and the first stage (`None`:
+    /// every packet stays green and keeps its DSCP).
+    pub conditioner: Option<Conditioner>,
 }
 
 impl Pipeline {
@@ -137,6 +145,7 @@ impl Pipeline {
             pass: Fifo::new(u32::MAX, u64::MAX),
             flow_seed,
             malformed: Count::default(),
+            conditioner: None,
         }
     }
 
@@ -224,9 +233,13 @@ impl Pipeline {
         m.arrival = arrival.min(cx.now);
     }
 
-    /// The second half of [`Pipeline::ingress_fields`]: a labelled packet into the first
-    /// stage, reaching it at its arrival.
+    /// The second half of [`Pipeline::ingress_fields`]: a labelled packet through the
+    /// DiffServ conditioner (colour, remark, police) into the first stage, reaching it at
+    /// its arrival.
     pub fn admit(&mut self, pkt: PktId, cx: &mut Ctx<'_>) -> Result<(), DropCause> {
+        if let Some(c) = &mut self.conditioner {
+            c.apply(pkt, cx)?;
+        }
         let arrival = cx.pool.meta(pkt).arrival;
         match self.stages.first_mut() {
             Some(s) => s.enqueue(pkt, cx, arrival),

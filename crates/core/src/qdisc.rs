@@ -53,10 +53,12 @@ pub enum DropCause {
     Reload,
     /// Admission control held back or refused the packet's session (`max_sessions`).
     Admission,
+    /// A DiffServ policer dropped the packet: its meter's action for its colour is `drop`.
+    Policed,
 }
 
 impl DropCause {
-    pub const ALL: [DropCause; 11] = [
+    pub const ALL: [DropCause; 12] = [
         DropCause::QueueFull,
         DropCause::ByteLimit,
         DropCause::FlowLimit,
@@ -68,6 +70,7 @@ impl DropCause {
         DropCause::Shutdown,
         DropCause::Reload,
         DropCause::Admission,
+        DropCause::Policed,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -88,6 +91,7 @@ impl DropCause {
             DropCause::Shutdown => "shutdown",
             DropCause::Reload => "reload_limit",
             DropCause::Admission => "admission",
+            DropCause::Policed => "policed",
         }
     }
 }

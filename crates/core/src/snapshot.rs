@@ -52,6 +52,19 @@ pub struct PipelineSnapshot {
     /// Emulation profiles, profile 0 (the default) first; empty when not emulated.
     #[serde(default)]
     pub emulators: Vec<EmuSnapshot>,
+    /// DiffServ meters, in definition order; empty when the policy has none.
+    #[serde(default)]
+    pub meters: Vec<MeterSnapshot>,
+}
+
+/// One DiffServ meter: its configuration and what it coloured, remarked and dropped.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MeterSnapshot {
+    pub name: String,
+    /// One-line description: the meter, its colour mode and its actions.
+    pub config: String,
+    #[serde(flatten)]
+    pub stats: crate::diffserv::MeterStats,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -233,6 +246,16 @@ pub fn snapshot(p: &Pipeline, at: Instant) -> PipelineSnapshot {
         default_class: class_name(cl.default_class),
         malformed: p.malformed,
         emulators,
+        meters: p
+            .conditioner
+            .iter()
+            .flat_map(|c| c.meters())
+            .map(|(d, st)| MeterSnapshot {
+                name: d.name.clone(),
+                config: d.describe(),
+                stats: *st,
+            })
+            .collect(),
     }
 }
 
@@ -493,36 +516,73 @@ pub fn format_table(s: &PipelineSnapshot, direction: &str) -> String {
             s.malformed.packets, s.malformed.bytes
         );
     }
-    if !s.emulators.is_empty() {
-        let nw = s
-            .emulators
-            .iter()
-            .map(|e| e.name.chars().count())
-            .max()
-            .unwrap_or(0)
-            .max(7);
-        let _ = writeln!(out);
-        let _ = writeln!(
-            out,
-            "{:<nw$} {:>10} {:>10} {:>8} {:>8} {:>8} {:>6}  config",
-            "emulate", "in pkts", "out pkts", "lost", "q-drops", "dups", "queued"
-        );
-        for e in &s.emulators {
-            let _ = writeln!(
-                out,
-                "{:<nw$} {:>10} {:>10} {:>8} {:>8} {:>8} {:>6}  {}",
-                e.name,
+    named_table(
+        &mut out,
+        [
+            "emulate", "in pkts", "out pkts", "lost", "q-drops", "dups", "queued",
+        ],
+        s.emulators.iter().map(|e| {
+            let row = [
                 e.queue.received.packets,
                 e.queue.dequeued.packets,
                 e.counters.lost.packets,
                 e.counters.queue_drops.packets,
                 e.counters.dup_admitted.packets,
-                e.queue.packets,
-                e.config
-            );
-        }
-    }
+                e.queue.packets as u64,
+            ];
+            (e.name.as_str(), row, e.config.as_str())
+        }),
+    );
+    named_table(
+        &mut out,
+        ["meter", "green", "yellow", "red", "remarked", "dropped"],
+        s.meters.iter().map(|m| {
+            let st = &m.stats;
+            let row = [
+                st.green.packets,
+                st.yellow.packets,
+                st.red.packets,
+                st.remarked.packets,
+                st.dropped.packets,
+            ];
+            (m.name.as_str(), row, m.config.as_str())
+        }),
+    );
     out
+}
+
+/// A table of named rows: `headers[0]` heads the name column, the rest head numeric
+/// columns (each as wide as its header, at least 8), then each row's configuration.
+/// Nothing when there is no row.
+fn named_table<'a, const N: usize, const M: usize>(
+    out: &mut String,
+    headers: [&str; N],
+    rows: impl Iterator<Item = (&'a str, [u64; M], &'a str)>,
+) {
+    debug_assert_eq!(N, M + 1);
+    let rows: Vec<_> = rows.collect();
+    if rows.is_empty() {
+        return;
+    }
+    let nw = rows
+        .iter()
+        .map(|r| r.0.chars().count())
+        .chain([headers[0].len()])
+        .max()
+        .unwrap_or(0);
+    let widths: Vec<usize> = headers[1..].iter().map(|h| h.len().max(8)).collect();
+    let _ = write!(out, "\n{:<nw$}", headers[0]);
+    for (h, w) in headers[1..].iter().zip(&widths) {
+        let _ = write!(out, " {h:>w$}");
+    }
+    let _ = writeln!(out, "  config");
+    for (name, row, config) in rows {
+        let _ = write!(out, "{name:<nw$}");
+        for (v, w) in row.iter().zip(&widths) {
+            let _ = write!(out, " {v:>w$}");
+        }
+        let _ = writeln!(out, "  {config}");
+    }
 }
 
 fn fmt_rate_or_zero(bps: u64) -> String {

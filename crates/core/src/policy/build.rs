@@ -5,11 +5,13 @@
 use super::{ClassDef, MssCap, Policy, QueueKind, RedSpec, Shapes, Technique};
 use crate::classify::{Classifier, Rule};
 use crate::device::Device;
+use crate::diffserv::{Conditioner, Role, NO_METER};
 use crate::emulate::{self, EmuConfig, Emulator};
 use crate::pipeline::{EmuStage, Pipeline, Stage};
 use crate::pool::Direction;
 use crate::qdisc::Qdisc;
 use crate::queue::fifo::Fifo;
+use crate::queue::gred::{DropProfile, GredParams, GredQueue};
 use crate::queue::pfq::{Pfq, PfqConfig};
 use crate::queue::red::{RedMode, RedParams, RedQueue};
 use crate::rate::Rate;
@@ -21,6 +23,12 @@ use crate::units::Limit;
 
 impl Policy {
     fn leaf_queue(&self, c: &ClassDef) -> Result<Box<dyn Qdisc>, String> {
+        if let Some(r) = &c.red {
+            if r.colors.is_some() {
+                let (gred, p, b, _) = gred_params(c, r, self.mtu)?;
+                return Ok(Box::new(GredQueue::new(gred, p, b)?));
+            }
+        }
         let red = c.red.as_ref().map(|r| self.red_params(c, r));
         Ok(match c.queue {
             QueueKind::Fifo => {
@@ -119,11 +127,26 @@ impl Policy {
             .collect();
         let classifier =
             Classifier::new(rules, self.default_class as u32).map_err(|e| e.to_string())?;
-        Ok(Pipeline::new(
-            classifier,
-            vec![Stage::Shape(sched)],
-            0x5eed_f10e,
-        ))
+        let mut pipe = Pipeline::new(classifier, vec![Stage::Shape(sched)], 0x5eed_f10e);
+        pipe.conditioner = self.conditioner(now)?;
+        Ok(pipe)
+    }
+
+    /// The DiffServ conditioner: meters per rule and per class (a class without a `meter`
+    /// shares its nearest ancestor's), full at `now`; `None` for an edge router without
+    /// meters.
+    fn conditioner(&self, now: Instant) -> Result<Option<Conditioner>, String> {
+        if self.role == Role::Edge && self.meters.is_empty() {
+            return Ok(None);
+        }
+        let index = |m: Option<usize>| m.map_or(NO_METER, |i| i as u16);
+        let by_rule = self.rules.iter().map(|r| index(r.meter)).collect();
+        let mut by_class: Vec<u16> = Vec::with_capacity(self.classes.len());
+        for c in &self.classes {
+            let inherited = c.parent.map_or(NO_METER, |p| by_class[p]);
+            by_class.push(c.meter.map_or(inherited, |i| i as u16));
+        }
+        Conditioner::new(self.role, self.meters.clone(), by_rule, by_class, now).map(Some)
     }
 
     /// The `mss` keys resolved to bytes per class (a class without one takes its nearest
@@ -211,6 +234,7 @@ impl Policy {
         let mut p = self.build(now)?;
         if !shaped {
             p.stages.clear();
+            p.conditioner = None;
         }
         p.stages.extend(emu.map(Stage::Emulate));
         Ok(Some(p))
@@ -285,4 +309,59 @@ impl Policy {
         }
         Ok(Some(EmuStage { emu, names }))
     }
+}
+
+/// A leaf's three-colour RED (its `red` table has per-colour profiles), checked
+/// against the leaf's limit, with that limit in packets and bytes. Three-colour RED
+/// keeps one FIFO (packets of a flow never reorder): per-flow queuing is an error.
+pub(crate) fn gred_params(
+    c: &ClassDef,
+    r: &RedSpec,
+    mtu: u32,
+) -> Result<(GredParams, u32, u64, Vec<String>), String> {
+    let Some(colors) = &r.colors else {
+        return Err(format!(
+            "class '{}': RED has no per-colour profiles",
+            c.name
+        ));
+    };
+    if c.queue == QueueKind::Pfq {
+        return Err(format!(
+            "class '{}': three-colour RED runs on one FIFO (queue = \"fifo\"), not on \
+             per-flow queues",
+            c.name
+        ));
+    }
+    let bytes = matches!(colors.profiles[0].0, Limit::Bytes(_));
+    let th = |l: Limit| match l {
+        Limit::Packets(n) => n as f64,
+        Limit::Bytes(b) => b as f64,
+    };
+    let [g, y, rd] = colors.profiles.map(|(min, max, max_p)| DropProfile {
+        min_th: th(min),
+        max_th: th(max),
+        max_p,
+    });
+    let params = GredParams {
+        green: g,
+        yellow: y,
+        red: rd,
+        wq: r.wq,
+        gentle: r.gentle,
+        mode: if bytes {
+            RedMode::Bytes { mean_pkt: mtu }
+        } else {
+            RedMode::Packets
+        },
+        idle_pkt_ns: Rate::from_bps(c.rate).tx_ns(mtu),
+        averaging: colors.averaging,
+    };
+    let (p, b) = match c.limit {
+        Limit::Packets(n) => (n, u64::MAX),
+        Limit::Bytes(b) => (u32::MAX, b),
+    };
+    let warnings = params
+        .validate(p, b)
+        .map_err(|e| format!("class '{}': {e}", c.name))?;
+    Ok((params, p, b, warnings))
 }

@@ -42,6 +42,7 @@ impl Policy {
                 self.classes[self.default_class].name
             ));
         }
+        self.describe_diffserv(&mut s);
         if !self.emulators.is_empty() {
             s.push_str(&format!("emulation (seed {}):\n", self.seed));
             for e in &self.emulators {
@@ -67,6 +68,40 @@ impl Policy {
             }
         }
         s
+    }
+
+    /// The DiffServ role, the meters and who uses them (nothing for an edge router
+    /// without meters).
+    fn describe_diffserv(&self, s: &mut String) {
+        use crate::diffserv::Role;
+        match self.role {
+            Role::Interior => s.push_str(
+                "diffserv: interior router (colour from the DSCP: AFx1 green, AFx2 yellow, \
+                 AFx3 red)\n",
+            ),
+            Role::Edge if self.meters.is_empty() => return,
+            Role::Edge => s.push_str("diffserv: edge router, meters:\n"),
+        }
+        for (i, m) in self.meters.iter().enumerate() {
+            let users: Vec<String> = self
+                .classes
+                .iter()
+                .filter(|c| c.meter == Some(i))
+                .map(|c| format!("class {}", c.name))
+                .chain(
+                    self.rules
+                        .iter()
+                        .filter(|r| r.meter == Some(i))
+                        .map(|r| format!("rule {}", r.name)),
+                )
+                .collect();
+            let users = if users.is_empty() {
+                "unused".to_string()
+            } else {
+                users.join(", ")
+            };
+            s.push_str(&format!("  {:<16} {}  <- {users}\n", m.name, m.describe()));
+        }
     }
 
     fn describe_class(&self, i: usize, prefix: &str, last: bool, s: &mut String) {

@@ -20,7 +20,7 @@
 //! pipelines, the [`Device`]) and `describe.rs` (the text `weir check` prints); this file
 //! holds the model, its errors and `parse`/`load`.
 
-mod build;
+pub(crate) mod build;
 mod compile;
 mod describe;
 mod raw;
@@ -191,6 +191,17 @@ pub struct RedSpec {
     pub max_p: f64,
     pub wq: f64,
     pub gentle: bool,
+    /// Three-colour RED (`green`/`yellow`/`red` tables): these profiles replace `min`,
+    /// `max` and `max_p`.
+    pub colors: Option<ColorRedSpec>,
+}
+
+/// Three-colour RED as written: one drop profile per colour and how averages are kept.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ColorRedSpec {
+    /// Green, yellow, red: `(min, max, max_p)`, all in packets or all in bytes.
+    pub profiles: [(Limit, Limit, f64); 3],
+    pub averaging: crate::queue::gred::GredAveraging,
 }
 
 impl RedSpec {
@@ -204,6 +215,7 @@ impl RedSpec {
             max_p: 0.02,
             wq: 0.002,
             gentle: true,
+            colors: None,
         }
     }
 }
@@ -248,6 +260,9 @@ pub struct ClassDef {
     /// Admission control of a leaf's sessions (`max_sessions`, `admission`,
     /// `session_idle`).
     pub admission: Option<crate::admission::Spec>,
+    /// The DiffServ meter of the class's packets (`meter`; index into `Policy::meters`;
+    /// inherited by children, who then share it). A rule's meter wins.
+    pub meter: Option<usize>,
     /// Line of the definition, for messages.
     pub line: usize,
 }
@@ -301,6 +316,16 @@ impl ClassDef {
             Some(r) if !forced => r.clone(),
             _ => t.red().then(params),
         };
+        // three-colour RED keeps one FIFO: it wins over a preset's per-flow queuing unless
+        // the file asks for `queue = "pfq"` (an error) or a technique is forced
+        let colours = self.red.as_ref().is_some_and(|r| r.colors.is_some());
+        if colours && !forced && self.written.queue.is_none() && self.queue == QueueKind::Pfq {
+            self.queue = QueueKind::Fifo;
+            self.limit = self
+                .written
+                .limit
+                .unwrap_or(Limit::Packets(DEFAULT_FIFO_LIMIT));
+        }
     }
 }
 
@@ -314,6 +339,8 @@ pub struct RuleDef {
     pub emulate: Option<usize>,
     /// MSS clamping of the connections this rule starts (wins over the class's `mss`).
     pub mss: Option<MssCap>,
+    /// The DiffServ meter of the rule's packets (index into `Policy::meters`).
+    pub meter: Option<usize>,
 }
 
 /// A validated policy. `classes[0]` is the root (the link); parents precede children.
@@ -334,6 +361,10 @@ pub struct Policy {
     pub default_emulate: Option<usize>,
     /// Seed of the random number generator (RED, per-flow hashing, emulation).
     pub seed: u64,
+    /// DiffServ role of the router (`[link] role`).
+    pub role: crate::diffserv::Role,
+    /// DiffServ meters (`[[meter]]`), selected per rule or class.
+    pub meters: Vec<crate::diffserv::MeterDef>,
     /// Advice that does not stop the policy from working.
     pub warnings: Vec<PolicyError>,
 }

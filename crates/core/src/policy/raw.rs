@@ -3,7 +3,7 @@
 //! parsers of single keys and values that record an error where they fail (rates and
 //! sizes through [`crate::units`], lists, port sets, `mtu`, `direction`, `red`).
 
-use super::{PolicyError, PolicyErrors, RedSpec, Shapes};
+use super::{ColorRedSpec, PolicyError, PolicyErrors, RedSpec, Shapes};
 use crate::classify::PortSet;
 use crate::units::{self, Limit};
 use serde::Deserialize;
@@ -20,6 +20,29 @@ pub(super) struct RawPolicy {
     pub(super) rules: Vec<Spanned<RawRule>>,
     #[serde(default, rename = "emulate")]
     pub(super) emulators: Vec<Spanned<RawEmulate>>,
+    #[serde(default, rename = "meter")]
+    pub(super) meters: Vec<Spanned<RawMeter>>,
+}
+
+/// A `[[meter]]`: a DiffServ token-bucket meter and its actions per colour.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMeter {
+    pub(super) name: Spanned<String>,
+    #[serde(rename = "type")]
+    pub(super) kind: Spanned<String>,
+    pub(super) cir: Option<Spanned<Value>>,
+    pub(super) cbs: Option<Spanned<Value>>,
+    pub(super) ebs: Option<Spanned<Value>>,
+    pub(super) pir: Option<Spanned<Value>>,
+    pub(super) pbs: Option<Spanned<Value>>,
+    pub(super) eir: Option<Spanned<Value>>,
+    #[serde(alias = "colour")]
+    pub(super) color: Option<Spanned<String>>,
+    pub(super) green: Option<Spanned<Value>>,
+    pub(super) yellow: Option<Spanned<Value>>,
+    pub(super) red: Option<Spanned<Value>>,
+    pub(super) description: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -52,6 +75,7 @@ pub(super) struct RawLink {
     pub(super) direction: Option<Spanned<String>>,
     pub(super) emulate: Option<Spanned<String>>,
     pub(super) seed: Option<Spanned<i64>>,
+    pub(super) role: Option<Spanned<String>>,
     pub(super) description: Option<String>,
 }
 
@@ -75,6 +99,7 @@ pub(super) struct RawClass {
     pub(super) max_sessions: Option<Spanned<i64>>,
     pub(super) admission: Option<Spanned<String>>,
     pub(super) session_idle: Option<Spanned<Value>>,
+    pub(super) meter: Option<Spanned<String>>,
     pub(super) description: Option<String>,
 }
 
@@ -95,6 +120,19 @@ struct RawRed {
     max_p: Option<f64>,
     wq: Option<f64>,
     gentle: Option<bool>,
+    average: Option<String>,
+    green: Option<RawDropProfile>,
+    yellow: Option<RawDropProfile>,
+    red: Option<RawDropProfile>,
+}
+
+/// One colour's drop profile in a three-colour `red` table.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDropProfile {
+    min: Value,
+    max: Value,
+    max_p: f64,
 }
 
 #[derive(Deserialize)]
@@ -112,6 +150,7 @@ pub(super) struct RawRule {
     pub(super) dscp: Option<Spanned<Value>>,
     pub(super) vlan: Option<Spanned<Value>>,
     pub(super) mss: Option<Spanned<Value>>,
+    pub(super) meter: Option<Spanned<String>>,
 }
 
 // ---- error positions ------------------------------------------------------------------
@@ -154,7 +193,7 @@ impl<'a> Src<'a> {
 }
 
 /// A TOML scalar as the text a unit parser reads (numbers become their decimal text).
-fn scalar_text(v: &Value) -> Option<String> {
+pub(super) fn scalar_text(v: &Value) -> Option<String> {
     match v {
         Value::String(s) => Some(s.clone()),
         Value::Integer(i) => Some(i.to_string()),
@@ -313,8 +352,8 @@ pub(super) fn parse_red(src: &mut Src<'_>, v: &Spanned<Value>) -> Option<RedSpec
                 }
             };
             let mut r = RedSpec::defaults();
-            let lim = |src: &mut Src<'_>, key: &str, x: &Option<Value>| -> Option<Limit> {
-                let text = scalar_text(x.as_ref()?)?;
+            let lim = |src: &mut Src<'_>, key: &str, x: &Value| -> Option<Limit> {
+                let text = scalar_text(x)?;
                 match units::parse_limit(&text) {
                     Ok(l) => Some(l),
                     Err(e) => {
@@ -323,7 +362,7 @@ pub(super) fn parse_red(src: &mut Src<'_>, v: &Spanned<Value>) -> Option<RedSpec
                     }
                 }
             };
-            if let Some(l) = lim(src, "min", &raw.min) {
+            if let Some(l) = raw.min.as_ref().and_then(|x| lim(src, "min", x)) {
                 r.min = l;
                 if raw.max.is_none() {
                     r.max = match l {
@@ -332,7 +371,7 @@ pub(super) fn parse_red(src: &mut Src<'_>, v: &Spanned<Value>) -> Option<RedSpec
                     };
                 }
             }
-            if let Some(l) = lim(src, "max", &raw.max) {
+            if let Some(l) = raw.max.as_ref().and_then(|x| lim(src, "max", x)) {
                 r.max = l;
             }
             if let Some(p) = raw.max_p {
@@ -344,31 +383,21 @@ pub(super) fn parse_red(src: &mut Src<'_>, v: &Spanned<Value>) -> Option<RedSpec
             if let Some(g) = raw.gentle {
                 r.gentle = g;
             }
-            let same_kind = matches!(
-                (r.min, r.max),
-                (Limit::Packets(_), Limit::Packets(_)) | (Limit::Bytes(_), Limit::Bytes(_))
-            );
-            let (lo, hi) = match (r.min, r.max) {
-                (Limit::Packets(a), Limit::Packets(b)) => (a as u64, b as u64),
-                (Limit::Bytes(a), Limit::Bytes(b)) => (a, b),
-                _ => (0, 0),
-            };
-            if !same_kind {
-                src.err(
-                    v.span(),
-                    "`red`: min and max must both be in packets or both in bytes",
-                );
-            } else if lo == 0 || lo >= hi {
-                src.err(
-                    v.span(),
-                    format!("`red`: need 0 < min < max, got min {} max {}", r.min, r.max),
-                );
-            }
-            if !(r.max_p > 0.0 && r.max_p <= 1.0) {
-                src.err(
-                    v.span(),
-                    format!("`red.max_p`: {} is outside (0, 1]", r.max_p),
-                );
+            let colours = [
+                ("green", &raw.green),
+                ("yellow", &raw.yellow),
+                ("red", &raw.red),
+            ];
+            if colours.iter().all(|(_, c)| c.is_none()) {
+                if raw.average.is_some() {
+                    src.err(
+                        v.span(),
+                        "`red.average` is for three-colour RED: add green, yellow and red tables",
+                    );
+                }
+                check_profile(src, v, "red", (r.min, r.max, r.max_p));
+            } else {
+                r.colors = color_red(src, v, &raw, &colours, &lim);
             }
             if !(r.wq > 0.0 && r.wq <= 1.0) {
                 src.err(v.span(), format!("`red.wq`: {} is outside (0, 1]", r.wq));
@@ -380,4 +409,107 @@ pub(super) fn parse_red(src: &mut Src<'_>, v: &Spanned<Value>) -> Option<RedSpec
             None
         }
     }
+}
+
+/// One RED profile's checks: thresholds of one kind, `0 < min < max`, `max_p` in (0, 1]
+/// (`who` names it in messages: `red`, `red.green`, ...).
+fn check_profile(
+    src: &mut Src<'_>,
+    v: &Spanned<Value>,
+    who: &str,
+    (min, max, max_p): (Limit, Limit, f64),
+) {
+    let (lo, hi) = match (min, max) {
+        (Limit::Packets(a), Limit::Packets(b)) => (a as u64, b as u64),
+        (Limit::Bytes(a), Limit::Bytes(b)) => (a, b),
+        _ => {
+            src.err(
+                v.span(),
+                format!("`{who}`: min and max must both be in packets or both in bytes"),
+            );
+            (1, 2)
+        }
+    };
+    if lo == 0 || lo >= hi {
+        src.err(
+            v.span(),
+            format!("`{who}`: need 0 < min < max, got min {min} max {max}"),
+        );
+    }
+    if !(max_p > 0.0 && max_p <= 1.0) {
+        src.err(
+            v.span(),
+            format!("`{who}.max_p`: {max_p} is outside (0, 1]"),
+        );
+    }
+}
+
+/// The per-colour tables of a three-colour `red` (all three, thresholds all in packets or
+/// all in bytes) and its `average`.
+fn color_red(
+    src: &mut Src<'_>,
+    v: &Spanned<Value>,
+    raw: &RawRed,
+    colours: &[(&str, &Option<RawDropProfile>); 3],
+    lim: &dyn Fn(&mut Src<'_>, &str, &Value) -> Option<Limit>,
+) -> Option<ColorRedSpec> {
+    use crate::queue::gred::GredAveraging;
+    if raw.min.is_some() || raw.max.is_some() || raw.max_p.is_some() {
+        src.err(
+            v.span(),
+            "`red`: with green, yellow and red tables, min, max and max_p go inside each \
+             colour's table",
+        );
+    }
+    let averaging = match raw.average.as_deref() {
+        None | Some("coupled") => GredAveraging::Coupled,
+        Some("separate") => GredAveraging::Separate,
+        Some("single") => GredAveraging::Single,
+        Some(other) => {
+            src.err(
+                v.span(),
+                format!("`red.average`: '{other}' is not one of coupled, separate, single"),
+            );
+            GredAveraging::Coupled
+        }
+    };
+    let missing: Vec<&str> = colours
+        .iter()
+        .filter(|(_, c)| c.is_none())
+        .map(|(n, _)| *n)
+        .collect();
+    if !missing.is_empty() {
+        src.err(
+            v.span(),
+            format!(
+                "`red`: three-colour RED needs green, yellow and red tables (missing: {})",
+                missing.join(", ")
+            ),
+        );
+        return None;
+    }
+    let mut profiles = Vec::with_capacity(3);
+    for (name, c) in colours {
+        let c = c.as_ref()?;
+        let min = lim(src, &format!("{name}.min"), &c.min)?;
+        let max = lim(src, &format!("{name}.max"), &c.max)?;
+        check_profile(src, v, &format!("red.{name}"), (min, max, c.max_p));
+        profiles.push((min, max, c.max_p));
+    }
+    let bytes = |l: &Limit| matches!(l, Limit::Bytes(_));
+    let kinds: Vec<bool> = profiles
+        .iter()
+        .flat_map(|(a, b, _)| [bytes(a), bytes(b)])
+        .collect();
+    if kinds.iter().any(|&k| k != kinds[0]) {
+        src.err(
+            v.span(),
+            "`red`: the colours' thresholds must all be in packets or all in bytes",
+        );
+        return None;
+    }
+    Some(ColorRedSpec {
+        profiles: [profiles[0], profiles[1], profiles[2]],
+        averaging,
+    })
 }

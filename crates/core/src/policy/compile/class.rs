@@ -59,9 +59,20 @@ pub(super) fn compile_class(
             }
         }),
         admission: class_admission(src, c, leaf),
+        meter: None,
         line: src.line(raw.span()),
     };
     def.apply(technique, false);
+    if let (Some(r), Some(v)) = (def.red.as_ref().filter(|r| r.colors.is_some()), &c.red) {
+        match super::super::build::gred_params(&def, r, mtu) {
+            Ok((.., warnings)) => {
+                for w in warnings {
+                    src.warn(v.span(), format!("`red`: {w}"));
+                }
+            }
+            Err(e) => src.err(v.span(), format!("`red`: {e}")),
+        }
+    }
     def
 }
 

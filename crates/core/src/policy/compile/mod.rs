@@ -18,6 +18,7 @@ use super::{
     ROOT,
 };
 use crate::classify::{parse_dscp, parse_vlan, IpNet, Match, Proto};
+use crate::diffserv::Role;
 use crate::emulate::{self, EmuConfig};
 use crate::sched::linkshare::MAX_LEVEL;
 use crate::units::{self, fmt_rate, Limit};
@@ -25,8 +26,10 @@ use std::collections::HashMap;
 use toml::{Spanned, Value};
 
 mod class;
+mod diffserv;
 
 use class::compile_class;
+use diffserv::{check_interior_rule, compile_meters, compile_role, meter_ref, warn_unused_meters};
 
 /// Largest default quantum (bytes) when quanta are derived from rates.
 const MAX_DEFAULT_QUANTUM: u64 = 200_000;
@@ -60,6 +63,8 @@ pub(super) fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
         shapes,
     } = compile_link(src, &link);
 
+    let role = compile_role(src, &link);
+    let (meters, meter_index) = compile_meters(src, &raw.meters, role, mtu.saturating_sub(14));
     let (mut pending, index) = class_names(src, raw.classes);
     let parents_ok = resolve_parents(src, &mut pending, &index);
     let cycles = find_cycles(src, &pending);
@@ -86,7 +91,7 @@ pub(super) fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
         let c = pending[i].raw.get_ref();
         let k = classes.len();
         let parent = pending[i].parent.map_or(0, |j| pos[j]);
-        let def = compile_class(
+        let mut def = compile_class(
             src,
             &pending[i].raw,
             (parent, &classes[parent]),
@@ -94,6 +99,10 @@ pub(super) fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
             mtu,
             technique,
         );
+        def.meter = c
+            .meter
+            .as_ref()
+            .and_then(|v| meter_ref(src, v, &meter_index));
         classes.push(def);
         spans.push(c.rate.span());
         let _ = &c.description;
@@ -110,8 +119,17 @@ pub(super) fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
         .as_ref()
         .and_then(|e| emulate_profile(src, e, &emu_index));
     let seed = compile_seed(src, &link);
-    let rules = compile_rules(src, &raw.rules, &classes, default_class, &emu_index);
+    let rules = compile_rules(
+        src,
+        &raw.rules,
+        &classes,
+        default_class,
+        (&emu_index, &meter_index, role),
+    );
     warn_classes_without_rules(src, &classes, &rules, default_class, &spans);
+    let used = classes.iter().filter_map(|c| c.meter);
+    let used = used.chain(rules.iter().filter_map(|r| r.meter));
+    warn_unused_meters(src, &raw.meters, &meter_index, used);
 
     Some(Policy {
         file: src.file.to_string(),
@@ -126,6 +144,8 @@ pub(super) fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
         emulators,
         default_emulate,
         seed,
+        role,
+        meters,
         warnings: vec![],
     })
 }
@@ -348,6 +368,7 @@ fn root_class(
         tcr: None,
         admission: None,
         written: Written::default(),
+        meter: None,
         line: src.line(link_span),
     };
     root.apply(technique, false);
@@ -549,7 +570,7 @@ fn compile_rules(
     raw: &[Spanned<RawRule>],
     classes: &[ClassDef],
     default_class: usize,
-    emu_index: &HashMap<String, usize>,
+    (emu_index, meter_index, role): (&HashMap<String, usize>, &HashMap<String, usize>, Role),
 ) -> Vec<RuleDef> {
     let rule_spans: Vec<_> = raw.iter().map(|r| r.span()).collect();
     let mut rules = Vec::new();
@@ -581,14 +602,22 @@ fn compile_rules(
                 None => continue,
             },
         };
+        if role == Role::Interior {
+            check_interior_rule(src, r);
+        }
         let m = rule_match(src, r);
         let mss = r.mss.as_ref().and_then(|v| mss_cap(src, v));
+        let meter = r
+            .meter
+            .as_ref()
+            .and_then(|v| meter_ref(src, v, meter_index));
         rules.push(RuleDef {
             name,
             class,
             m,
             emulate,
             mss,
+            meter,
         });
     }
     rules
