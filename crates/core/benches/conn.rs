@@ -37,6 +37,8 @@
 //! pages (see `huge` below) to show how much of the cost is TLB misses.
 #![allow(clippy::disallowed_methods)] // the benchmark reads the wall clock on purpose
 
+mod common;
+
 /// With `CONN_HUGEPAGES=1`, allocations of 2 MiB and more are 2 MiB-aligned and advised
 /// `MADV_HUGEPAGE` (for machines whose transparent huge pages are `madvise` only), so
 /// the table's arena and index sit on huge pages: how much of a lookup is TLB misses.
@@ -421,11 +423,7 @@ fn main() {
         huge::ON.store(true, std::sync::atomic::Ordering::Relaxed);
         eprintln!("CONN_HUGEPAGES=1: allocations >= 2 MiB advised MADV_HUGEPAGE");
     }
-    let mut c = Criterion::default()
-        .sample_size(20)
-        .warm_up_time(std::time::Duration::from_millis(1000))
-        .measurement_time(std::time::Duration::from_secs(3))
-        .configure_from_args();
+    let mut c = common::criterion();
     report_memory();
     let mut rows = Vec::new();
     for (name, op) in [

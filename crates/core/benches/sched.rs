@@ -37,6 +37,8 @@
 //! Run with `cargo bench -p weir-core --bench sched`.
 #![allow(clippy::disallowed_methods)] // the benchmark reads the wall clock on purpose
 
+mod common;
+
 use criterion::{Criterion, Throughput};
 use std::hint::black_box;
 use std::time::Instant as WallClock;
@@ -256,18 +258,9 @@ impl<Q: Qdisc> Bench<Q> {
     /// benchmark is bound by memory latency, so a busy neighbour on the shared cache
     /// shows up directly).
     fn fixed(&mut self, n: u64) -> (f64, f64) {
-        let slice = n / 10;
-        let mut best = f64::INFINITY;
-        let mut total = 0u128;
-        for _ in 0..10 {
-            let t = WallClock::now();
-            self.run(slice);
-            let e = t.elapsed().as_nanos();
-            total += e;
-            best = best.min(e as f64 / slice as f64);
-        }
+        let r = common::timed_slices(n, |k| self.run(k));
         self.check();
-        (total as f64 / (10 * slice) as f64, best)
+        r
     }
 }
 
@@ -499,11 +492,7 @@ fn report_memory(per_leaf: u32) {
 }
 
 fn main() {
-    let mut c = Criterion::default()
-        .sample_size(20)
-        .warm_up_time(std::time::Duration::from_millis(1000))
-        .measurement_time(std::time::Duration::from_secs(3))
-        .configure_from_args();
+    let mut c = common::criterion();
     report_memory(BUCKETS_PER_LEAF);
     report_memory(256);
     let v = |group, name, shape, leaf, sizes, buckets, share| Variant {

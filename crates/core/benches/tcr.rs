@@ -67,6 +67,8 @@
 //! runs only the fixed loops of that connection count.
 #![allow(clippy::disallowed_methods)] // the benchmark reads the wall clock on purpose
 
+mod common;
+
 use criterion::{BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
@@ -638,11 +640,7 @@ fn bench(c: &mut Criterion, n: u32, fixed_only: bool) -> [(Fixed, String); 2] {
 }
 
 fn main() {
-    let mut c = Criterion::default()
-        .sample_size(20)
-        .warm_up_time(std::time::Duration::from_millis(1000))
-        .measurement_time(std::time::Duration::from_secs(3))
-        .configure_from_args();
+    let mut c = common::criterion();
     let only = std::env::var("TCR_FIXED_ONLY").ok();
     let mut rows = Vec::new();
     for n in [1_000, 10_000] {
