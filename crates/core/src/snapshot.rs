@@ -528,7 +528,7 @@ pub fn format_table(s: &PipelineSnapshot, direction: &str) -> String {
                 e.counters.lost.packets,
                 e.counters.queue_drops.packets,
                 e.counters.dup_admitted.packets,
-                e.queue.packets as u64,
+                e.queue.packets,
             ];
             (e.name.as_str(), row, e.config.as_str())
         }),

@@ -264,3 +264,36 @@ fn all_presets_run_all_examples() {
         }
     }
 }
+
+/// Seed 004's dsclsfr as link sharing with priorities (examples/diffserv-interior.toml),
+/// every class backlogged: EF gets exactly its 5 Mbit/s reservation and no more (policed),
+/// network control its 1 Mbit/s, and AF1 and best effort share the remaining 94 Mbit/s
+/// 40:60; with AF1 silent, best effort takes all 94 Mbit/s and EF still only 5.
+#[test]
+fn the_dsclsfr_example_is_priority_plus_weighted_fair_sharing() {
+    let p = example("diffserv-interior.toml");
+    let mut w = WhatIf {
+        duration: Duration::from_secs(6),
+        warmup: Duration::from_secs(1),
+        flows: 2,
+        ..Default::default()
+    };
+    let r = whatif::run(&p, &w).unwrap();
+    let got = |r: &whatif::WhatIfReport, n: &str| class(r, n).delivered_bps / 1e6;
+    for (n, want) in [("ef", 5.0), ("nc", 1.0), ("af1", 37.6), ("be", 56.4)] {
+        let g = got(&r, n);
+        assert!(
+            (g - want).abs() <= 0.02 * want,
+            "{n}: {g:.2} Mbit/s, want {want}"
+        );
+    }
+    w.idle = vec![whatif::Idle::parse("af1@0s-6s").unwrap()];
+    let r = whatif::run(&p, &w).unwrap();
+    assert!(got(&r, "af1") < 0.01);
+    assert!(
+        (got(&r, "be") - 94.0).abs() <= 0.02 * 94.0,
+        "be {:.2}",
+        got(&r, "be")
+    );
+    assert!(got(&r, "ef") <= 5.0 * 1.01, "ef {:.2}", got(&r, "ef"));
+}

@@ -180,7 +180,26 @@ impl Policy {
                 q
             }
         };
-        if let Some(r) = &c.red {
+        if let Some(cr) = c
+            .red
+            .as_ref()
+            .and_then(|r| r.colors.as_ref().map(|k| (r, k)))
+        {
+            let (r, colors) = cr;
+            let names = ["green", "yellow", "red"];
+            let profiles: Vec<String> = names
+                .iter()
+                .zip(&colors.profiles)
+                .map(|(n, (min, max, p))| format!("{n} {min}..{max} max_p {p}"))
+                .collect();
+            q += &format!(
+                ", three-colour red ({:?} averages) {} wq {}{}",
+                colors.averaging,
+                profiles.join(", "),
+                r.wq,
+                if r.gentle { " gentle" } else { "" }
+            );
+        } else if let Some(r) = &c.red {
             let per = if c.queue == QueueKind::Pfq {
                 " per flow"
             } else {

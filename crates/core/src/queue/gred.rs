@@ -251,22 +251,36 @@ impl GredParams {
                 ));
             }
         }
+        // RFC 2597 section 2: at any average, a packet of lower drop precedence is dropped
+        // no more often than one of higher. The curves are piecewise linear (a jump to 1
+        // at max_th, or the gentle ramp to 2 max_th), so comparing them at each
+        // breakpoint, and just below each, covers every average.
         let mut warnings = Vec::new();
         for (lo, hi) in [(0, 1), (1, 2)] {
-            let (a, b) = (self.profile(COLORS[lo]), self.profile(COLORS[hi]));
-            let out_of_order = [
-                ("min_th", a.min_th, b.min_th, a.min_th < b.min_th, "below"),
-                ("max_th", a.max_th, b.max_th, a.max_th < b.max_th, "below"),
-                ("max_p", a.max_p, b.max_p, a.max_p > b.max_p, "above"),
-            ];
-            for (what, va, vb, bad, rel) in out_of_order {
-                if bad {
-                    warnings.push(format!(
-                        "gred: {} {what} ({va}) is {rel} {} {what} ({vb}): {} packets may be \
-                         dropped more often than {} ones (RFC 2597 section 2 asks the opposite)",
-                        NAMES[lo], NAMES[hi], NAMES[lo], NAMES[hi]
-                    ));
-                }
+            let (a, b) = (self.red_params(COLORS[lo]), self.red_params(COLORS[hi]));
+            let mut points: Vec<f64> = [&a, &b]
+                .iter()
+                .flat_map(|p| [p.min_th, p.max_th, p.forced_threshold()])
+                .flat_map(|x| [x, x * (1.0 - 1e-9)])
+                .collect();
+            points.sort_by(f64::total_cmp);
+            let mean = match self.mode {
+                RedMode::Packets => 1,
+                RedMode::Bytes { mean_pkt } => mean_pkt,
+            };
+            if let Some(&avg) = points
+                .iter()
+                .find(|&&x| a.p_b(x, mean) > b.p_b(x, mean) + 1e-12)
+            {
+                warnings.push(format!(
+                    "gred: at an average of {avg:.0} {unit} {} packets would be dropped with \
+                     probability {:.3}, {} ones with {:.3}: RFC 2597 section 2 asks that a \
+                     lower drop precedence is never dropped more often",
+                    NAMES[lo],
+                    a.p_b(avg, mean),
+                    NAMES[hi],
+                    b.p_b(avg, mean)
+                ));
             }
         }
         Ok(warnings)
@@ -1060,11 +1074,29 @@ mod tests {
             ..ok
         };
         let w = swapped.validate(10, 120_000).unwrap();
-        assert_eq!(w.len(), 6, "{w:#?}");
-        assert!(w[0].starts_with("gred: green min_th (10500) is below yellow min_th (22500)"));
-        assert!(w[2].contains("green max_p (0.1) is above yellow max_p (0.05)"));
+        // one warning per pair of neighbouring colours, at the first average where the
+        // curves cross: just below 22 500 bytes green (10 500..22 500, max_p 0.1) is at
+        // 0.1 while yellow (22 500..45 000) has not started
+        assert_eq!(w.len(), 2, "{w:#?}");
+        assert!(w[0].starts_with(
+            "gred: at an average of 22500 bytes green packets would be dropped with \
+             probability 0.100, yellow ones with 0.000"
+        ));
+        assert!(w[1].contains("yellow packets would be dropped with probability 0.050, red"));
         assert!(w.iter().all(|s| s.contains("RFC 2597")));
         assert!(GredQueue::new(swapped, 10, 120_000).is_ok());
+        // seed 004's TRIO: green max_p 1 above yellow's 0.5, but green starts at 160 of
+        // 200 packets where yellow is already forced: never dropped more often
+        let trio = params(
+            GredAveraging::Coupled,
+            [
+                prof(160.0, 200.0, 1.0),
+                prof(40.0, 160.0, 0.5),
+                prof(1.0, 40.0, 1.0),
+            ],
+            0.002,
+        );
+        assert_eq!(trio.validate(200, u64::MAX), Ok(vec![]));
     }
 
     proptest::proptest! {
