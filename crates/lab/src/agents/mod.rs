@@ -8,6 +8,7 @@
 //! | `icmp.rs` | [`icmp_ping`]: ICMP echo round-trip times on a raw socket |
 //! | [`cbr`] | constant-bit-rate UDP sender and sink with kernel timestamps (seed 002) |
 //! | [`voip`] | a G.729 call: an RTP stream on the CBR agents (seed 000's VoIP test) |
+//! | `dscp_counter.rs` | [`DscpCounter`]: bytes received per flow and DSCP (seed 001's green throughput) |
 //!
 //! No external tool (iperf, ping) is needed, every byte is accounted, and the agents work at
 //! any rate — a 5 kbit/s session included, because nothing in them blocks for longer than
@@ -21,12 +22,14 @@
 //! (declare them after it).
 
 pub mod cbr;
+mod dscp_counter;
 mod icmp;
 mod tcp_info;
 mod tcp_sender;
 mod tcp_sink;
 pub mod voip;
 
+pub use dscp_counter::{DscpCounter, DscpCounts, DscpReport, FlowId};
 pub use icmp::{icmp_ping, icmp_ping_with, PingOpts};
 pub use tcp_info::{tcp_info, TcpInfo};
 pub use tcp_sender::{SenderOpts, SenderReport, TcpSender};
