@@ -27,6 +27,10 @@ impl Env {
     }
     /// A UDP/IPv4 frame whose IP packet is `ip_len` bytes, DSCP `dscp`, optionally tagged.
     fn v4(&mut self, ip_len: usize, dscp: u8, vlan: Option<u16>) -> PktId {
+        self.v4_ident(ip_len, dscp, vlan, 0)
+    }
+    /// [`Env::v4`] with IP identification `ident` (a sequence number for order checks).
+    fn v4_ident(&mut self, ip_len: usize, dscp: u8, vlan: Option<u16>, ident: u16) -> PktId {
         let id = self.pool.alloc().unwrap();
         let eth = EthSpec {
             vlan,
@@ -35,6 +39,7 @@ impl Env {
         let ip = Ipv4Spec {
             dscp,
             ecn: 1,
+            ident,
             ..Ipv4Spec::default()
         };
         let payload = vec![0u8; ip_len - 28];
@@ -609,8 +614,9 @@ fn bad_three_colour_red_tables_are_explained() {
 }
 
 /// An interior router with seed 001's GRED under a sustained 2x overload of its AF class:
-/// red (AF13) packets are dropped far more often than green (AF11) ones, and every drop
-/// is RED's or the queue's, never a policer's.
+/// red (AF13) packets are dropped far more often than green (AF11) ones, every drop is
+/// RED's or the queue's, never a policer's, and the one microflow carrying both colours
+/// leaves in the order it came (no reordering within a microflow, RFC 2597 section 2).
 #[test]
 fn an_interior_gred_class_drops_red_before_green() {
     use crate::pool::Direction;
@@ -621,11 +627,12 @@ fn an_interior_gred_class_drops_red_before_green() {
     // 6 Mbit/s of 1500-byte IP packets into the 3 Mbit/s class for 4 s, AF11 and AF13
     // alternating: one every 2 ms
     let (mut sent, mut dropped, mut out) = ([0u32; 2], [0u32; 2], [0u32; 2]);
+    let mut last: Option<u16> = None;
     let step = crate::time::Duration::from_micros(2_000);
     let mut now = Instant::ZERO;
     for i in 0..2000u32 {
         let k = (i % 2) as usize;
-        let id = e.v4(1500, [10, 14][k], None);
+        let id = e.v4_ident(1500, [10, 14][k], None, i as u16);
         sent[k] += 1;
         if dev
             .ingress(Direction::Outbound, id, &mut e.cx(now), now)
@@ -637,6 +644,10 @@ fn an_interior_gred_class_drops_red_before_green() {
         now += step;
         while let Some(id) = dev.poll_transmit(Direction::Outbound, &mut e.cx(now)) {
             out[(e.parsed(id).dscp == Some(14)) as usize] += 1;
+            let d = e.pool.data(id);
+            let ident = u16::from_be_bytes([d[18], d[19]]);
+            assert!(last.is_none_or(|l| ident > l), "{ident} after {last:?}");
+            last = Some(ident);
             e.pool.free(id);
         }
         for (id, cause) in e.dropped.drain(..) {

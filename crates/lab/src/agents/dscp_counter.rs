@@ -201,13 +201,10 @@ fn count_loop(fd: OwnedFd, waker: &Waker) -> DscpReport {
         }
         loop {
             // SAFETY: reads at most buf.len() bytes into buf.
-            let n = unsafe {
-                libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0)
-            };
+            let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
             if n < 0 {
                 let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted
-                {
+                if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted {
                     break;
                 }
                 report.error = Some(format!("recv: {e}"));
