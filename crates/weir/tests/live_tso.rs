@@ -358,3 +358,112 @@ fn iperf3_beyond_max_sessions_is_postponed_until_a_session_leaves() {
     );
     check_report(&r);
 }
+
+/// DiffServ marking of real traffic: iperf3 (cubic, TSO on) through `weir run` with a
+/// trTCM meter on its class (CIR 2 Mbit/s, PIR 4 Mbit/s, green AF11, yellow AF12, red
+/// AF13, nothing dropped) on a 20 Mbit/s link. At the receiver a per-flow DSCP counter sees
+/// the marks weir wrote: per colour, the IP bytes carrying AF11/AF12/AF13 are what weir's
+/// meter counted as green/yellow/red (less the queue's drops), and green stays within the meter's bound
+/// CBS + CIR × T while the connection sends far more.
+#[test]
+fn iperf3_through_a_trtcm_marker_arrives_marked_as_metered() {
+    let test = "iperf3_through_a_trtcm_marker_arrives_marked_as_metered";
+    if skip_unless_root(test) || !have_iperf3(test) {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let t = BridgeTopo::new("dsm").unwrap();
+    let dir = std::env::temp_dir().join(format!("weir-dsm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = dir.join("edge.toml");
+    std::fs::write(
+        &policy,
+        r#"[link]
+rate = "20Mbit"
+default = "bulk"
+[[meter]]
+name = "cust"
+type = "trtcm"
+cir = "2Mbit"
+cbs = "15p"
+pir = "4Mbit"
+pbs = "15p"
+green = "af11"
+yellow = "af12"
+red = "af13"
+[[class]]
+name = "bulk"
+rate = "20Mbit"
+meter = "cust"
+"#,
+    )
+    .unwrap();
+    let sock = dir.join("weir.sock");
+    let counter = weir_lab::agents::DscpCounter::start(&t.rcv, &t.rcv_if).unwrap();
+    let started = std::time::Instant::now();
+    let w = start_weir(&t, &["run", "--policy", policy.to_str().unwrap()], &sock);
+    let v = iperf3_json(&t, 4, 0);
+    std::thread::sleep(Duration::from_millis(400)); // a stats publication
+    let (code, json, err) = common::weir(&["stats", "--socket", sock.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let r = stop_weir(w);
+    let weir_secs = started.elapsed().as_secs_f64();
+    let stats: serde_json::Value = serde_json::from_str(&json).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let seen = counter.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(seen.error, None);
+    let goodput = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0);
+    let m = &stats["outbound"]["pipeline"]["meters"][0];
+    assert_eq!(m["name"], "cust", "{stats}");
+    let bytes = |c: &str| m[c]["bytes"].as_u64().unwrap();
+    let (green, yellow, red) = (bytes("green"), bytes("yellow"), bytes("red"));
+    // what arrived from the sender, per DSCP (IP bytes; non-IP frames are not counted)
+    let snd = std::net::IpAddr::V4(BridgeTopo::SND_ADDR);
+    let mut got = [0u64; 64];
+    for (f, c) in seen.flows.iter().filter(|(f, _)| f.src.ip() == snd) {
+        let _ = f;
+        for (g, b) in got.iter_mut().zip(&c.ip_bytes) {
+            *g += b;
+        }
+    }
+    eprintln!(
+        "trTCM 2/4 Mbit/s through weir run, iperf3 {goodput:.0} bit/s: meter green {green} \
+         yellow {yellow} red {red} B; at the receiver AF11 {} AF12 {} AF13 {} B, other {} B",
+        got[10],
+        got[12],
+        got[14],
+        got.iter().sum::<u64>() - got[10] - got[12] - got[14]
+    );
+    assert!(goodput > 10e6, "goodput {goodput}");
+    // what weir metered arrived with its colour's DSCP: never more (a few non-IPv4 bytes
+    // of ARP and neighbour discovery are metered too), and less only by what the class
+    // queue dropped after metering (TCP overshooting the 20 Mbit/s link; measured 0.15 %)
+    for (meter, dscp) in [(green, 10), (yellow, 12), (red, 14)] {
+        let rx = got[dscp];
+        assert!(
+            rx <= meter + 1000,
+            "dscp {dscp}: receiver {rx} > meter {meter}"
+        );
+        assert!(
+            meter - rx.min(meter) <= meter / 50 + 1000,
+            "dscp {dscp}: receiver {rx} vs meter {meter}"
+        );
+    }
+    assert_eq!(
+        got.iter().sum::<u64>(),
+        got[10] + got[12] + got[14],
+        "unmarked bytes"
+    );
+    // green ≤ CBS + CIR·T (T = weir's whole run), and the rest yellow/red
+    let cbs = 15.0 * 1500.0;
+    assert!(
+        (green as f64) <= cbs + 2e6 / 8.0 * weir_secs,
+        "green {green} B in {weir_secs:.2} s"
+    );
+    assert!((green as f64) >= 0.7 * 2e6 / 8.0 * 4.0, "green {green} B");
+    assert!(red > 3 * (green + yellow), "red {red} B");
+    check_report(&r);
+}
