@@ -112,6 +112,16 @@ pub enum Limit {
     Bytes(u64),
 }
 
+impl Limit {
+    /// The packet and byte limits of a queue bounded by this limit (the other unbounded).
+    pub fn packets_and_bytes(self) -> (u32, u64) {
+        match self {
+            Limit::Packets(n) => (n, u64::MAX),
+            Limit::Bytes(b) => (u32::MAX, b),
+        }
+    }
+}
+
 impl fmt::Display for Limit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {

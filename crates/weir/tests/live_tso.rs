@@ -422,13 +422,7 @@ meter = "cust"
     let (green, yellow, red) = (bytes("green"), bytes("yellow"), bytes("red"));
     // what arrived from the sender, per DSCP (IP bytes; non-IP frames are not counted)
     let snd = std::net::IpAddr::V4(BridgeTopo::SND_ADDR);
-    let mut got = [0u64; 64];
-    for (f, c) in seen.flows.iter().filter(|(f, _)| f.src.ip() == snd) {
-        let _ = f;
-        for (g, b) in got.iter_mut().zip(&c.ip_bytes) {
-            *g += b;
-        }
-    }
+    let got = seen.sum_where(|f| f.src.ip() == snd).ip_bytes;
     eprintln!(
         "trTCM 2/4 Mbit/s through weir run, iperf3 {goodput:.0} bit/s: meter green {green} \
          yellow {yellow} red {red} B; at the receiver AF11 {} AF12 {} AF13 {} B, other {} B",

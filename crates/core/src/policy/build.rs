@@ -32,10 +32,7 @@ impl Policy {
         let red = c.red.as_ref().map(|r| self.red_params(c, r));
         Ok(match c.queue {
             QueueKind::Fifo => {
-                let (p, b) = match c.limit {
-                    Limit::Packets(n) => (n, u64::MAX),
-                    Limit::Bytes(b) => (u32::MAX, b),
-                };
+                let (p, b) = c.limit.packets_and_bytes();
                 match red {
                     Some(r) => Box::new(RedQueue::new(r?, p, b)?),
                     None => Box::new(Fifo::new(p, b)),
@@ -356,10 +353,7 @@ pub(crate) fn gred_params(
         idle_pkt_ns: Rate::from_bps(c.rate).tx_ns(mtu),
         averaging: colors.averaging,
     };
-    let (p, b) = match c.limit {
-        Limit::Packets(n) => (n, u64::MAX),
-        Limit::Bytes(b) => (u32::MAX, b),
-    };
+    let (p, b) = c.limit.packets_and_bytes();
     let warnings = params
         .validate(p, b)
         .map_err(|e| format!("class '{}': {e}", c.name))?;

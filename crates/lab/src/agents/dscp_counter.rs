@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use serde::Serialize;
@@ -62,6 +62,17 @@ impl DscpCounts {
             .map(|&d| self.payload_bytes.get(d as usize).copied().unwrap_or(0))
             .sum()
     }
+    fn add(&mut self, o: &DscpCounts) {
+        for (a, b) in [
+            (&mut self.frames, &o.frames),
+            (&mut self.ip_bytes, &o.ip_bytes),
+            (&mut self.payload_bytes, &o.payload_bytes),
+        ] {
+            for (x, y) in a.iter_mut().zip(b) {
+                *x += y;
+            }
+        }
+    }
 }
 
 /// What a [`DscpCounter`] saw.
@@ -80,25 +91,16 @@ pub struct DscpReport {
 impl DscpReport {
     /// The counts of the flows from `src` (any destination, any protocol), summed.
     pub fn from_source(&self, src: SocketAddr) -> DscpCounts {
+        self.sum_where(|f| f.src == src)
+    }
+
+    /// The counts of the flows `keep` selects, summed.
+    pub fn sum_where(&self, keep: impl Fn(&FlowId) -> bool) -> DscpCounts {
         let mut sum = DscpCounts::default();
-        for (_, c) in self.flows.iter().filter(|(f, _)| f.src == src) {
+        for (_, c) in self.flows.iter().filter(|(f, _)| keep(f)) {
             sum.add(c);
         }
         sum
-    }
-}
-
-impl DscpCounts {
-    fn add(&mut self, o: &DscpCounts) {
-        for (a, b) in [
-            (&mut self.frames, &o.frames),
-            (&mut self.ip_bytes, &o.ip_bytes),
-            (&mut self.payload_bytes, &o.payload_bytes),
-        ] {
-            for (x, y) in a.iter_mut().zip(b) {
-                *x += y;
-            }
-        }
     }
 }
 
@@ -241,7 +243,6 @@ fn count(frame: &[u8]) -> Option<(FlowId, u8, u64, u64)> {
     };
     let ip = p.l3_end.saturating_sub(p.l3_offset) as u64;
     let payload = p.l3_end.saturating_sub(p.payload_offset) as u64;
-    let _: IpAddr = src;
     Some((id, dscp, ip, payload))
 }
 
