@@ -26,6 +26,7 @@ use crate::clock::{set_timer_slack_1ns, Clock};
 use crate::ethtool::OffloadGuard;
 use crate::pcap::PcapWriter;
 use crate::stats::{ControlRequest, StatsServer};
+use crate::wake::{self, WakeStats};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::os::fd::RawFd;
@@ -61,6 +62,10 @@ pub enum BridgeError {
     Other(String),
 }
 
+/// Default of [`BridgeConfig::catch_up`]: oversleeps up to 20 ms are made up (a
+/// descheduled thread on a busy host); longer stalls are not turned into a burst.
+pub const DEFAULT_CATCH_UP: Duration = Duration::from_millis(20);
+
 /// What to bridge and how.
 pub struct BridgeConfig {
     pub lan: String,
@@ -81,6 +86,8 @@ pub struct BridgeConfig {
     /// Packets the pool holds (queued in pipelines plus in flight).
     pub pool_packets: u32,
     pub seed: u64,
+    /// How far back a late wake-up is made up (see [`crate::wake`]); zero: never.
+    pub catch_up: Duration,
 }
 
 impl BridgeConfig {
@@ -98,6 +105,7 @@ impl BridgeConfig {
             reload_file: None,
             pool_packets: 65_536,
             seed: 1,
+            catch_up: DEFAULT_CATCH_UP,
         }
     }
 }
@@ -244,6 +252,8 @@ pub struct BridgeReport {
     /// Admission control of the classes that have it (`max_sessions`), at the end.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub admission: Vec<weir_core::admission::ClassAdmission>,
+    /// The loop's timer wake-ups: how late, and what was made up.
+    pub wake: WakeStats,
 }
 
 #[derive(Serialize)]
@@ -256,6 +266,8 @@ struct StatusDoc<'a> {
     connections: Option<weir_core::conn::ConnStats>,
     /// Admission control of the classes that have it.
     admission: Vec<weir_core::admission::ClassAdmission>,
+    /// The loop's timer wake-ups: how late, and what was made up.
+    wake: &'a WakeStats,
     outbound: LaneDoc<'a>,
     inbound: LaneDoc<'a>,
 }
@@ -296,6 +308,11 @@ pub struct Bridge {
     reloads_refused: u64,
     /// A capture shared by both directions.
     pcap_both: Option<PcapWriter>,
+    /// Timer wake-ups and the catch-up after late ones.
+    wake: WakeStats,
+    catch_up: Duration,
+    /// The last instant the engine was polled at.
+    last_poll: Instant,
     _offloads: Vec<OffloadGuard>,
 }
 
@@ -386,6 +403,9 @@ impl Bridge {
             reload_file,
             reloads_refused: 0,
             pcap_both,
+            wake: WakeStats::new(cfg.catch_up),
+            catch_up: cfg.catch_up,
+            last_poll: Instant::ZERO,
             _offloads: offloads,
         })
     }
@@ -397,6 +417,7 @@ impl Bridge {
         let mut next_stats = start;
         while !stop.load(Ordering::Relaxed) {
             let now = self.clock.now();
+            self.catch_up(now);
             let mut work = false;
             for lane in [&mut self.out, &mut self.inb] {
                 work |= receive(
@@ -428,6 +449,7 @@ impl Bridge {
                     ts,
                 );
             }
+            self.last_poll = now;
             self.poll_control(now);
             if now >= next_stats {
                 // a deleted interface leaves its sockets silent after one error report:
@@ -465,12 +487,19 @@ impl Bridge {
             // unsent frames or a backlog: the TX ring's POLLOUT only reports a free head
             // slot, so wake soon to kick again rather than wait for it
             let backlog = !self.out.backlog.is_empty() || !self.inb.backlog.is_empty();
+            let engine_wake = wake;
             let wake = if unsent || backlog {
                 wake.min(now + Duration::from_micros(50))
             } else {
                 wake
             };
-            self.sleep_until(now, wake)?;
+            if self.sleep_until(now, wake)? && wake == engine_wake && wake != next_stats {
+                let woke = self.clock.now();
+                self.wake.record(wake, woke);
+                if woke.saturating_since(wake) > self.catch_up {
+                    self.wake.beyond_limit += 1;
+                }
+            }
         }
         let end = self.clock.now();
         self.shutdown(end);
@@ -484,13 +513,14 @@ impl Bridge {
             policy_generation: self.device.generation(),
             reloads_refused: self.reloads_refused,
             admission: self.device.admission_report(),
+            wake: self.wake.clone(),
         })
     }
 
     /// Sleep until a frame arrives, a TX slot frees up, or `wake`. An interface that went
     /// away is an error (its socket reports POLLERR/POLLHUP/POLLNVAL for ever after); one
     /// that is merely down makes the loop back off for 10 ms instead of spinning.
-    fn sleep_until(&mut self, now: Instant, wake: Instant) -> Result<(), BridgeError> {
+    fn sleep_until(&mut self, now: Instant, wake: Instant) -> Result<bool, BridgeError> {
         let mut fds = [
             pollfd(self.out.rx.fd(), libc::POLLIN),
             pollfd(self.inb.rx.fd(), libc::POLLIN),
@@ -526,7 +556,7 @@ impl Bridge {
             )
         };
         if n <= 0 {
-            return Ok(()); // timeout or a signal
+            return Ok(n == 0); // timeout (true) or a signal
         }
         const BAD: libc::c_short = libc::POLLERR | libc::POLLHUP | libc::POLLNVAL;
         let mut trouble = false;
@@ -544,7 +574,56 @@ impl Bridge {
         if trouble {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        Ok(())
+        Ok(false)
+    }
+
+    /// Replay the engine's departures scheduled between the last poll and `now` (a late
+    /// wake-up), at their own instants; see [`crate::wake`].
+    fn catch_up(&mut self, now: Instant) {
+        if self.catch_up == Duration::ZERO {
+            return;
+        }
+        let ts = self.clock.to_unix_ns(now);
+        let Bridge {
+            device,
+            out,
+            inb,
+            pcap_both,
+            pool,
+            rng,
+            dropped,
+            last_poll,
+            ..
+        } = self;
+        let steps = wake::replay(
+            device,
+            |d| d.next_wakeup(),
+            |device, at| {
+                for lane in [&mut *out, &mut *inb] {
+                    let cap = match pcap_both {
+                        Some(w) => Some(w),
+                        None => lane.pcap.as_mut(),
+                    };
+                    transmit(
+                        device,
+                        lane.dir,
+                        &mut lane.backlog,
+                        &mut lane.tx,
+                        &mut lane.stats,
+                        cap,
+                        pool,
+                        rng,
+                        dropped,
+                        at,
+                        ts,
+                    );
+                }
+            },
+            last_poll,
+            now,
+            self.catch_up,
+        );
+        self.wake.catch_up_steps += steps as u64;
     }
 
     /// Reload requests: from `weir reload` (answered) and SIGHUP (logged).
@@ -660,6 +739,7 @@ impl Bridge {
             },
             connections: self.device.connection_stats(),
             admission: self.device.admission_report(),
+            wake: &self.wake,
             outbound: LaneDoc {
                 lane: &self.out.stats,
                 pipeline: out_snap,

@@ -8,3 +8,4 @@ pub mod ethtool;
 pub mod pcap;
 pub mod signals;
 pub mod stats;
+pub mod wake;

@@ -20,6 +20,10 @@ pub struct BridgeArgs {
     /// Spin instead of sleeping between packets: more precise timing, one busy core.
     #[arg(long)]
     pub busy_poll: bool,
+    /// How far back a late timer wake-up is made up: departures the engine scheduled
+    /// while weir overslept leave at once (0s: never; see docs/live.md).
+    #[arg(long, value_parser = crate::sim::dur, default_value = "20ms")]
+    pub catch_up: weir_core::Duration,
     /// Write what leaves weir in both directions to this pcap file (ns timestamps).
     #[arg(long, conflicts_with_all = ["pcap_out", "pcap_in"])]
     pub pcap: Option<PathBuf>,
@@ -133,6 +137,7 @@ pub fn bridge(
         },
     };
     cfg.busy_poll = b.busy_poll;
+    cfg.catch_up = b.catch_up;
     cfg.keep_offloads = b.keep_offloads;
     cfg.stats_socket = Some(b.stats_socket.clone());
     let mut bridge = Bridge::open(cfg)?;
@@ -176,6 +181,7 @@ pub fn bridge(
         for a in &report.admission {
             println!("{a}");
         }
+        println!("{}", report.wake);
     }
     for (l, from) in [(&report.outbound, &b.lan), (&report.inbound, &b.wan)] {
         if l.truncated.packets > 0 {

@@ -48,6 +48,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                     c["live"], c["capacity"], c["inserted"], c["evicted"], c["expired"]
                 );
             }
+            if let Ok(w) = serde_json::from_value::<weir_io::wake::WakeStats>(v["wake"].clone()) {
+                println!("{w}");
+            }
             for a in v["admission"].as_array().into_iter().flatten() {
                 let a: weir_core::admission::ClassAdmission = serde_json::from_value(a.clone())?;
                 println!("{a}");

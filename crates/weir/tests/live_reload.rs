@@ -3,9 +3,11 @@
 //! `weir reload` — the link alternating 10 ↔ 5 Mbit/s, one reload removing the flow's
 //! class and the next adding it back — then a broken policy by `weir reload` and by
 //! SIGHUP. Checks: no packet lost to a reload, the flow's rate follows each policy within
-//! a second (every phase at the new rate's level, the mean over the phases within a few
-//! percent), the broken policies leave weir running with the old one, `weir stats` shows
-//! the generation and the reload counts.
+//! a second (every phase within 15 % of the new rate, the mean over the phases within a
+//! few percent), the broken policies leave weir running with the old one, `weir stats`
+//! shows the generation and the reload counts. weir sleeps between packets (no
+//! `--busy-poll`), as a user's would: its late wake-ups are made up by catch-up (without
+//! it, CI measured phases 30–84 % short on a busy host).
 
 mod common;
 
@@ -202,6 +204,9 @@ fn fifty_reloads_under_load_lose_nothing_and_the_rate_follows() {
         "{RELOADS} reloads: {kept} packets kept in their class, {reclassified} reclassified, 0 dropped; sender retransmissions {}",
         sr.retrans
     );
+    let wake = &report["wake"];
+    eprintln!("weir's {wake}");
+    assert!(wake["timer_wakeups"].as_u64().unwrap() > 1000, "{wake}");
 
     // the rate follows: over the last second of each phase, the goodput the link carries
     let conn = rep.conns.first().expect("a connection");
@@ -226,9 +231,9 @@ fn fifty_reloads_under_load_lose_nothing_and_the_rate_follows() {
         eprintln!("{line}");
         // the flow is at the new policy's rate, not the old one's (5 and 10 Mbit/s are
         // -50 % / +100 % apart); a one-second window of one TCP flow also moves with its
-        // own loss recovery (the receiver releases buffered data when a hole fills), hence
-        // the band
-        if !(-0.25..=0.20).contains(&err) {
+        // own loss recovery (the receiver releases buffered data when a hole fills):
+        // measured within 5 % on this host, hence a 15 % band
+        if !(-0.15..=0.15).contains(&err) {
             bad.push(line);
         }
         sums[(mbit == 10) as usize].0 += got;
