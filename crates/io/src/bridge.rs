@@ -583,40 +583,28 @@ impl Bridge {
         if self.catch_up == Duration::ZERO {
             return;
         }
-        let ts = self.clock.to_unix_ns(now);
         let Bridge {
             device,
             out,
             inb,
-            pcap_both,
             pool,
             rng,
             dropped,
             last_poll,
             ..
         } = self;
+        // what each step releases joins the lane's backlog, which `transmit` sends first:
+        // one ring kick for the whole replay, not one per step
         let steps = wake::replay(
             device,
             |d| d.next_wakeup(),
             |device, at| {
                 for lane in [&mut *out, &mut *inb] {
-                    let cap = match pcap_both {
-                        Some(w) => Some(w),
-                        None => lane.pcap.as_mut(),
-                    };
-                    transmit(
-                        device,
-                        lane.dir,
-                        &mut lane.backlog,
-                        &mut lane.tx,
-                        &mut lane.stats,
-                        cap,
-                        pool,
-                        rng,
-                        dropped,
-                        at,
-                        ts,
-                    );
+                    let mut cx = Ctx::new(at, pool, rng, dropped);
+                    while let Some(id) = device.poll_transmit(lane.dir, &mut cx) {
+                        lane.backlog.push_back(id);
+                    }
+                    settle(&mut lane.stats, pool, dropped);
                 }
             },
             last_poll,
