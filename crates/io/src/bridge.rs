@@ -162,6 +162,9 @@ pub struct LaneStats {
     pub mss: weir_core::tcp::mss::MssStats,
     /// TCP rate control of the ACKs travelling this way (policy `tcr`); `None` without.
     pub tcr: Option<weir_core::tcp::tcr::TcrStats>,
+    /// Frames that are not IP (ARP, …) forwarded around this direction's shaper (counted
+    /// in `tx` as usual).
+    pub non_ip_bypassed: Count,
 }
 
 /// Super-packets and the segments they made.
@@ -694,6 +697,7 @@ impl Bridge {
         for lane in [&mut self.out, &mut self.inb] {
             lane.stats.kernel_rx_drops += lane.rx.kernel_drops();
             lane.stats.duplicated = self.device.duplicated(lane.dir);
+            lane.stats.non_ip_bypassed = self.device.bypassed(lane.dir);
             lane.stats.originated = self.device.originated(lane.dir);
             lane.stats.mss = self.device.mss_stats(lane.dir);
             lane.stats.tcr = self.device.tcr_stats(lane.dir);
