@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use weir_lab::report::{self, Check};
 use weir_lab::tests::fidelity::{FidelityConfig, FidelityResult};
-use weir_lab::tests::{advanced, basic, fidelity, robustness, voip};
+use weir_lab::tests::{advanced, aggregates, basic, fidelity, robustness, voip};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -36,6 +36,12 @@ enum LabCmd {
     /// sessions on 125 kbit/s and a T1 (voice class 30 kbit/s, FTP borrows it while idle):
     /// one-way delay, RFC 3550 jitter, loss, E-model R and MOS, time to establish, per DUT.
     Voip(VoipArgs),
+    /// Seed 001's aggregate-marking test (Tables 2-4): two customers with equal trTCM
+    /// profiles (CIR 800 kbit/s, PIR 1.4 Mbit/s), one with 8 TCP flows and one with 2,
+    /// through a weir edge router into a 10 Mbit/s weir core (AF 3 Mbit/s with three-colour
+    /// RED beside best-effort UDP): utilisation of CIR, per-flow goodput and throughput,
+    /// Jain's index among flows and between aggregates.
+    Aggregates(AggregatesArgs),
     /// Re-make the tables, plots and HTML report of a result file.
     Report(ReportArgs),
 }
@@ -148,6 +154,43 @@ struct VoipArgs {
 }
 
 #[derive(clap::Args)]
+struct AggregatesArgs {
+    /// CI-sized run: 1 run of 35 s, monitored flows from 5 s.
+    #[arg(long)]
+    quick: bool,
+    /// Runs (paper: 5).
+    #[arg(long)]
+    runs: Option<u32>,
+    /// Length of a run (paper: 120s).
+    #[arg(long, value_parser = crate::sim::dur)]
+    duration: Option<weir_core::Duration>,
+    /// When the ten monitored flows start (paper: 10s).
+    #[arg(long, value_parser = crate::sim::dur)]
+    start: Option<weir_core::Duration>,
+    /// Flows of the background TCP aggregate.
+    #[arg(long)]
+    background_flows: Option<usize>,
+    /// Rate of the best-effort UDP flood (e.g. 10Mbit).
+    #[arg(long)]
+    udp_rate: Option<String>,
+    /// Delay the core adds to the ACKs (e.g. 20ms).
+    #[arg(long, value_parser = crate::sim::dur)]
+    ack_delay: Option<weir_core::Duration>,
+    /// Congestion control of every sender: reno (default), cubic, bbr.
+    #[arg(long, default_value = "reno")]
+    cc: String,
+    /// The two weir routers busy-poll.
+    #[arg(long)]
+    busy_poll: bool,
+    /// Exit with status 3 when an acceptance check fails.
+    #[arg(long)]
+    strict: bool,
+    /// Directory for result.json, table.txt, SVG charts and report.html.
+    #[arg(long, default_value = "weir-lab-aggregates")]
+    out: PathBuf,
+}
+
+#[derive(clap::Args)]
 struct FidelityArgs {
     /// A CI-sized run: 64- and 1518-byte frames at 8k and 80k packets/s, one 0.4 s repeat.
     #[arg(long)]
@@ -215,6 +258,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         LabCmd::Robustness(r) => run_robustness(r),
         LabCmd::Advanced(a) => run_advanced(a),
         LabCmd::Voip(v) => run_voip(v),
+        LabCmd::Aggregates(a) => run_aggregates(a),
         LabCmd::Report(r) => report(r),
     }
 }
@@ -344,6 +388,12 @@ fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
                 .map_err(|e| anyhow::anyhow!("{}: {e}", a.result.display()))?;
             advanced::finish(&mut r)?;
             finish_advanced(&r, &out, false)
+        }
+        Some("aggregates") => {
+            let mut r: aggregates::AggregatesResult = serde_json::from_value(v)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", a.result.display()))?;
+            aggregates::finish(&mut r);
+            finish_aggregates(&r, &out, false)
         }
         Some("voip") => {
             let mut r: voip::VoipResult = serde_json::from_value(v)
@@ -621,4 +671,64 @@ fn finish_voip(
 ) -> anyhow::Result<ExitCode> {
     print!("{}", voip::text(r));
     conclude(voip::write_outputs(r, out)?, &r.checks, strict)
+}
+
+fn run_aggregates(a: AggregatesArgs) -> anyhow::Result<ExitCode> {
+    use aggregates::AggregatesConfig;
+    let mut c = if a.quick {
+        AggregatesConfig::quick()
+    } else {
+        AggregatesConfig::paper()
+    };
+    match a.runs {
+        Some(0) => anyhow::bail!("--runs: must be at least 1"),
+        Some(r) => c.runs = r,
+        None => {}
+    }
+    if let Some(d) = a.duration {
+        c.duration_s = d.as_secs_f64();
+    }
+    if let Some(s) = a.start {
+        c.monitored_start_s = s.as_secs_f64();
+    }
+    if c.monitored_start_s >= c.duration_s {
+        anyhow::bail!(
+            "--start {} s: the monitored flows must start before the end of the {} s run",
+            c.monitored_start_s,
+            c.duration_s
+        );
+    }
+    if let Some(n) = a.background_flows {
+        c.background_flows = n;
+    }
+    if let Some(r) = &a.udp_rate {
+        c.udp_bps =
+            weir_core::units::parse_rate(r).map_err(|e| anyhow::anyhow!("--udp-rate {r}: {e}"))?;
+    }
+    if let Some(d) = a.ack_delay {
+        c.ack_delay_ms = d.as_nanos() / 1_000_000;
+    }
+    c.cc = a.cc.clone();
+    c.busy_poll = a.busy_poll;
+    // refuse a bad plan before asking for root
+    aggregates::plan(&c)?;
+    weir_lab::topo::require_root()?;
+    eprintln!(
+        "weir lab aggregates: {} run(s) of {} s (about {:.0} min); outputs in {}",
+        c.runs,
+        c.duration_s,
+        c.runs as f64 * (c.duration_s + 6.0) / 60.0,
+        a.out.display()
+    );
+    let r = with_progress(|progress| aggregates::run(&c, progress))?;
+    finish_aggregates(&r, &a.out, a.strict)
+}
+
+fn finish_aggregates(
+    r: &aggregates::AggregatesResult,
+    out: &std::path::Path,
+    strict: bool,
+) -> anyhow::Result<ExitCode> {
+    print!("{}", aggregates::text(r));
+    conclude(aggregates::write_outputs(r, out)?, &r.checks, strict)
 }

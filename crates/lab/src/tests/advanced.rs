@@ -238,6 +238,9 @@ pub fn plan(subtest: &str, c: &AdvancedConfig) -> Result<Plan> {
         busy_poll: c.busy_poll,
         voice: Vec::new(),
         line_bps: None,
+        udp: Vec::new(),
+        stage_policy: None,
+        count_dscp: false,
     };
     plan.validate()?;
     Ok(plan)
@@ -631,6 +634,7 @@ mod tests {
             data_segs_out: 0,
             retrans: 0,
             min_rtt_ms: 0.0,
+            dscp: Vec::new(),
             error: None,
         };
         RunOutcome {
@@ -641,6 +645,7 @@ mod tests {
             wan_report: None,
             seconds: 15.0,
             voice: Vec::new(),
+            udp: Vec::new(),
         }
     }
 

@@ -102,6 +102,9 @@ pub fn plan(policy_file: &str, policy_text: &str, c: &BasicConfig) -> Result<Pla
         busy_poll: c.busy_poll,
         voice: Vec::new(),
         line_bps: None,
+        udp: Vec::new(),
+        stage_policy: None,
+        count_dscp: false,
     };
     plan.validate()?;
     Ok(plan)

@@ -291,6 +291,9 @@ pub fn plan(link: &str, router: bool, c: &VoipConfig) -> Result<Plan> {
             stop_s: c.voice_stop_s,
         }],
         line_bps: Some(bps),
+        udp: Vec::new(),
+        stage_policy: None,
+        count_dscp: false,
     };
     plan.validate()?;
     Ok(plan)
@@ -771,6 +774,7 @@ mod tests {
                 data_segs_out: 0,
                 retrans: 0,
                 min_rtt_ms: 0.0,
+                dscp: Vec::new(),
                 error: None,
             }],
             dut_report: serde_json::Value::Null,
@@ -788,6 +792,7 @@ mod tests {
                 packets,
                 error: None,
             }],
+            udp: Vec::new(),
         }
     }
 

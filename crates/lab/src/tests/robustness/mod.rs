@@ -762,12 +762,14 @@ mod tests {
                 data_segs_out: 100,
                 retrans: 2,
                 min_rtt_ms: 50.0,
+                dscp: Vec::new(),
                 error: None,
             }],
             dut_report: serde_json::Value::Null,
             wan_report: None,
             seconds: 1.0,
             voice: Vec::new(),
+            udp: Vec::new(),
         }
     }
 

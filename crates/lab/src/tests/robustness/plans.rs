@@ -113,6 +113,9 @@ fn single_session_plan(
         busy_poll,
         voice: Vec::new(),
         line_bps: None,
+        udp: Vec::new(),
+        stage_policy: None,
+        count_dscp: false,
     };
     plan.validate()?;
     Ok(plan)

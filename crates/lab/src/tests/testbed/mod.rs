@@ -40,9 +40,9 @@ use weir_core::policy::Policy;
 
 use crate::agents::cbr::{CbrSender, CbrSenderReport, CbrSink};
 use crate::agents::voip::{voice_packets, voice_sender, voice_sink};
+use crate::agents::DscpCounter;
 use crate::agents::{SenderOpts, SenderReport, SinkOpts, TcpSender, TcpSink};
 use crate::dut::{self, BridgeThread, DutSetup, DutSpec};
-use crate::report::{html_report, meta_text, write_files, Section};
 use crate::stats::series::{goodput_bps, sum_series};
 use crate::stats::table4::{self, ClassStats, RunMeasure, SessionMeasure};
 use crate::stats::voice::VoicePacket;
@@ -148,6 +148,18 @@ pub struct Plan {
     /// impairments.
     #[serde(default)]
     pub line_bps: Option<u64>,
+    /// Constant-rate UDP flows beside the sessions (background load).
+    #[serde(default)]
+    pub udp: Vec<UdpPlan>,
+    /// A second router in the WAN stage's place: weir enforcing this policy between the
+    /// DUT and the receiver (seed 001's core router behind the edge DUT). Not with
+    /// `line_bps` or per-session WAN impairments.
+    #[serde(default)]
+    pub stage_policy: Option<String>,
+    /// Count every flow's bytes per DSCP at the receiver's interface
+    /// ([`SessionOutcome::dscp`], [`UdpOutcome::dscp`]).
+    #[serde(default)]
+    pub count_dscp: bool,
 }
 
 impl Plan {
@@ -183,8 +195,33 @@ impl Plan {
                 ));
             }
         }
-        if self.line_bps.is_some() && self.sessions.iter().any(|s| s.wan.is_some()) {
+        let impaired = self.sessions.iter().any(|s| s.wan.is_some());
+        if self.line_bps.is_some() && impaired {
             return bad("a serial line and per-session WAN impairments together".into());
+        }
+        if let Some(t) = &self.stage_policy {
+            if self.line_bps.is_some() || impaired {
+                return bad("a second router and a serial line or WAN impairments together".into());
+            }
+            Policy::parse("<stage>", t)
+                .map_err(|e| Error::Invalid(format!("plan '{}': stage policy: {e}", self.name)))?;
+        }
+        for u in &self.udp {
+            if !seen.insert(u.src) {
+                return bad(format!("two flows from {}", u.src));
+            }
+            if !(0.0 <= u.start_s && u.start_s < u.stop_s && u.stop_s <= self.duration_s) {
+                return bad(format!(
+                    "UDP flow {}: start {} s / stop {} s outside the run",
+                    u.name, u.start_s, u.stop_s
+                ));
+            }
+            if u.rate_bps == 0 || !(60..=1514).contains(&u.frame) {
+                return bad(format!(
+                    "UDP flow {}: rate {} bit/s, frame {} B (want a rate > 0, frames of 60..=1514 B)",
+                    u.name, u.rate_bps, u.frame
+                ));
+            }
         }
         for v in &self.voice {
             if !seen.insert(v.src) {
@@ -203,7 +240,12 @@ impl Plan {
             &p,
             self.voice
                 .iter()
-                .map(|v| (v.name.as_str(), v.src, 17, v.port, v.class.as_str())),
+                .map(|v| (v.name.as_str(), v.src, 17, v.port, v.class.as_str()))
+                .chain(
+                    self.udp
+                        .iter()
+                        .map(|u| (u.name.as_str(), u.src, 17, u.port, u.class.as_str())),
+                ),
         )
     }
 }
@@ -324,6 +366,9 @@ pub struct SessionOutcome {
     /// Segments retransmitted (`tcpi_total_retrans`).
     pub retrans: u64,
     pub min_rtt_ms: f64,
+    /// Bytes per DSCP at the receiver's interface (the plan's `count_dscp`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dscp: Vec<DscpBytes>,
     pub error: Option<String>,
 }
 
@@ -362,6 +407,9 @@ pub struct RunOutcome {
     /// The plan's voice calls.
     #[serde(default)]
     pub voice: Vec<VoiceOutcome>,
+    /// The plan's UDP flows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub udp: Vec<UdpOutcome>,
 }
 
 /// The WAN stage's policy: one profile per impaired session, by source address.
@@ -420,9 +468,10 @@ pub fn run_plan(
 ) -> Result<RunOutcome> {
     plan.validate()?;
     let policy = plan.policy()?;
-    let wan = match plan.line_bps {
-        Some(bps) => Some(line_policy(bps, 1 + run as u64)),
-        None => wan_policy(&plan.sessions, 1 + run as u64),
+    let wan = match (&plan.stage_policy, plan.line_bps) {
+        (Some(t), _) => Some(t.clone()),
+        (None, Some(bps)) => Some(line_policy(bps, 1 + run as u64)),
+        (None, None) => wan_policy(&plan.sessions, 1 + run as u64),
     };
     let topo = if wan.is_some() {
         BridgeTopo::with_wan_stage("tb")?
@@ -461,6 +510,7 @@ pub fn run_plan(
         .iter()
         .map(|s| s.src)
         .chain(plan.voice.iter().map(|v| v.src))
+        .chain(plan.udp.iter().map(|u| u.src))
         .collect();
     topo.add_sender_addrs(&srcs)?;
     let mut wan_stage = match &wan {
@@ -475,6 +525,11 @@ pub fn run_plan(
         .chain(plan.voice.iter().map(|v| dut::Session {
             src: SocketAddr::new(IpAddr::V4(v.src), 0),
             dst: SocketAddr::new(IpAddr::V4(BridgeTopo::RCV_ADDR), v.port),
+            proto: 17,
+        }))
+        .chain(plan.udp.iter().map(|u| dut::Session {
+            src: SocketAddr::new(IpAddr::V4(u.src), 0),
+            dst: u.dst(),
             proto: 17,
         }))
         .collect();
@@ -494,10 +549,30 @@ pub fn run_plan(
         .iter()
         .map(|v| CbrSink::start_with(&topo.rcv, voice_sink(voice_addr(v))))
         .collect::<Result<Vec<_>>>()?;
+    let udp_sinks = plan
+        .udp
+        .iter()
+        .enumerate()
+        .map(|(i, u)| u.sink(&topo.rcv, i))
+        .collect::<Result<Vec<_>>>()?;
+    let dscp = if plan.count_dscp {
+        Some(DscpCounter::start(&topo.rcv, &topo.rcv_if)?)
+    } else {
+        None
+    };
     let t0 = Instant::now();
     // one thread per session: wait for its start, send, report
     let total = Duration::from_secs_f64(plan.duration_s);
-    let (sink_report, reports, voice_reports) = std::thread::scope(|sc| {
+    let (sink_report, reports, voice_reports, udp_sent) = std::thread::scope(|sc| {
+        let udp_handles: Vec<_> = plan
+            .udp
+            .iter()
+            .enumerate()
+            .map(|(i, u)| {
+                let ns = &topo.snd;
+                sc.spawn(move || u.send(ns, i, t0))
+            })
+            .collect();
         let voice_handles: Vec<_> = plan
             .voice
             .iter()
@@ -574,7 +649,14 @@ pub fn run_plan(
                     .unwrap_or_else(|_| Err("voice thread panicked".into()))
             })
             .collect();
-        (sink_report, reports, voice_reports)
+        let udp_sent: Vec<std::result::Result<u64, String>> = udp_handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("UDP thread panicked".into()))
+            })
+            .collect();
+        (sink_report, reports, voice_reports, udp_sent)
     });
     let voice = plan
         .voice
@@ -597,6 +679,41 @@ pub fn run_plan(
                 packets: voice_packets(&rec),
                 error: rep.err().or(rec.error),
             }
+        })
+        .collect();
+    let udp: Vec<UdpOutcome> = plan
+        .udp
+        .iter()
+        .zip(udp_sinks)
+        .zip(udp_sent)
+        .map(|((u, sink), sent)| {
+            let rec = sink.finish(*sent.as_ref().unwrap_or(&0), Duration::from_millis(1500));
+            UdpOutcome {
+                name: u.name.clone(),
+                class: u.class.clone(),
+                src: u.src,
+                sent: *sent.as_ref().unwrap_or(&0),
+                received: rec.distinct(),
+                frame_bytes: rec.distinct() * u.frame as u64,
+                dscp: Vec::new(),
+                error: sent.err().or(rec.error),
+            }
+        })
+        .collect();
+    let dscp = dscp.map(DscpCounter::stop);
+    if let Some(e) = dscp.as_ref().and_then(|d| d.error.clone()) {
+        return Err(Error::Invalid(format!("DSCP counter: {e}")));
+    }
+    let dscp_of = |src: Ipv4Addr| {
+        dscp.as_ref().map_or_else(Vec::new, |d| {
+            DscpBytes::of(&d.sum_where(|f| f.src.ip() == IpAddr::V4(src)))
+        })
+    };
+    let udp = udp
+        .into_iter()
+        .map(|mut u| {
+            u.dscp = dscp_of(u.src);
+            u
         })
         .collect();
     let dut_report = running.stop();
@@ -641,6 +758,7 @@ pub fn run_plan(
             data_segs_out,
             retrans,
             min_rtt_ms,
+            dscp: dscp_of(s.src),
             error,
         });
     }
@@ -652,6 +770,7 @@ pub fn run_plan(
         wan_report,
         seconds,
         voice,
+        udp,
     })
 }
 
@@ -771,141 +890,10 @@ pub fn run_each(
     Ok(out)
 }
 
-/// The outputs every testbed test writes: `result.json` (the result, serialised),
-/// `table.txt` (`text`), any `extra` text files, the SVG `charts`, and `report.html` with
-/// the run's metadata, the text, the charts, the policies and what ran on each DUT.
-pub struct Outputs<'a> {
-    pub title: &'a str,
-    pub meta: &'a BTreeMap<String, String>,
-    pub json: String,
-    pub text_heading: &'a str,
-    pub text: String,
-    pub extra: Vec<(String, String)>,
-    pub figs_heading: &'a str,
-    pub charts: Vec<(String, String)>,
-    /// (plan name, plan, its runs) of every part of the test.
-    pub parts: Vec<(&'a Plan, &'a [RunOutcome])>,
-}
-
-impl Outputs<'_> {
-    /// Write everything into `dir`; returns the paths.
-    pub fn write(self, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
-        let mut html = vec![
-            Section::new("Run").pre(meta_text(self.meta)),
-            Section::new(self.text_heading).pre(self.text.clone()),
-        ];
-        let mut figs = Section::new(self.figs_heading);
-        for (_, svg) in &self.charts {
-            figs = figs.svg(svg.clone());
-        }
-        html.push(figs);
-        let mut pol = Section::new("Policies");
-        let mut what = Section::new("What ran");
-        for (plan, runs) in &self.parts {
-            pol = pol.pre(format!("{}:\n{}", plan.name, plan.policy_text));
-            for r in runs.iter().filter(|r| r.run == 0) {
-                let d = r.dut_report["description"].as_str().unwrap_or("");
-                what = what.pre(format!("{} / {}:\n{d}", plan.name, r.dut));
-            }
-        }
-        html.push(pol);
-        html.push(what);
-        let mut files = vec![
-            ("result.json".to_string(), self.json),
-            ("table.txt".to_string(), self.text),
-            ("report.html".to_string(), html_report(self.title, &html)),
-        ];
-        files.extend(self.extra);
-        files.extend(self.charts);
-        write_files(dir, &files)
-    }
-}
+mod output;
+pub use output::Outputs;
+mod udp;
+pub use udp::{DscpBytes, UdpOutcome, UdpPlan};
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn basic() -> Policy {
-        Policy::parse(
-            "basic-test.toml",
-            include_str!("../../../../examples/basic-test.toml"),
-        )
-        .unwrap()
-    }
-
-    #[test]
-    fn addresses_come_from_the_rules_and_are_checked() {
-        let p = basic();
-        let a = addresses_for_class(&p, "c20", 4, &[]).unwrap();
-        assert_eq!(
-            a,
-            [
-                Ipv4Addr::new(10, 1, 1, 1),
-                Ipv4Addr::new(10, 1, 1, 2),
-                Ipv4Addr::new(10, 1, 1, 3),
-                Ipv4Addr::new(10, 1, 1, 4)
-            ]
-        );
-        let b = addresses_for_class(&p, "c20", 2, &a).unwrap();
-        assert_eq!(b[0], Ipv4Addr::new(10, 1, 1, 5));
-        assert!(addresses_for_class(&p, "nope", 1, &[]).is_err());
-        // a session put in the wrong class is refused
-        let wrong = SessionPlan {
-            name: "x".into(),
-            class: "c40".into(),
-            src: a[0],
-            cc: "cubic".into(),
-            mss: None,
-            rcvbuf: None,
-            start_s: 0.0,
-            stop_s: 1.0,
-            wan: None,
-        };
-        let e = check_classes(&p, &[wrong]).unwrap_err().to_string();
-        assert!(e.contains("classified into 'c20', not 'c40'"), "{e}");
-    }
-
-    #[test]
-    fn wan_policy_has_one_profile_per_impaired_session() {
-        let mk = |i: u8, wan: Option<Wan>| SessionPlan {
-            name: format!("s{i}"),
-            class: "c".into(),
-            src: Ipv4Addr::new(10, 1, 1, i),
-            cc: "cubic".into(),
-            mss: None,
-            rcvbuf: None,
-            start_s: 0.0,
-            stop_s: 1.0,
-            wan,
-        };
-        assert!(wan_policy(&[mk(1, None)], 1).is_none());
-        let t = wan_policy(
-            &[
-                mk(1, None),
-                mk(
-                    2,
-                    Some(Wan {
-                        delay_ms: 50.0,
-                        loss: Some("periodic 1%".into()),
-                    }),
-                ),
-            ],
-            9,
-        )
-        .unwrap();
-        let p = Policy::parse("w", &t).unwrap();
-        assert_eq!(p.emulators.len(), 1);
-        assert_eq!(p.emulators[0].cfg.delay.0, 50_000_000);
-        assert_eq!(p.seed, 9);
-        assert_eq!(p.rules[0].emulate, Some(0));
-    }
-
-    #[test]
-    fn line_policy_serialises_everything() {
-        let p = Policy::parse("l", &line_policy(125_000, 3)).unwrap();
-        assert_eq!(p.emulators.len(), 1);
-        assert_eq!(p.rules.len(), 1);
-        assert_eq!(p.rules[0].emulate, Some(0));
-        assert!(p.rules[0].m.src.is_empty());
-    }
-}
+mod tests;
