@@ -61,10 +61,14 @@ impl WakeStats {
         }
     }
 
-    /// A timer wake-up that was asked for `wanted` and came at `now`.
+    /// A timer wake-up that was asked for `wanted` and came at `now`; later than the
+    /// catch-up limit counts as `beyond_limit`.
     pub fn record(&mut self, wanted: Instant, now: Instant) {
         let late = now.saturating_since(wanted).as_nanos();
         self.timer_wakeups += 1;
+        if late > self.catch_up_limit_us * 1000 {
+            self.beyond_limit += 1;
+        }
         match late {
             0..=100_000 => self.late_le_100us += 1,
             100_001..=1_000_000 => self.late_le_1ms += 1,
@@ -183,6 +187,14 @@ mod tests {
             "{}",
             s.late_mean_us
         );
+    }
+
+    #[test]
+    fn only_wake_ups_later_than_the_limit_are_beyond_it() {
+        let mut s = WakeStats::new(Duration::from_millis(20));
+        s.record(ms(10), ms(30)); // exactly 20 ms: made up
+        s.record(ms(10), Instant(ms(30).0 + 1));
+        assert_eq!(s.beyond_limit, 1);
     }
 
     #[test]

@@ -78,10 +78,15 @@ struct TestbedArgs {
 
 impl TestbedArgs {
     fn runs(&self) -> anyhow::Result<Option<u32>> {
-        match self.runs {
-            Some(0) => anyhow::bail!("--runs: must be at least 1"),
-            r => Ok(r),
-        }
+        runs_arg(self.runs)
+    }
+}
+
+/// `--runs`, refused when 0.
+fn runs_arg(runs: Option<u32>) -> anyhow::Result<Option<u32>> {
+    match runs {
+        Some(0) => anyhow::bail!("--runs: must be at least 1"),
+        r => Ok(r),
     }
 }
 
@@ -680,10 +685,8 @@ fn run_aggregates(a: AggregatesArgs) -> anyhow::Result<ExitCode> {
     } else {
         AggregatesConfig::paper()
     };
-    match a.runs {
-        Some(0) => anyhow::bail!("--runs: must be at least 1"),
-        Some(r) => c.runs = r,
-        None => {}
+    if let Some(r) = runs_arg(a.runs)? {
+        c.runs = r;
     }
     if let Some(d) = a.duration {
         c.duration_s = d.as_secs_f64();

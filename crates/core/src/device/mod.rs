@@ -586,13 +586,13 @@ impl Device {
         self.pipeline(dir).map(|p| snapshot(p, now))
     }
 
-    /// Copies the emulator made and admitted in `dir` (they leave on top of what was
-    /// received).
     /// Frames that are not IP that bypassed `dir`'s shaper (see [`Device::ingress`]).
     pub fn bypassed(&self, dir: Direction) -> Count {
         self.lanes[dir_index(dir)].bypassed
     }
 
+    /// Copies the emulator made and admitted in `dir` (they leave on top of what was
+    /// received).
     pub fn duplicated(&self, dir: Direction) -> Count {
         let mut dup = Count::default();
         if let Some(e) = self.pipeline(dir).and_then(Pipeline::emulator) {

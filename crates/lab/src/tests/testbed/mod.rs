@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 use weir_core::classify::Fields;
 use weir_core::policy::Policy;
 
-use crate::agents::cbr::{CbrSender, CbrSenderReport, CbrSink};
+use crate::agents::cbr::{CbrSender, CbrSenderOpts, CbrSenderReport, CbrSink};
 use crate::agents::voip::{voice_packets, voice_sender, voice_sink};
 use crate::agents::DscpCounter;
 use crate::agents::{SenderOpts, SenderReport, SinkOpts, TcpSender, TcpSink};
@@ -183,17 +183,21 @@ impl Plan {
                 self.duration_s
             ));
         }
+        let within = |what: &str, start_s: f64, stop_s: f64| {
+            if 0.0 <= start_s && start_s < stop_s && stop_s <= self.duration_s {
+                Ok(())
+            } else {
+                bad(format!(
+                    "{what}: start {start_s} s / stop {stop_s} s outside the run"
+                ))
+            }
+        };
         let mut seen = std::collections::HashSet::new();
         for s in &self.sessions {
             if !seen.insert(s.src) {
                 return bad(format!("two sessions from {}", s.src));
             }
-            if !(0.0 <= s.start_s && s.start_s < s.stop_s && s.stop_s <= self.duration_s) {
-                return bad(format!(
-                    "session {}: start {} s / stop {} s outside the run",
-                    s.name, s.start_s, s.stop_s
-                ));
-            }
+            within(&format!("session {}", s.name), s.start_s, s.stop_s)?;
         }
         let impaired = self.sessions.iter().any(|s| s.wan.is_some());
         if self.line_bps.is_some() && impaired {
@@ -210,12 +214,7 @@ impl Plan {
             if !seen.insert(u.src) {
                 return bad(format!("two flows from {}", u.src));
             }
-            if !(0.0 <= u.start_s && u.start_s < u.stop_s && u.stop_s <= self.duration_s) {
-                return bad(format!(
-                    "UDP flow {}: start {} s / stop {} s outside the run",
-                    u.name, u.start_s, u.stop_s
-                ));
-            }
+            within(&format!("UDP flow {}", u.name), u.start_s, u.stop_s)?;
             if u.rate_bps == 0 || !(60..=1514).contains(&u.frame) {
                 return bad(format!(
                     "UDP flow {}: rate {} bit/s, frame {} B (want a rate > 0, frames of 60..=1514 B)",
@@ -227,12 +226,7 @@ impl Plan {
             if !seen.insert(v.src) {
                 return bad(format!("two sessions or calls from {}", v.src));
             }
-            if !(0.0 <= v.start_s && v.start_s < v.stop_s && v.stop_s <= self.duration_s) {
-                return bad(format!(
-                    "call {}: start {} s / stop {} s outside the run",
-                    v.name, v.start_s, v.stop_s
-                ));
-            }
+            within(&format!("call {}", v.name), v.start_s, v.stop_s)?;
         }
         let p = self.policy()?;
         check_classes(&p, &self.sessions)?;
@@ -570,7 +564,7 @@ pub fn run_plan(
             .enumerate()
             .map(|(i, u)| {
                 let ns = &topo.snd;
-                sc.spawn(move || u.send(ns, i, t0))
+                sc.spawn(move || send_cbr(ns, u.start_s, u.sender(i), t0))
             })
             .collect();
         let voice_handles: Vec<_> = plan
@@ -578,7 +572,14 @@ pub fn run_plan(
             .iter()
             .map(|v| {
                 let ns = &topo.snd;
-                sc.spawn(move || send_voice(ns, v, t0))
+                sc.spawn(move || {
+                    let o = voice_sender(
+                        SocketAddr::new(IpAddr::V4(v.src), 0),
+                        voice_addr(v),
+                        Duration::from_secs_f64(v.stop_s - v.start_s),
+                    );
+                    send_cbr(ns, v.start_s, o, t0)
+                })
             })
             .collect();
         let mut handles = Vec::new();
@@ -649,7 +650,7 @@ pub fn run_plan(
                     .unwrap_or_else(|_| Err("voice thread panicked".into()))
             })
             .collect();
-        let udp_sent: Vec<std::result::Result<u64, String>> = udp_handles
+        let udp_sent: Vec<std::result::Result<CbrSenderReport, String>> = udp_handles
             .into_iter()
             .map(|h| {
                 h.join()
@@ -681,23 +682,13 @@ pub fn run_plan(
             }
         })
         .collect();
-    let udp: Vec<UdpOutcome> = plan
-        .udp
-        .iter()
-        .zip(udp_sinks)
-        .zip(udp_sent)
-        .map(|((u, sink), sent)| {
-            let rec = sink.finish(*sent.as_ref().unwrap_or(&0), Duration::from_millis(1500));
-            UdpOutcome {
-                name: u.name.clone(),
-                class: u.class.clone(),
-                src: u.src,
-                sent: *sent.as_ref().unwrap_or(&0),
-                received: rec.distinct(),
-                frame_bytes: rec.distinct() * u.frame as u64,
-                dscp: Vec::new(),
-                error: sent.err().or(rec.error),
-            }
+    // the UDP sinks first (they wait for stragglers), then the counter that saw them
+    let udp_recs: Vec<_> = udp_sinks
+        .into_iter()
+        .zip(&udp_sent)
+        .map(|(sink, rep)| {
+            let sent = rep.as_ref().map_or(0, |r| r.attempted);
+            sink.finish(sent, Duration::from_millis(1500))
         })
         .collect();
     let dscp = dscp.map(DscpCounter::stop);
@@ -709,11 +700,20 @@ pub fn run_plan(
             DscpBytes::of(&d.sum_where(|f| f.src.ip() == IpAddr::V4(src)))
         })
     };
-    let udp = udp
-        .into_iter()
-        .map(|mut u| {
-            u.dscp = dscp_of(u.src);
-            u
+    let udp = plan
+        .udp
+        .iter()
+        .zip(udp_recs)
+        .zip(udp_sent)
+        .map(|((u, rec), rep)| UdpOutcome {
+            name: u.name.clone(),
+            class: u.class.clone(),
+            src: u.src,
+            sent: rep.as_ref().map_or(0, |r| r.attempted),
+            received: rec.distinct(),
+            frame_bytes: rec.distinct() * u.frame as u64,
+            dscp: dscp_of(u.src),
+            error: rep.err().or(rec.error),
         })
         .collect();
     let dut_report = running.stop();
@@ -779,24 +779,21 @@ fn voice_addr(v: &VoicePlan) -> SocketAddr {
     SocketAddr::new(IpAddr::V4(BridgeTopo::RCV_ADDR), v.port)
 }
 
-/// Wait for the call's start, send it until its stop (or a stop signal), report.
-fn send_voice(
+/// Wait until `start_s` after `t0`, then send `o` until it ends (or a stop signal);
+/// report. Voice calls and UDP flows both go through here.
+fn send_cbr(
     ns: &crate::topo::Netns,
-    v: &VoicePlan,
+    start_s: f64,
+    o: CbrSenderOpts,
     t0: Instant,
 ) -> std::result::Result<CbrSenderReport, String> {
-    let start = Duration::from_secs_f64(v.start_s);
+    let start = Duration::from_secs_f64(start_s);
     while t0.elapsed() < start {
         if crate::interrupted() {
             return Err("interrupted".into());
         }
         std::thread::sleep(Duration::from_millis(20).min(start.saturating_sub(t0.elapsed())));
     }
-    let o = voice_sender(
-        SocketAddr::new(IpAddr::V4(v.src), 0),
-        voice_addr(v),
-        Duration::from_secs_f64(v.stop_s - v.start_s),
-    );
     let s = CbrSender::start(ns, o).map_err(|e| e.to_string())?;
     while !s.is_finished() {
         if crate::interrupted() {

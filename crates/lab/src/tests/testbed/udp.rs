@@ -9,11 +9,11 @@
 //! one flow's non-zero entries.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::agents::cbr::{CbrSender, CbrSenderOpts, CbrSink, CbrSinkOpts};
+use crate::agents::cbr::{CbrSenderOpts, CbrSink, CbrSinkOpts};
 use crate::agents::DscpCounts;
 use crate::topo::{BridgeTopo, Netns};
 use crate::Result;
@@ -57,33 +57,14 @@ impl UdpPlan {
         CbrSink::start_with(ns, o)
     }
 
-    /// Wait for the flow's start, send it until its stop (or a stop signal).
-    pub(super) fn send(
-        &self,
-        ns: &Netns,
-        index: usize,
-        t0: Instant,
-    ) -> std::result::Result<u64, String> {
-        let start = Duration::from_secs_f64(self.start_s);
-        while t0.elapsed() < start {
-            if crate::interrupted() {
-                return Err("interrupted".into());
-            }
-            std::thread::sleep(Duration::from_millis(20).min(start.saturating_sub(t0.elapsed())));
-        }
+    /// The sender's settings (the run sends them with [`super::send_cbr`]).
+    pub(super) fn sender(&self, index: usize) -> CbrSenderOpts {
         let mut o = CbrSenderOpts::new(self.dst(), self.pps(), self.frame);
         o.src = Some(SocketAddr::new(IpAddr::V4(self.src), 0));
         o.flow = Self::flow(index);
         o.duration = Some(Duration::from_secs_f64(self.stop_s - self.start_s));
         o.sndbuf = Some(1 << 20);
-        let s = CbrSender::start(ns, o).map_err(|e| e.to_string())?;
-        while !s.is_finished() {
-            if crate::interrupted() {
-                return Ok(s.stop().attempted);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(s.join().attempted)
+        o
     }
 }
 
