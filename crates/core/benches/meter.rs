@@ -1,5 +1,6 @@
 //! Meter benchmark: the cost of one `Meter::mark` (refill, colour, take tokens) for each
-//! three-colour meter, colour-blind and colour-aware.
+//! three-colour meter, colour-blind and colour-aware, and of `Meter::mark_fair` (flow-fair
+//! sharing, `share = "flow"`) for the two-rate meters.
 //!
 //! The goal (from the project's issue): ≤ 30 ns per packet.
 //!
@@ -10,7 +11,9 @@
 //!   1 µs: 7.4 Gbit/s on average, 93 % of the committed rate. So the committed bucket fills
 //!   in the gaps and long trains run through it into the second bucket and beyond, and all
 //!   three colours are common (the shares are printed). Arrival colours, used by the
-//!   colour-aware meters: 80 % green, 15 % yellow, 5 % red. Seeded, the same every run.
+//!   colour-aware meters: 80 % green, 15 % yellow, 5 % red. Each packet belongs to one of
+//!   256 flows (random 64-bit hashes), for the fair meters (a 1024-slot table). Seeded,
+//!   the same every run.
 //! * The meters: `srtcm cir 8Gbit cbs 32KiB ebs 32KiB`, `trtcm cir 8Gbit cbs 32KiB pir
 //!   10Gbit pbs 64KiB`, `rfc4115 cir 8Gbit cbs 32KiB eir 2Gbit ebs 32KiB`.
 //! * 200,000 untimed packets settle the buckets before anything is measured.
@@ -34,6 +37,7 @@ mod common;
 use criterion::{Criterion, Throughput};
 use std::hint::black_box;
 use std::time::Instant as WallClock;
+use weir_core::meter::fair::{FlowShare, Share};
 use weir_core::meter::{ColorMode, Meter, MeterSpec};
 use weir_core::{Color, Instant, Rng};
 
@@ -58,12 +62,14 @@ struct Pkt {
     /// Nanoseconds since the previous packet.
     dt: u32,
     incoming: Color,
+    flow: u64,
 }
 
 /// The packet table (see the module).
 fn packets() -> Vec<Pkt> {
     let mut rng = Rng::new(0x006d_6574_6572);
     let mut pkts = Vec::with_capacity(TABLE);
+    let flows: Vec<u64> = (0..256).map(|_| rng.next_u64()).collect();
     while pkts.len() < TABLE {
         let train = 1 + rng.below(128) as u32;
         // Mean spacing 1 µs: the train's first packet waits out the gap.
@@ -76,7 +82,13 @@ fn packets() -> Vec<Pkt> {
                 _ => Color::Red,
             };
             let dt = 120 + if i == 0 { gap } else { 0 };
-            pkts.push(Pkt { len, dt, incoming });
+            let flow = flows[rng.below(flows.len() as u64) as usize];
+            pkts.push(Pkt {
+                len,
+                dt,
+                incoming,
+                flow,
+            });
         }
     }
     pkts.truncate(TABLE);
@@ -85,6 +97,7 @@ fn packets() -> Vec<Pkt> {
 
 struct Bench {
     meter: Option<Meter>,
+    fair: Option<FlowShare>,
     pkts: Vec<Pkt>,
     i: usize,
     now: Instant,
@@ -93,9 +106,10 @@ struct Bench {
 }
 
 impl Bench {
-    fn new(meter: Option<Meter>) -> Self {
+    fn new(meter: Option<Meter>, fair: Option<FlowShare>) -> Self {
         let mut b = Bench {
             meter,
+            fair,
             pkts: packets(),
             i: 0,
             now: Instant::ZERO,
@@ -112,9 +126,10 @@ impl Bench {
             let p = self.pkts[self.i & (TABLE - 1)];
             self.i = self.i.wrapping_add(1);
             self.now = Instant(self.now.0 + p.dt as u64);
-            let c = match &mut self.meter {
-                Some(m) => m.mark(p.len, p.incoming, self.now),
-                None => black_box(p.incoming),
+            let c = match (&mut self.meter, &mut self.fair) {
+                (Some(m), Some(f)) => m.mark_fair(f, p.flow, p.len, p.incoming, self.now),
+                (Some(m), None) => m.mark(p.len, p.incoming, self.now),
+                (None, _) => black_box(p.incoming),
             };
             self.counts[c as usize] += 1;
         }
@@ -144,8 +159,14 @@ struct Row {
     shares: [f64; 3],
 }
 
-fn bench_case(c: &mut Criterion, id: &str, meter: Option<Meter>, rows: &mut Vec<Row>) {
-    let mut b = Bench::new(meter);
+fn bench_case(
+    c: &mut Criterion,
+    id: &str,
+    meter: Option<Meter>,
+    fair: Option<FlowShare>,
+    rows: &mut Vec<Row>,
+) {
+    let mut b = Bench::new(meter, fair);
     let mut fixed_ns = None;
     let mut shares = [0.0; 3];
     let mut g = c.benchmark_group("mark");
@@ -207,11 +228,16 @@ fn main() {
         let kind = kind.split(' ').next().unwrap_or("?");
         for (mode, name) in [(ColorMode::Blind, "blind"), (ColorMode::Aware, "aware")] {
             let m = Meter::new(spec, mode, Instant::ZERO).expect("valid spec");
-            bench_case(&mut c, &format!("{kind}/{name}"), Some(m), &mut rows);
+            bench_case(&mut c, &format!("{kind}/{name}"), Some(m), None, &mut rows);
+        }
+        if Share::supports(&spec) {
+            let m = Meter::new(spec, ColorMode::Blind, Instant::ZERO).expect("valid spec");
+            let f = FlowShare::new(&m, 1024, Instant::ZERO).expect("two-rate meter");
+            bench_case(&mut c, &format!("{kind}/fair"), Some(m), Some(f), &mut rows);
         }
         eprintln!("  ({spec})");
     }
-    bench_case(&mut c, "baseline/loop", None, &mut rows);
+    bench_case(&mut c, "baseline/loop", None, None, &mut rows);
     c.final_summary();
     eprintln!(
         "\nsummary: ns/packet of the fixed {}-packet loop (mean, best tenth), colour shares; \

@@ -535,7 +535,7 @@ pub fn format_table(s: &PipelineSnapshot, direction: &str) -> String {
     );
     named_table(
         &mut out,
-        ["meter", "green", "yellow", "red", "remarked", "dropped"],
+        ["meter", "green", "yellow", "red", "remarked", "dropped", "flows"],
         s.meters.iter().map(|m| {
             let st = &m.stats;
             let row = [
@@ -544,6 +544,7 @@ pub fn format_table(s: &PipelineSnapshot, direction: &str) -> String {
                 st.red.packets,
                 st.remarked.packets,
                 st.dropped.packets,
+                st.flows,
             ];
             (m.name.as_str(), row, m.config.as_str())
         }),

@@ -187,6 +187,10 @@ struct AggregatesArgs {
     /// The two weir routers busy-poll.
     #[arg(long)]
     busy_poll: bool,
+    /// Edge marker: aggregate (seed 001's trTCM per aggregate), fair (weir's flow-fair
+    /// marker) or both, each a configuration run in turn.
+    #[arg(long, default_value = "both")]
+    marker: String,
     /// Exit with status 3 when an acceptance check fails.
     #[arg(long)]
     strict: bool,
@@ -713,14 +717,21 @@ fn run_aggregates(a: AggregatesArgs) -> anyhow::Result<ExitCode> {
     }
     c.cc = a.cc.clone();
     c.busy_poll = a.busy_poll;
+    c.markers = aggregates::Marker::parse_list(&a.marker)
+        .map_err(|e| anyhow::anyhow!("--marker {}: {e}", a.marker))?;
     // refuse a bad plan before asking for root
-    aggregates::plan(&c)?;
+    for &m in &c.markers {
+        aggregates::plan(&c, m)?;
+    }
     weir_lab::topo::require_root()?;
+    let n = c.runs as f64 * c.markers.len() as f64;
     eprintln!(
-        "weir lab aggregates: {} run(s) of {} s (about {:.0} min); outputs in {}",
+        "weir lab aggregates: {} run(s) of {} s for each of {} marker(s) (about {:.0} min); \
+         outputs in {}",
         c.runs,
         c.duration_s,
-        c.runs as f64 * (c.duration_s + 6.0) / 60.0,
+        c.markers.len(),
+        n * (c.duration_s + 6.0) / 60.0,
         a.out.display()
     );
     let r = with_progress(|progress| aggregates::run(&c, progress))?;

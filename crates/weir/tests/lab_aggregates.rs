@@ -1,5 +1,6 @@
 //! `weir lab aggregates` end to end (root): seed 001's aggregate-marking test, a quick
-//! run through two weir routers (edge marker, 10 Mbit/s interior core), meets its checks
+//! run of both edge markers (seed 001's trTCM per aggregate and weir's flow-fair one) through
+//! two weir routers (edge marker, 10 Mbit/s interior core), meets its checks
 //! (every flow measured, no aggregate given more green than its profile, the core's AF
 //! ceiling and best effort's share), writes every output, its tables are sane, and
 //! `weir lab report` re-makes the same text from the JSON alone. The testbed removes its
@@ -38,6 +39,10 @@ fn aggregates_refuses_bad_input_before_running() {
             &["lab", "aggregates", "--background-flows", "300"][..],
             "at most 253",
         ),
+        (
+            &["lab", "aggregates", "--marker", "flow"][..],
+            "--marker flow: invalid argument: marker 'flow': expected aggregate",
+        ),
     ] {
         let (code, _, err) = weir(args);
         assert_eq!(code, 1, "{args:?}: {err}");
@@ -59,25 +64,32 @@ fn quick_aggregates_meets_its_checks() {
         "result.json",
         "table.txt",
         "report.html",
-        "fig2-per-flow-throughput.svg",
+        "fig2-per-flow-throughput-aggregate.svg",
+        "fig2-per-flow-throughput-fair.svg",
     ] {
         assert!(dir.0.join(f).exists(), "{f} missing");
     }
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.0.join("result.json")).unwrap()).unwrap();
     assert_eq!(v["kind"], "aggregates");
-    assert_eq!(v["flows"].as_array().unwrap().len(), 10);
-    let t = &v["tables"];
-    for a in t["aggregates"].as_array().unwrap() {
-        let u = a["cir_utilisation"]["mean"].as_f64().unwrap();
-        assert!((0.3..=1.5).contains(&u), "utilisation of CIR {u}: {a}");
-    }
-    for k in 0..3 {
-        for which in ["jain_flows", "jain_aggregates"] {
-            let j = t[which][k]["mean"].as_f64().unwrap();
-            assert!((0.1..=1.0).contains(&j), "{which}[{k}] {j}");
+    let parts = v["parts"].as_array().unwrap();
+    let markers: Vec<&str> = parts.iter().map(|p| p["marker"].as_str().unwrap()).collect();
+    assert_eq!(markers, ["aggregate", "fair"]);
+    for p in parts {
+        assert_eq!(p["flows"].as_array().unwrap().len(), 10);
+        let t = &p["tables"];
+        for a in t["aggregates"].as_array().unwrap() {
+            let u = a["cir_utilisation"]["mean"].as_f64().unwrap();
+            assert!((0.3..=1.5).contains(&u), "utilisation of CIR {u}: {a}");
+        }
+        for k in 0..3 {
+            for which in ["jain_flows", "jain_aggregates"] {
+                let j = t[which][k]["mean"].as_f64().unwrap();
+                assert!((0.1..=1.0).contains(&j), "{which}[{k}] {j}");
+            }
         }
     }
+    assert_eq!(v["goals"].as_array().unwrap().len(), 2);
     let again = dir.0.join("again");
     let (code, stdout2, err) = weir(&[
         "lab",

@@ -16,7 +16,8 @@
 //! Bytes counted by a meter: the IP packet (the frame less its Ethernet header and VLAN
 //! tags), as RFC 2697/2698 count; the whole frame for non-IP traffic. Marking rewrites the
 //! DSCP of the IPv4 header (incremental checksum, RFC 1624) or the IPv6 traffic class,
-//! keeping ECN. Frames reach the conditioner segmented (the live path splits GSO
+//! keeping ECN. A meter with `share = "flow"` divides its allowance among the flows it
+//! measures ([`crate::meter::fair`]; the flow is the classifier's 5-tuple hash). Frames reach the conditioner segmented (the live path splits GSO
 //! super-packets first), so a colour is a wire packet's colour.
 //!
 //! Per meter the conditioner counts packets and bytes of each colour, the packets it
@@ -26,6 +27,7 @@
 //! Cost per packet: one Ethernet/IP header look-up, one meter (a few integer operations),
 //! and for a remark one 16-bit checksum update. No allocation.
 
+use crate::meter::fair::{FlowShare, Share};
 use crate::meter::{ColorMode, Meter, MeterSpec};
 use crate::pool::{Color, PktId};
 use crate::qdisc::{Count, Ctx, DropCause};
@@ -85,6 +87,8 @@ pub struct MeterDef {
     pub name: String,
     pub spec: MeterSpec,
     pub mode: ColorMode,
+    /// One allowance for the aggregate (the RFCs), or divided among its flows.
+    pub share: Share,
     /// Actions for green, yellow and red, in that order.
     pub actions: [Action; 3],
     /// Line of the definition, for messages.
@@ -103,8 +107,12 @@ impl MeterDef {
             ColorMode::Blind => "colour-blind",
             ColorMode::Aware => "colour-aware",
         };
+        let share = match self.share {
+            Share::Aggregate => String::new(),
+            Share::Flow { slots } => format!(", fair per flow ({slots} slots)"),
+        };
         format!(
-            "{}, {mode}; green {}, yellow {}, red {}",
+            "{}, {mode}{share}; green {}, yellow {}, red {}",
             self.spec, self.actions[0], self.actions[1], self.actions[2]
         )
     }
@@ -120,6 +128,9 @@ pub struct MeterStats {
     pub remarked: Count,
     /// Packets dropped by the colour's `drop` action.
     pub dropped: Count,
+    /// Flows active in a meter shared per flow (`share = "flow"`); 0 for the others.
+    #[serde(default)]
+    pub flows: u64,
 }
 
 impl MeterStats {
@@ -145,6 +156,8 @@ pub struct Conditioner {
     role: Role,
     defs: Vec<MeterDef>,
     meters: Vec<Meter>,
+    /// The flow table of each meter shared per flow.
+    shares: Vec<Option<FlowShare>>,
     stats: Vec<MeterStats>,
     /// Meter of each classifier rule ([`NO_METER`]: none).
     by_rule: Vec<u16>,
@@ -182,8 +195,19 @@ impl Conditioner {
                 Meter::new(d.spec, d.mode, now).map_err(|e| format!("meter '{}': {e}", d.name))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let shares = defs
+            .iter()
+            .zip(&meters)
+            .map(|(d, m)| match d.share {
+                Share::Aggregate => Ok(None),
+                Share::Flow { slots } => FlowShare::new(m, slots, now)
+                    .map(Some)
+                    .map_err(|e| format!("meter '{}': {e}", d.name)),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Conditioner {
             role,
+            shares,
             stats: vec![MeterStats::default(); defs.len()],
             defs,
             meters,
@@ -220,9 +244,9 @@ impl Conditioner {
     /// Colour the labelled packet `pkt` (class and rule set) and apply its meter's action
     /// at `cx.now`. `Err(Policed)`: dropped (the caller frees it; counted here).
     pub fn apply(&mut self, pkt: PktId, cx: &mut Ctx<'_>) -> Result<(), DropCause> {
-        let (rule, class) = {
+        let (rule, class, flow) = {
             let m = cx.pool.meta(pkt);
-            (m.rule, m.class)
+            (m.rule, m.class, m.flow)
         };
         let ip = ip_header(cx.pool.data(pkt));
         let dscp = ip.map(|h| h.dscp);
@@ -240,8 +264,15 @@ impl Conditioner {
         };
         let len = cx.pool.len(pkt);
         let counted = ip.map_or(len, |h| len.saturating_sub(h.offset as u32));
-        let color = self.meters[i].mark(counted, incoming, cx.now);
         let stats = &mut self.stats[i];
+        let color = match &mut self.shares[i] {
+            None => self.meters[i].mark(counted, incoming, cx.now),
+            Some(f) => {
+                let c = self.meters[i].mark_fair(f, flow, counted, incoming, cx.now);
+                stats.flows = f.active() as u64;
+                c
+            }
+        };
         stats.colour_mut(color).add(counted);
         cx.pool.meta_mut(pkt).color = color;
         match self.defs[i].action(color) {

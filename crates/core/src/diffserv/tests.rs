@@ -144,6 +144,7 @@ fn edge_conditioner(now: Instant) -> Conditioner {
             pbs: 2_000,
         },
         mode: ColorMode::Blind,
+        share: Share::Aggregate,
         actions: [Action::Mark(10), Action::Mark(12), Action::Drop],
         line: 1,
     };
@@ -235,6 +236,7 @@ fn a_colour_aware_meter_never_promotes() {
             ebs: 100_000,
         },
         mode: ColorMode::Aware,
+        share: Share::Aggregate,
         actions: [Action::Keep; 3],
         line: 1,
     };
@@ -399,6 +401,22 @@ fn bad_diffserv_keys_are_located_and_explained() {
             "9:9: `color`: 'purple' is not one of blind, aware",
         ),
         (
+            meter("type = \"srtcm\"\ncir = \"1Mbit\"\ncbs = \"1kB\"\nebs = 0\nshare = \"flow\"\n"),
+            "9:9: meter 'm': `share = \"flow\"` needs a trtcm or rfc4115 meter",
+        ),
+        (
+            meter("type = \"trtcm\"\ncir = \"1Mbit\"\ncbs = \"1kB\"\npir = \"2Mbit\"\npbs = \"2kB\"\nshare = \"flows\"\n"),
+            "10:9: meter 'm': `share`: 'flows' is not one of aggregate, flow",
+        ),
+        (
+            meter("type = \"trtcm\"\ncir = \"1Mbit\"\ncbs = \"1kB\"\npir = \"2Mbit\"\npbs = \"2kB\"\nshare = \"flow\"\nflows = 1000\n"),
+            "11:9: meter 'm': `flows` is 1000: expected a power of two from 1 to 1048576",
+        ),
+        (
+            meter("type = \"trtcm\"\ncir = \"1Mbit\"\ncbs = \"1kB\"\npir = \"2Mbit\"\npbs = \"2kB\"\nflows = 64\n"),
+            "10:9: meter 'm': `flows` sizes the flow table of `share = \"flow\"` only",
+        ),
+        (
             format!("{base}role = \"core\"\n"),
             "3:8: `role`: 'core' is not one of edge, interior",
         ),
@@ -493,6 +511,63 @@ fn a_device_marks_what_it_forwards_and_reports_the_meter() {
     );
     let table = crate::snapshot::format_table(&snap, "outbound");
     assert!(table.contains("aggr1"), "{table}");
+}
+
+/// `share = "flow"` through a device: two flows of one customer offering twice the CIR
+/// each, interleaved so that the aggregate meter would give one of them every green
+/// packet (see `meter::fair`), get half the green each, and the meter counts 2 flows.
+#[test]
+fn a_flow_shared_meter_splits_green_between_the_flows() {
+    let text = SEED001_EDGE.replace(
+        "pbs = \"18p\"\n",
+        "pbs = \"18p\"\nshare = \"flow\"\nflows = 64\n",
+    );
+    let p = Policy::parse("edge.toml", &text).unwrap();
+    assert!(p.meters[0].describe().contains("fair per flow (64 slots)"));
+    let mut dev = p.build_device(Instant::ZERO).unwrap();
+    let mut e = Env::new();
+    let out = crate::pool::Direction::Outbound;
+    // 1000-byte IP packets, one every 5 ms from each port in turn: 1.6 Mbit/s per flow
+    // (the CIR 800 kbit/s earns one packet per 10 ms).
+    let mut green = [0u32; 2];
+    for k in 0..2000u64 {
+        let now = Instant(k * 5_000_000);
+        let id = e.pool.alloc().unwrap();
+        let ip = Ipv4Spec {
+            src: "10.1.2.3".parse().unwrap(),
+            ..Ipv4Spec::default()
+        };
+        let sport = 1 + (k % 2) as u16;
+        let n = build::udp_v4_frame(
+            e.pool.slot_mut(id),
+            &EthSpec::default(),
+            &ip,
+            sport,
+            2,
+            &[0u8; 972],
+        )
+        .unwrap();
+        e.pool.meta_mut(id).len = n as u32;
+        let mut cx = e.cx(now);
+        dev.ingress(out, id, &mut cx, now).unwrap();
+        let mut cx = e.cx(now + crate::time::Duration::from_millis(4));
+        let sent: Vec<_> = std::iter::from_fn(|| dev.poll_transmit(out, &mut cx)).collect();
+        for id in sent {
+            let p = e.parsed(id);
+            if p.dscp == Some(10) {
+                green[p.src_port.unwrap() as usize - 1] += 1;
+            }
+            e.pool.free(id);
+        }
+    }
+    // 10 s at 800 kbit/s: 1000 packets of green plus the burst (CBS 15 × 1486 bytes, 22
+    // packets of 1000), half each give or take what one share banks (its depth, the CBS).
+    let total = green[0] + green[1];
+    assert!((995..=1023).contains(&total), "{green:?}");
+    assert!(green[0].abs_diff(green[1]) <= 23, "{green:?}");
+    let snap = dev.snapshot(out, Instant(10_000_000_000)).unwrap();
+    assert_eq!(snap.meters[0].stats.flows, 2);
+    assert!(crate::snapshot::format_table(&snap, "outbound").contains("flows"));
 }
 
 fn example(name: &str) -> Policy {

@@ -48,6 +48,7 @@
 //! stays red). Over any interval of `T` seconds, green bytes are at most `CBS + CIR·T/8`,
 //! and for the trTCM green plus yellow bytes at most `PBS + PIR·T/8` (property-tested).
 
+pub mod fair;
 pub mod srtcm;
 pub mod token_bucket;
 pub mod trtcm;

@@ -39,6 +39,8 @@ pub(super) struct RawMeter {
     pub(super) eir: Option<Spanned<Value>>,
     #[serde(alias = "colour")]
     pub(super) color: Option<Spanned<String>>,
+    pub(super) share: Option<Spanned<String>>,
+    pub(super) flows: Option<Spanned<i64>>,
     pub(super) green: Option<Spanned<Value>>,
     pub(super) yellow: Option<Spanned<Value>>,
     pub(super) red: Option<Spanned<Value>>,

@@ -38,6 +38,14 @@
 //! on each flow's share of its aggregate's profile (value × flows in its aggregate), so
 //! that 1 means every flow got an equal part of its own customer's profile.
 //!
+//! **Two edge markers** ([`Marker`]), each a configuration of the same network, run in
+//! turn within each run index:
+//! * `aggregate`: the paper's, one RFC 2698 meter per aggregate;
+//! * `fair`: weir's flow-fair marker (`share = "flow"`, [`weir_core::meter::fair`]): the
+//!   same meters with their committed and peak allowances divided among the aggregate's
+//!   active flows, spare tokens lent. Its goal: both aggregates at 95 % of CIR or more
+//!   and Jain's index among the flows at 0.98 or more ([`goals`]).
+//!
 //! Paper mode: 5 runs of 120 s, monitored flows from 10 s. Quick: 1 run of 35 s, from 5 s.
 
 use std::collections::BTreeMap;
@@ -85,8 +93,49 @@ pub mod paper {
     pub const JAIN_AGGREGATES: [(f64, f64); 3] = [(0.984, 0.017), (0.791, 0.026), (0.991, 0.001)];
 }
 
+/// The edge router's marker.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Marker {
+    /// Seed 001's: one trTCM per aggregate.
+    Aggregate,
+    /// weir's flow-fair trTCM per aggregate (`share = "flow"`).
+    Fair,
+}
+
+impl Marker {
+    pub const ALL: [Marker; 2] = [Marker::Aggregate, Marker::Fair];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Marker::Aggregate => "aggregate",
+            Marker::Fair => "fair",
+        }
+    }
+
+    /// `aggregate`, `fair` or `both`.
+    pub fn parse_list(s: &str) -> Result<Vec<Marker>> {
+        match s {
+            "aggregate" => Ok(vec![Marker::Aggregate]),
+            "fair" => Ok(vec![Marker::Fair]),
+            "both" => Ok(Marker::ALL.to_vec()),
+            other => Err(Error::Invalid(format!(
+                "marker '{other}': expected aggregate (seed 001's trTCM per aggregate), fair \
+                 (weir's flow-fair marker) or both"
+            ))),
+        }
+    }
+}
+
+fn all_markers() -> Vec<Marker> {
+    Marker::ALL.to_vec()
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct AggregatesConfig {
+    /// The edge markers to run, each a configuration.
+    #[serde(default = "all_markers")]
+    pub markers: Vec<Marker>,
     pub runs: u32,
     pub duration_s: f64,
     /// When the monitored flows start, s.
@@ -104,6 +153,7 @@ pub struct AggregatesConfig {
 impl AggregatesConfig {
     pub fn paper() -> Self {
         AggregatesConfig {
+            markers: all_markers(),
             runs: 5,
             duration_s: 120.0,
             monitored_start_s: 10.0,
@@ -129,8 +179,13 @@ fn net(third: u8) -> String {
     format!("10.77.{third}.0/24")
 }
 
-/// The edge router's policy: one trTCM per aggregate, by source subnet.
-pub fn edge_policy() -> String {
+/// The edge router's policy: one trTCM per aggregate, by source subnet; `fair` shares
+/// each among its flows.
+pub fn edge_policy(marker: Marker) -> String {
+    let share = match marker {
+        Marker::Aggregate => "",
+        Marker::Fair => "share = \"flow\"\n",
+    };
     let mut t = String::from(
         "# seed 001's edge router (examples/diffserv-edge.toml on the testbed's subnets)\n\
          [link]\nrate = \"1Gbit\"\nrole = \"edge\"\ndefault = \"be\"\n",
@@ -143,7 +198,7 @@ pub fn edge_policy() -> String {
     for (name, subnet) in groups {
         t += &format!(
             "\n[[meter]]\nname = \"{name}\"\ntype = \"trtcm\"\ncir = \"{CIR_BPS}bit\"\ncbs = \"{CBS_PACKETS}p\"\n\
-             pir = \"{PIR_BPS}bit\"\npbs = \"{PBS_PACKETS}p\"\ngreen = \"af11\"\nyellow = \"af12\"\nred = \"af13\"\n"
+             pir = \"{PIR_BPS}bit\"\npbs = \"{PBS_PACKETS}p\"\n{share}green = \"af11\"\nyellow = \"af12\"\nred = \"af13\"\n"
         );
         rules += &format!(
             "\n[[rule]]\nname = \"{name}\"\nclass = \"af\"\nsrc = \"{}\"\nmeter = \"{name}\"\n",
@@ -172,8 +227,9 @@ pub fn core_policy(ack_delay_ms: u64, seed: u64) -> String {
     )
 }
 
-/// The plan: the monitored aggregates, the background aggregate, the UDP flood.
-pub fn plan(c: &AggregatesConfig) -> Result<Plan> {
+/// The plan for `marker`: the monitored aggregates, the background aggregate, the UDP
+/// flood.
+pub fn plan(c: &AggregatesConfig, marker: Marker) -> Result<Plan> {
     if c.background_flows > 253 {
         return Err(Error::Invalid(format!(
             "{} background flows: at most 253 (one /24 of source addresses)",
@@ -206,8 +262,8 @@ pub fn plan(c: &AggregatesConfig) -> Result<Plan> {
         sessions.push(session(format!("background-{k}"), BACKGROUND_NET, k, 0.0));
     }
     let plan = Plan {
-        name: "aggregates".into(),
-        policy_text: edge_policy(),
+        name: format!("aggregates-{}", marker.name()),
+        policy_text: edge_policy(marker),
         policy_file: "edge.toml".into(),
         sessions,
         tcp: HostTcp::seed000(),
@@ -394,58 +450,142 @@ pub fn tables(rows: &[FlowRow]) -> Tables {
     t
 }
 
-/// A whole run of the lab.
+/// One configuration (edge marker) of the lab: its plan, runs and tables.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct AggregatesResult {
-    pub kind: String,
-    pub meta: BTreeMap<String, String>,
-    pub config: AggregatesConfig,
+pub struct Part {
+    pub marker: Marker,
     pub plan: Plan,
     pub runs: Vec<RunOutcome>,
     #[serde(default)]
     pub flows: Vec<FlowRow>,
     #[serde(default)]
     pub tables: Tables,
+}
+
+/// A whole run of the lab.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AggregatesResult {
+    pub kind: String,
+    pub meta: BTreeMap<String, String>,
+    pub config: AggregatesConfig,
+    pub parts: Vec<Part>,
     #[serde(default)]
     pub checks: Vec<Check>,
+    /// The flow-fair marker's goals (reported; not acceptance checks).
+    #[serde(default)]
+    pub goals: Vec<Check>,
 }
 
 /// The DUT of the lab: weir's bridge as the edge router (the policy's own technique).
 pub const EDGE_DUT: &str = "weir:cbq";
 
+/// Run every marker's configuration `c.runs` times, the markers in turn within each run
+/// index (so that a slow spell of the machine touches both).
 pub fn run(c: &AggregatesConfig, progress: &mut dyn FnMut(&str)) -> Result<AggregatesResult> {
-    let plan = plan(c)?;
-    let specs = testbed::dut_specs(&[EDGE_DUT.to_string()])?;
-    let runs = testbed::run_each(&plan, &specs, c.runs, progress)?;
+    if c.markers.is_empty() {
+        return Err(Error::Invalid("no marker to run".into()));
+    }
+    let mut parts = c
+        .markers
+        .iter()
+        .map(|&m| {
+            Ok(Part {
+                marker: m,
+                plan: plan(c, m)?,
+                runs: Vec::new(),
+                flows: Vec::new(),
+                tables: Tables::default(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let spec = testbed::dut_specs(&[EDGE_DUT.to_string()])?.remove(0);
+    for r in 0..c.runs {
+        for part in &mut parts {
+            crate::check_interrupted()?;
+            progress(&format!("marker {}", part.marker.name()));
+            part.runs
+                .push(testbed::run_plan(&part.plan, &spec, r, progress)?);
+        }
+    }
     let mut res = AggregatesResult {
         kind: "aggregates".into(),
         meta: report::meta(),
         config: c.clone(),
-        plan,
-        runs,
-        flows: Vec::new(),
-        tables: Tables::default(),
+        parts,
         checks: Vec::new(),
+        goals: Vec::new(),
     };
     finish(&mut res);
     Ok(res)
 }
 
-/// Recompute flows, tables and checks from the runs (also for `weir lab report`).
+/// Recompute flows, tables, checks and goals from the runs (also for `weir lab report`).
 pub fn finish(res: &mut AggregatesResult) {
-    let bin_s = res.plan.interval_ms as f64 / 1e3;
-    res.flows = res.runs.iter().flat_map(|r| flow_rows(r, bin_s)).collect();
-    res.tables = tables(&res.flows);
-    res.checks = checks(res);
+    for part in &mut res.parts {
+        let bin_s = part.plan.interval_ms as f64 / 1e3;
+        part.flows = part.runs.iter().flat_map(|r| flow_rows(r, bin_s)).collect();
+        part.tables = tables(&part.flows);
+    }
+    res.checks = res
+        .parts
+        .iter()
+        .flat_map(|p| checks(p, &res.config))
+        .collect();
+    res.goals = res
+        .parts
+        .iter()
+        .filter(|p| p.marker == Marker::Fair)
+        .flat_map(goals)
+        .collect();
 }
 
-/// Acceptance checks: every monitored flow connected and was measured; the edge never
-/// marks more green than an aggregate's profile allows; the core keeps AF within its
-/// 3 Mbit/s and best effort gets the rest.
-pub fn checks(res: &AggregatesResult) -> Vec<Check> {
-    let bin_s = res.plan.interval_ms as f64 / 1e3;
+/// The flow-fair marker's goals: every aggregate at 95 % of its CIR or more (its mean
+/// utilisation of CIR), and Jain's index among the flows at 0.98 or more for committed
+/// and total throughput (means over runs).
+pub fn goals(part: &Part) -> Vec<Check> {
+    let t = &part.tables;
+    let cells: Vec<(bool, String)> = t
+        .aggregates
+        .iter()
+        .map(|a| {
+            let u = a.cir_utilisation.mean;
+            (
+                u.is_some_and(|u| u >= 0.95),
+                format!("{} {}", a.aggregate, fmt_opt(u, 3)),
+            )
+        })
+        .collect();
+    let mut out = vec![judged(
+        "fair marker: every aggregate >= 95 % of its CIR",
+        "aggregates",
+        cells,
+    )];
+    let cells = [(0, "committed"), (2, "total")]
+        .iter()
+        .map(|&(k, what)| {
+            let j = t.jain_flows[k].mean;
+            (
+                j.is_some_and(|j| j >= 0.98),
+                format!("{what} {}", fmt_opt(j, 3)),
+            )
+        })
+        .collect();
+    out.push(judged(
+        "fair marker: Jain among the flows >= 0.98 (committed, total)",
+        "indices",
+        cells,
+    ));
+    out
+}
+
+/// Acceptance checks of one marker's configuration (named after it): every monitored
+/// flow connected and was measured; the edge never marks more green than an aggregate's
+/// profile allows; the core keeps AF within its 3 Mbit/s and best effort gets the rest.
+pub fn checks(part: &Part, config: &AggregatesConfig) -> Vec<Check> {
+    let bin_s = part.plan.interval_ms as f64 / 1e3;
+    let marker = part.marker.name();
     let mut out = Vec::new();
-    let broken: Vec<String> = res
+    let broken: Vec<String> = part
         .runs
         .iter()
         .flat_map(|r| r.sessions.iter().map(move |s| (r.run, s)))
@@ -459,9 +599,9 @@ pub fn checks(res: &AggregatesResult) -> Vec<Check> {
             )
         })
         .collect();
-    let n_sessions: usize = res.runs.iter().map(|r| r.sessions.len()).sum();
+    let n_sessions: usize = part.runs.iter().map(|r| r.sessions.len()).sum();
     out.push(Check::new(
-        "every TCP flow carried data and was counted at the receiver",
+        format!("{marker}: every TCP flow carried data and was counted at the receiver"),
         broken.is_empty(),
         n_sessions,
         "flows",
@@ -471,9 +611,9 @@ pub fn checks(res: &AggregatesResult) -> Vec<Check> {
     // of its flows, one bin of slack at either end; payload is less than the frames the
     // meter counts)
     let mut cells = Vec::new();
-    for r in &res.runs {
+    for r in &part.runs {
         for (agg, _, _) in AGGREGATES {
-            let of: Vec<&FlowRow> = res
+            let of: Vec<&FlowRow> = part
                 .flows
                 .iter()
                 .filter(|f| f.run == r.run && f.aggregate == agg && f.last_s > f.first_s)
@@ -498,14 +638,14 @@ pub fn checks(res: &AggregatesResult) -> Vec<Check> {
         }
     }
     out.push(judged(
-        "green bytes of an aggregate <= CIR x its life + CBS",
+        &format!("{marker}: green bytes of an aggregate <= CIR x its life + CBS"),
         "aggregates",
         cells,
     ));
     // the core: AF (every TCP flow) within its 3 Mbit/s ceiling over the span the TCP
     // flows ran; best effort carried
     let mut cells = Vec::new();
-    for r in &res.runs {
+    for r in &part.runs {
         let spans: Vec<(f64, f64)> = r
             .sessions
             .iter()
@@ -522,7 +662,7 @@ pub fn checks(res: &AggregatesResult) -> Vec<Check> {
         let be: f64 = r
             .udp
             .iter()
-            .map(|u| u.frame_bytes as f64 * 8.0 / res.config.duration_s)
+            .map(|u| u.frame_bytes as f64 * 8.0 / config.duration_s)
             .sum();
         cells.push((
             af <= AF_BPS as f64 * 1.02 && be >= (CORE_BPS - AF_BPS) as f64 * 0.9,
@@ -535,7 +675,7 @@ pub fn checks(res: &AggregatesResult) -> Vec<Check> {
         ));
     }
     out.push(judged(
-        "core: AF <= 3 Mbit/s (+2 %), best effort >= 90 % of its 7 Mbit/s",
+        &format!("{marker}: core: AF <= 3 Mbit/s (+2 %), best effort >= 90 % of its 7 Mbit/s"),
         "runs",
         cells,
     ));
@@ -549,9 +689,9 @@ fn judged(name: &str, unit: &str, cells: Vec<(bool, String)>) -> Check {
     Check::new(name, ok, cells.len(), unit, detail.join("; "))
 }
 
-/// Tables 2-4 beside the paper's, as text.
+/// Tables 2-4 of every marker beside the paper's, the goals, the flows and the checks, as
+/// text.
 pub fn text(res: &AggregatesResult) -> String {
-    let t = &res.tables;
     let ms = |m: &MeanSd, scale: f64, d: usize| {
         format!(
             "{} ± {}",
@@ -560,21 +700,27 @@ pub fn text(res: &AggregatesResult) -> String {
         )
     };
     let p = |v: (f64, f64), d: usize| format!("{:.d$} ± {:.d$}", v.0, v.1, d = d);
+    let c = &res.config;
+    let markers: Vec<&str> = res.parts.iter().map(|p| p.marker.name()).collect();
     let mut s = format!(
         "Seed 001, aggregate marking: {} run(s) of {:.0} s, monitored flows from {:.0} s; \
-         {} background TCP flows, best-effort UDP at {:.1} Mbit/s, ACKs delayed {} ms, {}\n\n\
-         Table 2. Measurement results for aggregates (weir | paper)\n",
-        res.config.runs,
-        res.config.duration_s,
-        res.config.monitored_start_s,
-        res.config.background_flows,
-        res.config.udp_bps as f64 / 1e6,
-        res.config.ack_delay_ms,
-        res.config.cc
+         {} background TCP flows, best-effort UDP at {:.1} Mbit/s, ACKs delayed {} ms, {}; \
+         edge markers: {}\n\n\
+         Table 2. Measurement results for aggregates (weir per marker | paper)\n",
+        c.runs,
+        c.duration_s,
+        c.monitored_start_s,
+        c.background_flows,
+        c.udp_bps as f64 / 1e6,
+        c.ack_delay_ms,
+        c.cc,
+        markers.join(", ")
     );
     let mut rows = vec![vec!["".to_string()]];
-    for a in &t.aggregates {
-        rows[0].push(format!("{} ({} flows)", a.aggregate, a.flows));
+    for (agg, n, _) in AGGREGATES {
+        for m in &markers {
+            rows[0].push(format!("{agg} ({n} flows) {m}"));
+        }
         rows[0].push("paper".into());
     }
     type Get = fn(&AggregateStats) -> &MeanSd;
@@ -611,37 +757,45 @@ pub fn text(res: &AggregatesResult) -> String {
     ];
     for (label, get, scale, d, pap) in lines {
         let mut row = vec![label.to_string()];
-        for (i, a) in t.aggregates.iter().enumerate() {
-            row.push(ms(get(a), scale, d));
+        for (i, _) in AGGREGATES.iter().enumerate() {
+            for part in &res.parts {
+                let cell = part.tables.aggregates.get(i).map(|a| ms(get(a), scale, d));
+                row.push(cell.unwrap_or_else(|| "-".into()));
+            }
             row.push(p(pap[i], d));
         }
         rows.push(row);
     }
     s += &text_table(&rows, 1);
-    for (title, ours, theirs) in [
+    type Jain = fn(&Tables) -> &[MeanSd; 3];
+    type Paper = [(f64, f64); 3];
+    let jains: [(&str, Jain, Paper); 2] = [
         (
             "Table 3. Jain's index among the ten flows",
-            &t.jain_flows,
+            |t| &t.jain_flows,
             paper::JAIN_FLOWS,
         ),
         (
             "Table 4. Jain's index between the aggregates",
-            &t.jain_aggregates,
+            |t| &t.jain_aggregates,
             paper::JAIN_AGGREGATES,
         ),
-    ] {
-        s += &format!("\n{title} (weir | paper)\n");
+    ];
+    for (title, ours, theirs) in jains {
+        s += &format!("\n{title} (weir per marker | paper)\n");
         let mut rows = vec![vec![
             "".to_string(),
             "committed".into(),
             "excess".into(),
             "total".into(),
         ]];
-        rows.push(
-            std::iter::once("weir".to_string())
-                .chain(ours.iter().map(|m| ms(m, 1.0, 3)))
-                .collect(),
-        );
+        for part in &res.parts {
+            rows.push(
+                std::iter::once(format!("weir, {} marker", part.marker.name()))
+                    .chain(ours(&part.tables).iter().map(|m| ms(m, 1.0, 3)))
+                    .collect(),
+            );
+        }
         rows.push(
             std::iter::once("paper".to_string())
                 .chain(theirs.iter().map(|v| p(*v, 3)))
@@ -649,9 +803,14 @@ pub fn text(res: &AggregatesResult) -> String {
         );
         s += &text_table(&rows, 1);
     }
+    if !res.goals.is_empty() {
+        s += "\nGoals of the flow-fair marker (reported, not acceptance checks):\n";
+        s += &checks_text(&res.goals);
+    }
     s += "\nPer flow (bit/s over the flow's life):\n";
     let mut rows = vec![vec![
-        "run".to_string(),
+        "marker".to_string(),
+        "run".into(),
         "flow".into(),
         "goodput".into(),
         "throughput".into(),
@@ -660,66 +819,74 @@ pub fn text(res: &AggregatesResult) -> String {
         "util. CIR".into(),
         "retrans".into(),
     ]];
-    for f in &res.flows {
-        rows.push(vec![
-            (f.run + 1).to_string(),
-            f.name.clone(),
-            format!("{:.0}", f.goodput_bps),
-            format!("{:.0}", f.throughput_bps),
-            format!("{:.0}", f.green_bps),
-            format!("{:.0}", f.excess_bps),
-            format!("{:.2}", f.cir_utilisation),
-            f.retrans.to_string(),
-        ]);
+    for part in &res.parts {
+        for f in &part.flows {
+            rows.push(vec![
+                part.marker.name().to_string(),
+                (f.run + 1).to_string(),
+                f.name.clone(),
+                format!("{:.0}", f.goodput_bps),
+                format!("{:.0}", f.throughput_bps),
+                format!("{:.0}", f.green_bps),
+                format!("{:.0}", f.excess_bps),
+                format!("{:.2}", f.cir_utilisation),
+                f.retrans.to_string(),
+            ]);
+        }
     }
-    s += &text_table(&rows, 2);
+    s += &text_table(&rows, 3);
     s += "\n";
     s += &checks_text(&res.checks);
     s
 }
 
-/// Fig. 2: per-flow throughput (green and excess) of the first run, the fair share of CIR
-/// as reference lines.
+/// Fig. 2 for each marker: per-flow throughput (green and excess) of the first run, the
+/// fair share of CIR as reference lines.
 pub fn charts(res: &AggregatesResult) -> Vec<(String, String)> {
-    let first: Vec<&FlowRow> = res.flows.iter().filter(|f| f.run == 0).collect();
-    if first.is_empty() {
-        return Vec::new();
-    }
-    let groups: Vec<String> = first.iter().map(|f| f.name.clone()).collect();
-    let series = vec!["green".to_string(), "excess".into(), "total".into()];
-    let values: Vec<Vec<Option<(f64, f64)>>> = first
-        .iter()
-        .map(|f| {
-            [f.green_bps, f.excess_bps, f.throughput_bps]
-                .iter()
-                .map(|v| Some((v / 1e3, 0.0)))
-                .collect()
-        })
-        .collect();
-    let opts = report::BarOpts {
-        width: 900,
-        hlines: AGGREGATES
+    let mut out = Vec::new();
+    for part in &res.parts {
+        let first: Vec<&FlowRow> = part.flows.iter().filter(|f| f.run == 0).collect();
+        if first.is_empty() {
+            continue;
+        }
+        let groups: Vec<String> = first.iter().map(|f| f.name.clone()).collect();
+        let series = vec!["green".to_string(), "excess".into(), "total".into()];
+        let values: Vec<Vec<Option<(f64, f64)>>> = first
             .iter()
-            .map(|(a, n, _)| {
-                (
-                    CIR_BPS as f64 / *n as f64 / 1e3,
-                    format!("{a} fair share of CIR"),
-                )
+            .map(|f| {
+                [f.green_bps, f.excess_bps, f.throughput_bps]
+                    .iter()
+                    .map(|v| Some((v / 1e3, 0.0)))
+                    .collect()
             })
-            .collect(),
-        ..Default::default()
-    };
-    vec![(
-        "fig2-per-flow-throughput.svg".into(),
-        report::bar_chart(
-            "Per-flow throughput, run 1 (seed 001 Fig. 2)",
-            "kbit/s",
-            &groups,
-            &series,
-            &values,
-            &opts,
-        ),
-    )]
+            .collect();
+        let opts = report::BarOpts {
+            width: 900,
+            hlines: AGGREGATES
+                .iter()
+                .map(|(a, n, _)| {
+                    (
+                        CIR_BPS as f64 / *n as f64 / 1e3,
+                        format!("{a} fair share of CIR"),
+                    )
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let m = part.marker.name();
+        out.push((
+            format!("fig2-per-flow-throughput-{m}.svg"),
+            report::bar_chart(
+                &format!("Per-flow throughput, run 1, {m} marker (seed 001 Fig. 2)"),
+                "kbit/s",
+                &groups,
+                &series,
+                &values,
+                &opts,
+            ),
+        ));
+    }
+    out
 }
 
 pub fn write_outputs(
@@ -735,7 +902,11 @@ pub fn write_outputs(
         extra: Vec::new(),
         figs_heading: "Figures",
         charts: charts(res),
-        parts: vec![(&res.plan, res.runs.as_slice())],
+        parts: res
+            .parts
+            .iter()
+            .map(|p| (&p.plan, p.runs.as_slice()))
+            .collect(),
     }
     .write(dir)
 }
@@ -747,7 +918,7 @@ mod tests {
 
     #[test]
     fn the_policies_parse_and_the_plan_classifies_every_flow() {
-        Policy::parse("edge.toml", &edge_policy()).unwrap();
+        Policy::parse("edge.toml", &edge_policy(Marker::Aggregate)).unwrap();
         let core = Policy::parse("core.toml", &core_policy(20, 1)).unwrap();
         // the core's AF class is seed 001 Table 1, as the shipped example
         let ex = Policy::parse(
@@ -757,8 +928,17 @@ mod tests {
         .unwrap();
         let af = |p: &Policy| p.classes[p.class_index("af").unwrap()].clone();
         assert_eq!(format!("{:?}", af(&core).red), format!("{:?}", af(&ex).red));
-        let p = plan(&AggregatesConfig::quick()).unwrap();
+        let p = plan(&AggregatesConfig::quick(), Marker::Aggregate).unwrap();
         assert_eq!(p.sessions.len(), 8 + 2 + 4);
+        // the fair marker shares every aggregate's meter among its flows
+        let fair = Policy::parse("edge.toml", &edge_policy(Marker::Fair)).unwrap();
+        assert_eq!(fair.meters.len(), 3);
+        assert!(fair
+            .meters
+            .iter()
+            .all(|m| m.describe().contains("fair per flow")));
+        assert!(Marker::parse_list("fiar").is_err());
+        assert_eq!(Marker::parse_list("both").unwrap(), Marker::ALL);
         assert_eq!(p.udp.len(), 1);
     }
 

@@ -5,6 +5,7 @@
 use super::super::raw::{scalar_text, RawLink, RawMeter, RawRule, Src};
 use crate::classify::parse_dscp;
 use crate::diffserv::{Action, MeterDef, Role};
+use crate::meter::fair::{self, Share};
 use crate::meter::{ColorMode, MeterSpec};
 use crate::units::{self, Limit};
 use std::collections::HashMap;
@@ -64,6 +65,7 @@ pub(super) fn compile_meters(
                 ColorMode::Blind
             }
         };
+        let share = share(src, r, &spec);
         let actions = [
             action(src, "green", &r.green),
             action(src, "yellow", &r.yellow),
@@ -74,11 +76,68 @@ pub(super) fn compile_meters(
             name,
             spec,
             mode,
+            share,
             actions,
             line: src.line(span),
         });
     }
     (defs, index)
+}
+
+/// A meter's `share` (`aggregate`, the default, or `flow`) and `flows` (the flow table's
+/// slots, a power of two; only with `share = "flow"`).
+fn share(src: &mut Src<'_>, r: &RawMeter, spec: &MeterSpec) -> Share {
+    let name = r.name.get_ref();
+    let slots = match &r.flows {
+        None => fair::DEFAULT_SLOTS,
+        Some(v) => {
+            let n = *v.get_ref();
+            let max = fair::MAX_SLOTS as i64;
+            if n < 1 || n > max || (n as u64).count_ones() != 1 {
+                src.err(
+                    v.span(),
+                    format!(
+                        "meter '{name}': `flows` is {n}: expected a power of two from 1 to \
+                         {max} (slots of the flow table)"
+                    ),
+                );
+            }
+            n.clamp(1, max) as u32
+        }
+    };
+    let flow = match r.share.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+        None | Some(("aggregate", _)) => false,
+        Some(("flow", s)) => {
+            if !Share::supports(spec) {
+                src.err(
+                    s,
+                    format!(
+                        "meter '{name}': `share = \"flow\"` needs a trtcm or rfc4115 meter (two \
+                         rates to divide among flows); an srtcm's excess bucket is fed by its \
+                         committed bucket's overflow"
+                    ),
+                );
+            }
+            true
+        }
+        Some((other, s)) => {
+            src.err(
+                s,
+                format!("meter '{name}': `share`: '{other}' is not one of aggregate, flow"),
+            );
+            false
+        }
+    };
+    if let (false, Some(v)) = (flow, &r.flows) {
+        src.err(
+            v.span(),
+            format!("meter '{name}': `flows` sizes the flow table of `share = \"flow\"` only"),
+        );
+    }
+    match flow {
+        true => Share::Flow { slots },
+        false => Share::Aggregate,
+    }
 }
 
 /// A meter's type and its rates and bursts, checked against the RFC (errors at the key
