@@ -535,7 +535,9 @@ pub fn format_table(s: &PipelineSnapshot, direction: &str) -> String {
     );
     named_table(
         &mut out,
-        ["meter", "green", "yellow", "red", "remarked", "dropped", "flows"],
+        [
+            "meter", "green", "yellow", "red", "remarked", "dropped", "flows",
+        ],
         s.meters.iter().map(|m| {
             let st = &m.stats;
             let row = [

@@ -2,7 +2,9 @@
 //! and the shaper (RFC 2475 §2.3.3; seed 001 section 2, seed 004 sections 1.2-2.2).
 //!
 //! A router has a role ([`Role`]):
-//! * **edge** (a boundary router, seed 004's ingress; seed 001's edge routers): a packet's
+//! * **edge** (a boundary router, seed 004's ingress; seed 001's edge routers): a rule's
+//!   `mark` first writes its DSCP into the rule's packets (seed 004's service handler,
+//!   a marker without a meter; the packet's colour is then the new DSCP's). A packet's
 //!   meter — its rule's, else its class's (`meter` keys) — measures it and gives it a
 //!   colour; a colour-aware meter starts from the colour its DSCP already carries. The
 //!   meter's action for that colour keeps the DSCP, writes another (a marker), or drops the
@@ -163,7 +165,14 @@ pub struct Conditioner {
     by_rule: Vec<u16>,
     /// Meter of each class ([`NO_METER`]: none), for packets whose rule names none.
     by_class: Vec<u16>,
+    /// DSCP each classifier rule writes ([`NO_MARK`]: none).
+    marks: Vec<u8>,
+    /// Packets whose DSCP a rule's `mark` rewrote.
+    marked: Count,
 }
+
+/// No `mark` for this rule.
+pub const NO_MARK: u8 = u8::MAX;
 
 impl Conditioner {
     /// A conditioner for `role` with `defs`' meters (full buckets at `now`); `by_rule` and
@@ -213,7 +222,24 @@ impl Conditioner {
             meters,
             by_rule,
             by_class,
+            marks: Vec::new(),
+            marked: Count::default(),
         })
+    }
+
+    /// The same conditioner with each classifier rule's `mark` (a DSCP, or `None`), in rule
+    /// order. Values above 63 are ignored.
+    pub fn with_marks(mut self, marks: Vec<Option<u8>>) -> Conditioner {
+        self.marks = marks
+            .into_iter()
+            .map(|m| m.filter(|&d| d < 64).unwrap_or(NO_MARK))
+            .collect();
+        self
+    }
+
+    /// Packets whose DSCP a rule's `mark` rewrote.
+    pub fn marked(&self) -> Count {
+        self.marked
     }
 
     pub fn role(&self) -> Role {
@@ -248,7 +274,18 @@ impl Conditioner {
             let m = cx.pool.meta(pkt);
             (m.rule, m.class, m.flow)
         };
-        let ip = ip_header(cx.pool.data(pkt));
+        let mut ip = ip_header(cx.pool.data(pkt));
+        let mark = match self.role {
+            Role::Edge => self.marks.get(rule as usize).copied().unwrap_or(NO_MARK),
+            Role::Interior => NO_MARK,
+        };
+        if mark != NO_MARK {
+            if let Some(h) = ip.filter(|h| h.dscp != mark) {
+                set_dscp(cx.pool.data_mut(pkt), h, mark);
+                self.marked.add(cx.pool.len(pkt));
+                ip = ip.map(|h| IpHeader { dscp: mark, ..h });
+            }
+        }
         let dscp = ip.map(|h| h.dscp);
         let incoming = dscp.map_or(Color::Green, dscp_color);
         let meter = match self.role {
@@ -257,8 +294,8 @@ impl Conditioner {
         };
         let Some(i) = meter else {
             cx.pool.meta_mut(pkt).color = match self.role {
-                Role::Interior => incoming,
-                Role::Edge => Color::Green,
+                Role::Edge if mark == NO_MARK => Color::Green,
+                _ => incoming,
             };
             return Ok(());
         };

@@ -745,3 +745,107 @@ fn an_interior_gred_class_drops_red_before_green() {
         out[1]
     );
 }
+
+/// A rule's `mark` (seed 004's service handler): the rule's packets get the DSCP before
+/// any meter, their colour is the new DSCP's; other rules' packets are untouched.
+#[test]
+fn a_rule_mark_rewrites_the_dscp_and_colours_by_it() {
+    let mut e = Env::new();
+    let mut c = Conditioner::new(
+        Role::Edge,
+        vec![],
+        vec![NO_METER, NO_METER],
+        vec![NO_METER],
+        Instant::ZERO,
+    )
+    .unwrap()
+    .with_marks(vec![Some(parse("af12")), None]);
+    let marked = e.v4(500, 0, Some(7));
+    e.pool.meta_mut(marked).rule = 0;
+    let other = e.v4(500, 0, None);
+    e.pool.meta_mut(other).rule = 1;
+    let v6 = e.v6(500, 46);
+    e.pool.meta_mut(v6).rule = 0;
+    for id in [marked, other, v6] {
+        c.apply(id, &mut e.cx(Instant::ZERO)).unwrap();
+    }
+    let p = e.parsed(marked);
+    assert_eq!(p.dscp, Some(12));
+    assert_eq!(e.pool.meta(marked).color, Color::Yellow);
+    // behind the VLAN tag; parse_frame checked the checksum too
+    assert_eq!(
+        weir_wire::checksum::checksum(&e.pool.data(marked)[18..38]),
+        0
+    );
+    assert_eq!(e.parsed(other).dscp, Some(0));
+    assert_eq!(e.pool.meta(other).color, Color::Green);
+    assert_eq!(e.parsed(v6).dscp, Some(12));
+    assert_eq!(c.marked().packets, 2);
+}
+
+/// `mark` through the policy: it compiles to the rule's DSCP, `weir check` lists it, and
+/// the device marks what the rule matches.
+#[test]
+fn a_policy_mark_builds_a_marking_device() {
+    let text = "[link]\nrate = \"100Mbit\"\ndefault = \"be\"\n\n\
+                [[class]]\nname = \"ef\"\nrate = \"5Mbit\"\nprio = 0\n\n\
+                [[class]]\nname = \"be\"\nrate = \"95Mbit\"\n\n\
+                [[rule]]\nname = \"host-a\"\nclass = \"ef\"\nsrc = \"10.1.2.3/32\"\nmark = \"ef\"\n";
+    let p = Policy::parse("m.toml", text).unwrap();
+    assert_eq!(p.rules[0].mark, Some(46));
+    let d = p.describe();
+    assert!(d.contains("rule host-a      marks ef"), "{d}");
+    let mut dev = p.build_device(Instant::ZERO).unwrap();
+    let mut e = Env::new();
+    for src in ["10.1.2.3", "10.9.9.9"] {
+        let id = e.pool.alloc().unwrap();
+        let ip = Ipv4Spec {
+            src: src.parse().unwrap(),
+            ..Ipv4Spec::default()
+        };
+        let n = build::udp_v4_frame(
+            e.pool.slot_mut(id),
+            &EthSpec::default(),
+            &ip,
+            1,
+            2,
+            &[0; 100],
+        )
+        .unwrap();
+        e.pool.meta_mut(id).len = n as u32;
+        let mut cx = e.cx(Instant::ZERO);
+        dev.ingress(crate::pool::Direction::Outbound, id, &mut cx, Instant::ZERO)
+            .unwrap();
+    }
+    let mut got = Vec::new();
+    let mut now = Instant::ZERO;
+    while got.len() < 2 {
+        let mut cx = e.cx(now);
+        match dev.poll_transmit(crate::pool::Direction::Outbound, &mut cx) {
+            Some(id) => {
+                let p = e.parsed(id);
+                got.push((p.src_ip.unwrap().to_string(), p.dscp.unwrap()));
+                e.pool.free(id);
+            }
+            None => now = dev.next_wakeup().expect("more to send"),
+        }
+    }
+    got.sort();
+    assert_eq!(
+        got,
+        vec![("10.1.2.3".to_string(), 46), ("10.9.9.9".to_string(), 0)]
+    );
+}
+
+#[test]
+fn bad_marks_are_located_and_explained() {
+    let base = "[link]\nrate = \"10Mbit\"\n";
+    let e = first_error(&format!(
+        "{base}[[rule]]\nsrc = \"10.0.0.0/8\"\nclass = \"link\"\nmark = \"gold\"\n"
+    ));
+    assert!(e.starts_with("6:8: `mark`: expected a DSCP"), "{e}");
+    let e = first_error(&format!(
+        "{base}role = \"interior\"\n[[rule]]\ndscp = \"ef\"\nclass = \"link\"\nmark = \"af11\"\n"
+    ));
+    assert!(e.starts_with("7:8: `mark`: an interior router"), "{e}");
+}

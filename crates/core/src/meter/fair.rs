@@ -128,9 +128,11 @@ impl FlowShare {
     /// buckets; `Err` for an srTCM.
     pub fn new(m: &Meter, slots: u32, now: Instant) -> Result<FlowShare, String> {
         if !Share::supports(&m.spec) {
-            return Err("an srtcm meter cannot be shared per flow (its excess bucket is fed \
+            return Err(
+                "an srtcm meter cannot be shared per flow (its excess bucket is fed \
                         by the committed one's overflow); use trtcm or rfc4115"
-                .into());
+                    .into(),
+            );
         }
         let n = slots.clamp(1, MAX_SLOTS).next_power_of_two();
         let ((cir, _), (rate2, _)) = m.spec.buckets();
@@ -462,7 +464,12 @@ mod tests {
         .unwrap();
         let e = FlowShare::new(&m, 16, Instant::ZERO).unwrap_err();
         assert!(e.contains("srtcm"), "{e}");
-        assert_eq!(FlowShare::new(&trtcm(), 1000, Instant::ZERO).unwrap().slots(), 1024);
+        assert_eq!(
+            FlowShare::new(&trtcm(), 1000, Instant::ZERO)
+                .unwrap()
+                .slots(),
+            1024
+        );
     }
 
     proptest::proptest! {

@@ -133,7 +133,8 @@ impl Policy {
     /// shares its nearest ancestor's), full at `now`; `None` for an edge router without
     /// meters.
     fn conditioner(&self, now: Instant) -> Result<Option<Conditioner>, String> {
-        if self.role == Role::Edge && self.meters.is_empty() {
+        let marks: Vec<Option<u8>> = self.rules.iter().map(|r| r.mark).collect();
+        if self.role == Role::Edge && self.meters.is_empty() && marks.iter().all(Option::is_none) {
             return Ok(None);
         }
         let index = |m: Option<usize>| m.map_or(NO_METER, |i| i as u16);
@@ -143,7 +144,8 @@ impl Policy {
             let inherited = c.parent.map_or(NO_METER, |p| by_class[p]);
             by_class.push(c.meter.map_or(inherited, |i| i as u16));
         }
-        Conditioner::new(self.role, self.meters.clone(), by_rule, by_class, now).map(Some)
+        Conditioner::new(self.role, self.meters.clone(), by_rule, by_class, now)
+            .map(|c| Some(c.with_marks(marks)))
     }
 
     /// The `mss` keys resolved to bytes per class (a class without one takes its nearest

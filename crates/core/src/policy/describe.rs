@@ -79,8 +79,19 @@ impl Policy {
                 "diffserv: interior router (colour from the DSCP: AFx1 green, AFx2 yellow, \
                  AFx3 red)\n",
             ),
-            Role::Edge if self.meters.is_empty() => return,
-            Role::Edge => s.push_str("diffserv: edge router, meters:\n"),
+            Role::Edge if self.meters.is_empty() && self.rules.iter().all(|r| r.mark.is_none()) => {
+                return
+            }
+            Role::Edge => s.push_str("diffserv: edge router\n"),
+        }
+        for r in self.rules.iter().filter(|r| r.mark.is_some()) {
+            let d = r.mark.unwrap_or(0);
+            let name =
+                crate::classify::dscp_name(d).map_or_else(|| format!("dscp {d}"), str::to_string);
+            s.push_str(&format!("  rule {:<11} marks {name}\n", r.name));
+        }
+        if !self.meters.is_empty() {
+            s.push_str("  meters:\n");
         }
         for (i, m) in self.meters.iter().enumerate() {
             let users: Vec<String> = self
@@ -100,7 +111,11 @@ impl Policy {
             } else {
                 users.join(", ")
             };
-            s.push_str(&format!("  {:<16} {}  <- {users}\n", m.name, m.describe()));
+            s.push_str(&format!(
+                "    {:<14} {}  <- {users}\n",
+                m.name,
+                m.describe()
+            ));
         }
     }
 

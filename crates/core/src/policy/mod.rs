@@ -341,6 +341,9 @@ pub struct RuleDef {
     pub mss: Option<MssCap>,
     /// The DiffServ meter of the rule's packets (index into `Policy::meters`).
     pub meter: Option<usize>,
+    /// The DSCP an edge router writes into the rule's packets before metering them
+    /// (`mark`: seed 004's service handler).
+    pub mark: Option<u8>,
 }
 
 /// A validated policy. `classes[0]` is the root (the link); parents precede children.

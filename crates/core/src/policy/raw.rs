@@ -153,6 +153,7 @@ pub(super) struct RawRule {
     pub(super) vlan: Option<Spanned<Value>>,
     pub(super) mss: Option<Spanned<Value>>,
     pub(super) meter: Option<Spanned<String>>,
+    pub(super) mark: Option<Spanned<Value>>,
 }
 
 // ---- error positions ------------------------------------------------------------------

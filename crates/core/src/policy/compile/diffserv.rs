@@ -315,6 +315,22 @@ fn action(src: &mut Src<'_>, key: &str, v: &Option<Spanned<Value>>) -> Action {
     }
 }
 
+/// A rule's `mark`: the DSCP (a name or 0-63) its packets get at an edge router.
+pub(super) fn rule_mark(src: &mut Src<'_>, v: &Spanned<Value>) -> Option<u8> {
+    let found = match scalar_text(v.get_ref()) {
+        Some(t) => match parse_dscp(&t) {
+            Ok(d) => return Some(d),
+            Err(e) => e.to_string(),
+        },
+        None => format!("found {}", v.get_ref().type_str()),
+    };
+    src.err(
+        v.span(),
+        format!("`mark`: expected a DSCP to write (a name such as ef or af11, or 0-63): {found}"),
+    );
+    None
+}
+
 /// A `meter` key of a class or rule: the index of a defined meter.
 pub(super) fn meter_ref(
     src: &mut Src<'_>,
@@ -368,6 +384,13 @@ pub(super) fn check_interior_rule(src: &mut Src<'_>, r: &RawRule) {
         src.err(
             m.span(),
             "`meter`: an interior router (role = \"interior\") has no meters",
+        );
+    }
+    if let Some(m) = &r.mark {
+        src.err(
+            m.span(),
+            "`mark`: an interior router (role = \"interior\") keeps the DSCP it is given; \
+             marking belongs to role = \"edge\"",
         );
     }
 }

@@ -29,7 +29,9 @@ mod class;
 mod diffserv;
 
 use class::compile_class;
-use diffserv::{check_interior_rule, compile_meters, compile_role, meter_ref, warn_unused_meters};
+use diffserv::{
+    check_interior_rule, compile_meters, compile_role, meter_ref, rule_mark, warn_unused_meters,
+};
 
 /// Largest default quantum (bytes) when quanta are derived from rates.
 const MAX_DEFAULT_QUANTUM: u64 = 200_000;
@@ -611,6 +613,7 @@ fn compile_rules(
             .meter
             .as_ref()
             .and_then(|v| meter_ref(src, v, meter_index));
+        let mark = r.mark.as_ref().and_then(|v| rule_mark(src, v));
         rules.push(RuleDef {
             name,
             class,
@@ -618,6 +621,7 @@ fn compile_rules(
             emulate,
             mss,
             meter,
+            mark,
         });
     }
     rules
