@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `tcp_sender.rs` | [`TcpSender`]: bulk TCP with explicit TCP settings, for a fixed time |
 //! | `tcp_sink.rs` | [`TcpSink`]: receives any number of connections, bytes per interval each |
+//! | `tcp_stamped.rs` | [`StampedSender`], [`StampedSink`]: paced, time-stamped TCP records (seed 004 §3.2) |
 //! | `tcp_info.rs` | [`TcpInfo`]: the kernel's `TCP_INFO` of a connection |
 //! | `icmp.rs` | [`icmp_ping`]: ICMP echo round-trip times on a raw socket |
 //! | [`cbr`] | constant-bit-rate UDP sender and sink with kernel timestamps (seed 002) |
@@ -27,6 +28,7 @@ mod icmp;
 mod tcp_info;
 mod tcp_sender;
 mod tcp_sink;
+mod tcp_stamped;
 pub mod voip;
 
 pub use dscp_counter::{DscpCounter, DscpCounts, DscpReport, FlowId};
@@ -34,3 +36,6 @@ pub use icmp::{icmp_ping, icmp_ping_with, PingOpts};
 pub use tcp_info::{tcp_info, TcpInfo};
 pub use tcp_sender::{SenderOpts, SenderReport, TcpSender};
 pub use tcp_sink::{ConnReport, SinkOpts, SinkReport, TcpSink};
+pub use tcp_stamped::{
+    StampedSender, StampedSenderOpts, StampedSenderReport, StampedSink, StampedSinkReport,
+};
