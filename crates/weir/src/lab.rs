@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use weir_lab::report::{self, Check};
 use weir_lab::tests::fidelity::{FidelityConfig, FidelityResult};
-use weir_lab::tests::{advanced, aggregates, basic, fidelity, robustness, voip};
+use weir_lab::tests::{advanced, aggregates, basic, diffserv, fidelity, robustness, voip};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -42,6 +42,11 @@ enum LabCmd {
     /// RED beside best-effort UDP): utilisation of CIR, per-flow goodput and throughput,
     /// Jain's index among flows and between aggregates.
     Aggregates(AggregatesArgs),
+    /// Seed 004's DiffServ router chain (Figs. 8-25): host A through ingress, interior and
+    /// egress routers to host B, each router link also flooded by 100 Mbit/s of UDP; EF and
+    /// AF reservations of 5 Mbit/s for UDP and TCP; one-way delay and jitter with the
+    /// receiver's clock skew estimated from an echo calibration; weir beside the kernel's HTB.
+    Diffserv(DiffservArgs),
     /// Re-make the tables, plots and HTML report of a result file.
     Report(ReportArgs),
 }
@@ -200,6 +205,46 @@ struct AggregatesArgs {
 }
 
 #[derive(clap::Args)]
+struct DiffservArgs {
+    /// CI-sized run: 3 s per run, a 10 s calibration, the kernel peer on the UDP groups only.
+    #[arg(long)]
+    quick: bool,
+    /// Each run's measured stream (paper: 600s; default 60s).
+    #[arg(long, value_parser = crate::sim::dur)]
+    duration: Option<weir_core::Duration>,
+    /// Background alone before each stream starts.
+    #[arg(long, value_parser = crate::sim::dur)]
+    warmup: Option<weir_core::Duration>,
+    /// Clock calibration without load (paper: 120s).
+    #[arg(long, value_parser = crate::sim::dur)]
+    calibration: Option<weir_core::Duration>,
+    /// Each background host's rate (paper: 100Mbit; 0 for none).
+    #[arg(long)]
+    background: Option<String>,
+    /// Groups of runs: all, or a list of idle, loaded, ef-udp, af-udp, ef-tcp, af-tcp.
+    #[arg(long, default_value = "all")]
+    groups: String,
+    /// Routers: weir, kernel:htb or both.
+    #[arg(long, default_value = "both")]
+    device: String,
+    /// Congestion control of the TCP runs: reno, cubic (default), bbr.
+    #[arg(long, default_value = "cubic")]
+    cc: String,
+    /// Injected offset of the receiver's clock, ns.
+    #[arg(long, allow_hyphen_values = true)]
+    offset_ns: Option<i64>,
+    /// Injected drift of the receiver's clock, ppm.
+    #[arg(long, allow_hyphen_values = true)]
+    drift_ppm: Option<f64>,
+    /// Exit with status 3 when an acceptance check fails.
+    #[arg(long)]
+    strict: bool,
+    /// Directory for result.json, table.txt, SVG charts and report.html.
+    #[arg(long, default_value = "weir-lab-diffserv")]
+    out: PathBuf,
+}
+
+#[derive(clap::Args)]
 struct FidelityArgs {
     /// A CI-sized run: 64- and 1518-byte frames at 8k and 80k packets/s, one 0.4 s repeat.
     #[arg(long)]
@@ -268,6 +313,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         LabCmd::Advanced(a) => run_advanced(a),
         LabCmd::Voip(v) => run_voip(v),
         LabCmd::Aggregates(a) => run_aggregates(a),
+        LabCmd::Diffserv(d) => run_diffserv(d),
         LabCmd::Report(r) => report(r),
     }
 }
@@ -403,6 +449,12 @@ fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
                 .map_err(|e| anyhow::anyhow!("{}: {e}", a.result.display()))?;
             aggregates::finish(&mut r);
             finish_aggregates(&r, &out, false)
+        }
+        Some("diffserv") => {
+            let mut r: diffserv::DiffservResult = serde_json::from_value(v)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", a.result.display()))?;
+            diffserv::finish(&mut r);
+            finish_diffserv(&r, &out, false)
         }
         Some("voip") => {
             let mut r: voip::VoipResult = serde_json::from_value(v)
@@ -745,4 +797,67 @@ fn finish_aggregates(
 ) -> anyhow::Result<ExitCode> {
     print!("{}", aggregates::text(r));
     conclude(aggregates::write_outputs(r, out)?, &r.checks, strict)
+}
+
+fn run_diffserv(a: DiffservArgs) -> anyhow::Result<ExitCode> {
+    use diffserv::{Device, DiffservConfig, Group};
+    let mut c = if a.quick {
+        DiffservConfig::quick()
+    } else {
+        DiffservConfig::paper()
+    };
+    if let Some(d) = a.duration {
+        c.duration_s = d.as_secs_f64();
+    }
+    if let Some(d) = a.warmup {
+        c.warmup_s = d.as_secs_f64();
+    }
+    if let Some(d) = a.calibration {
+        c.calibration_s = d.as_secs_f64();
+    }
+    if let Some(r) = &a.background {
+        c.background_bps = if r.trim() == "0" {
+            0
+        } else {
+            weir_core::units::parse_rate(r).map_err(|e| anyhow::anyhow!("--background {r}: {e}"))?
+        };
+    }
+    c.groups = Group::parse_list(&a.groups).map_err(|e| anyhow::anyhow!("--groups: {e}"))?;
+    if !a.quick {
+        c.peer_groups = c.groups.clone();
+    }
+    c.devices = Device::parse_list(&a.device).map_err(|e| anyhow::anyhow!("--device: {e}"))?;
+    c.cc = a.cc.clone();
+    if let Some(o) = a.offset_ns {
+        c.offset_ns = o;
+    }
+    if let Some(d) = a.drift_ppm {
+        c.drift_ppm = d;
+    }
+    // refuse bad settings before asking for root
+    c.validate()?;
+    weir_lab::topo::require_root()?;
+    eprintln!(
+        "weir lab diffserv: {} run(s) of {} s and a {} s calibration (about {:.0} min); \
+         outputs in {}",
+        c.devices
+            .iter()
+            .map(|&d| c.scenarios(d).len())
+            .sum::<usize>(),
+        c.duration_s,
+        c.calibration_s,
+        c.estimate_s() / 60.0,
+        a.out.display()
+    );
+    let r = with_progress(|progress| diffserv::run(&c, progress))?;
+    finish_diffserv(&r, &a.out, a.strict)
+}
+
+fn finish_diffserv(
+    r: &diffserv::DiffservResult,
+    out: &std::path::Path,
+    strict: bool,
+) -> anyhow::Result<ExitCode> {
+    print!("{}", diffserv::text(r));
+    conclude(diffserv::write_outputs(r, out)?, &r.checks, strict)
 }

@@ -73,7 +73,10 @@ fn quick_aggregates_meets_its_checks() {
         serde_json::from_str(&std::fs::read_to_string(dir.0.join("result.json")).unwrap()).unwrap();
     assert_eq!(v["kind"], "aggregates");
     let parts = v["parts"].as_array().unwrap();
-    let markers: Vec<&str> = parts.iter().map(|p| p["marker"].as_str().unwrap()).collect();
+    let markers: Vec<&str> = parts
+        .iter()
+        .map(|p| p["marker"].as_str().unwrap())
+        .collect();
     assert_eq!(markers, ["aggregate", "fair"]);
     for p in parts {
         assert_eq!(p["flows"].as_array().unwrap().len(), 10);

@@ -47,7 +47,7 @@ fn tc(ns: &Netns, args: &[&str]) -> Result<String> {
 
 /// Runs `lines` (each a full `tc …` command) with one `tc -batch -` in `ns`. A failure names
 /// the command that failed.
-pub(super) fn tc_batch(ns: &Netns, lines: &[String]) -> Result<()> {
+pub(crate) fn tc_batch(ns: &Netns, lines: &[String]) -> Result<()> {
     if lines.is_empty() {
         return Ok(());
     }

@@ -7,6 +7,7 @@
 //! | [`advanced`] | inter- and intra-class bandwidth borrowing (Table 6) | 000 |
 //! | [`voip`] | a G.729 call beside 20 FTP sessions on 125 kbit/s and a T1: delay, jitter, loss, E-model MOS, time to establish (Table 6, Fig. 13, Table 7) | 000 |
 //! | [`fidelity`] | link-shaping fidelity: inter-frame gaps, delay and loss of CBR flows | 002 |
+//! | [`diffserv`] | a chain of three DiffServ routers against 3 × 100 Mbit/s of background: EF and AF for UDP and TCP, one-way delay and jitter with clock-skew estimation (Figs. 8-25), beside the kernel's HTB | 004 |
 //! | [`aggregates`] | aggregate marking (trTCM) and three-colour RED: Aggr1 (8 TCP flows) vs Aggr2 (2), utilisation of CIR, Jain's index (Tables 2-4) | 001 |
 //!
 //! [`testbed`] is what the seed 000 labs share: a [`Plan`](testbed::Plan) of TCP sessions,
@@ -16,6 +17,7 @@
 pub mod advanced;
 pub mod aggregates;
 pub mod basic;
+pub mod diffserv;
 pub mod fidelity;
 pub mod robustness;
 pub mod testbed;

@@ -8,13 +8,16 @@
 //! - [`BridgeTopo`] (`bridge.rs`): sender, DUT and receiver on one L2 segment (seed 000
 //!   Fig. 6), with sender address aliases and an optional WAN-emulator stage.
 //! - [`VethPair`] (`pair.rs`): two hosts joined directly (calibration).
+//! - [`ChainTopo`] (`chain.rs`): seed 004's chain of routers, each with a background host.
 
 mod bridge;
+mod chain;
 mod link;
 mod netns;
 mod pair;
 
 pub use bridge::BridgeTopo;
+pub use chain::ChainTopo;
 pub use link::{
     add_addr, add_route, check_ifname, is_link_up, link_veth, parse_cidr, set_down, set_mtu,
     set_sysctl, set_tcp_options, set_up, unique_ifname, unique_veth_names, wait_link_up,

@@ -1,0 +1,411 @@
+//! `weir lab diffserv`'s outputs: the table of runs beside the seed's findings, the
+//! calibration, Figs. 8-25 as plots per device, and the acceptance checks.
+
+use std::path::{Path, PathBuf};
+
+use super::run::RunResult;
+use super::{
+    Device, DiffservResult, Group, Scenario, Transport, BACKGROUND_FRAME, LINK_BPS,
+    RESERVATION_BPS, ROUTERS,
+};
+use crate::report::{
+    self, checks_text, fmt_opt, html_report, line_chart, meta_text, text_table, ChartOpts, Check,
+    Section, Series,
+};
+use crate::stats::skew::queueing_delay_ns;
+use crate::Result;
+
+/// The seed's expected delay through three full FIFOs: 3 × 100 × 1174 B × 8 / 100 Mbit/s.
+pub fn full_fifo_delay_ms() -> f64 {
+    queueing_delay_ns(
+        u64::from(super::policy::FIFO_PACKETS),
+        BACKGROUND_FRAME as u64,
+        LINK_BPS as f64,
+        ROUTERS as u32,
+    ) / 1e6
+}
+
+/// What seed 004 reports for a run (§3.3), in words.
+pub fn paper(s: &Scenario) -> &'static str {
+    let m = s.rate_bps / 1_000_000;
+    match (s.group, m) {
+        (Group::Idle, _) => "1 ms, jitter < 2 us, no loss",
+        (Group::Loaded, _) => "~1 Mbit/s (~80 % loss), ~28 ms, jitter >= 2 ms",
+        (Group::EfUdp, 2 | 4) => "almost no loss, < 5 ms, jitter ~0.6 ms",
+        (Group::EfUdp, 5) => "7.66 % loss, jitter ~0.6 ms",
+        (Group::EfUdp, _) => "52.1 % loss, jitter 0.8 ms",
+        (Group::AfUdp, 10) => "almost 9 Mbit/s, 3-4 ms, jitter ~0.5 ms",
+        (Group::AfUdp, _) => "3-4 ms, jitter ~0.5 ms",
+        (Group::EfTcp, 10) => "delay up to 100 ms",
+        (Group::EfTcp, _) => "~5 ms, jitter 10 -> 3 ms",
+        (Group::AfTcp, 2 | 4) => "6-7 ms",
+        (Group::AfTcp, _) => "retransmissions: large delay variation",
+    }
+}
+
+fn ms(v: Option<f64>) -> String {
+    fmt_opt(v, 2)
+}
+
+/// The tables of the lab.
+pub fn text(res: &DiffservResult) -> String {
+    let c = &res.config;
+    let mut s = format!(
+        "Seed 004, DiffServ router chain: {ROUTERS} routers, {} Mbit/s links, background {} x {} \
+         Mbit/s of {BACKGROUND_FRAME}-byte frames; each run {} s after {} s of background; \
+         TCP {}\n\n",
+        LINK_BPS / 1_000_000,
+        ROUTERS,
+        c.background_bps as f64 / 1e6,
+        c.duration_s,
+        c.warmup_s,
+        c.cc,
+    );
+    let cal = &res.calibration;
+    s += &format!(
+        "Clock calibration: {} s, {} probes, {} answered, median RTT {:.1} us; injected offset \
+         {} ns, drift {} ppm\n",
+        c.calibration_s,
+        cal.probes,
+        cal.answered,
+        cal.rtt_median_ns as f64 / 1e3,
+        cal.injected.offset_ns,
+        cal.injected.drift_ppm
+    );
+    for (name, e) in [
+        ("least squares", &cal.least_squares),
+        ("least absolute deviation (used)", &cal.least_absolute),
+    ] {
+        s += &match e {
+            Some(e) => format!(
+                "  {name:<32} offset {:.0} ns (error {:+.1} us), drift {:.3} ppm (error {:+.3} \
+                 ppm)\n",
+                e.skew.offset_ns(),
+                e.offset_error_ns / 1e3,
+                e.skew.drift_ppm(),
+                e.drift_error_ppm
+            ),
+            None => format!("  {name:<32} no fit (fewer than two answered probes)\n"),
+        };
+    }
+    s += &format!(
+        "Three full FIFOs of 100 x {BACKGROUND_FRAME}-byte frames at 100 Mbit/s: {:.1} ms (seed \
+         004: 28.2 ms)\n\n",
+        full_fifo_delay_ms()
+    );
+    let mut rows = vec![[
+        "device",
+        "run",
+        "offered Mbit/s",
+        "got Mbit/s",
+        "loss %",
+        "delay mean",
+        "p50",
+        "p90",
+        "max ms",
+        "jitter mean",
+        "p90 ms",
+        "retrans",
+        "paper",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for r in &res.runs {
+        rows.push(vec![
+            r.device.name().into(),
+            r.name.clone(),
+            format!("{:.1}", r.scenario.rate_bps as f64 / 1e6),
+            format!("{:.2}", r.bandwidth_bps / 1e6),
+            match r.scenario.transport {
+                Transport::Udp { .. } => format!("{:.2}", r.loss_pct),
+                Transport::Tcp => "-".into(),
+            },
+            ms(r.delay_ms.map(|d| d.mean)),
+            ms(r.delay_ms.map(|d| d.p50)),
+            ms(r.delay_ms.map(|d| d.p90)),
+            ms(r.delay_ms.map(|d| d.max)),
+            fmt_opt(r.jitter_ms.map(|d| d.mean), 3),
+            fmt_opt(r.jitter_ms.map(|d| d.p90), 3),
+            r.retransmits.map_or_else(|| "-".into(), |n| n.to_string()),
+            paper(&r.scenario).into(),
+        ]);
+    }
+    s += &text_table(&rows, 2);
+    let errs: Vec<String> = res
+        .runs
+        .iter()
+        .flat_map(|r| {
+            r.errors
+                .iter()
+                .map(move |e| format!("{} {}: {e}", r.device.name(), r.name))
+        })
+        .collect();
+    if !errs.is_empty() {
+        s += "\nProblems:\n";
+        for e in errs {
+            s += &format!("  {e}\n");
+        }
+    }
+    s += "\n";
+    s += &checks_text(&res.checks);
+    s
+}
+
+fn runs_of(res: &DiffservResult, d: Device, g: Group) -> Vec<&RunResult> {
+    res.runs
+        .iter()
+        .filter(|r| r.device == d && r.scenario.group == g)
+        .collect()
+}
+
+/// Figs. 8-25: per device and group, bandwidth, delay and jitter per 100 ms.
+pub fn charts(res: &DiffservResult) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for &d in &res.config.devices {
+        for g in Group::ALL {
+            let runs = runs_of(res, d, g);
+            if runs.is_empty() {
+                continue;
+            }
+            type Get = fn(&super::run::BinRow) -> Option<f64>;
+            let metrics: [(&str, &str, Get); 3] = [
+                ("bandwidth", "Mbit/s", |b| Some(b.bandwidth_bps / 1e6)),
+                ("delay", "ms", |b| b.delay_ms),
+                ("jitter", "ms", |b| b.jitter_ms),
+            ];
+            for (k, (what, unit, get)) in metrics.into_iter().enumerate() {
+                let series: Vec<Series> = runs
+                    .iter()
+                    .map(|r| {
+                        let pts = r
+                            .bins
+                            .iter()
+                            .map(|b| (b.t_s, get(b).unwrap_or(f64::NAN)))
+                            .collect();
+                        Series::new(format!("{} Mbit/s", r.scenario.rate_bps / 1_000_000), pts)
+                    })
+                    .collect();
+                let fig = g.first_figure() + k as u32;
+                let opts = ChartOpts {
+                    y_include_zero: true,
+                    ..Default::default()
+                };
+                out.push((
+                    format!(
+                        "fig{fig}-{}-{what}-{}.svg",
+                        g.name(),
+                        report::file_safe(d.name())
+                    ),
+                    line_chart(
+                        &format!(
+                            "Fig. {fig}: {what} per 100 ms, {} ({})",
+                            g.title(),
+                            d.name()
+                        ),
+                        "time [s]",
+                        &format!("{what} [{unit}]"),
+                        &series,
+                        &opts,
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn find<'a>(res: &'a DiffservResult, d: Device, name: &str) -> Option<&'a RunResult> {
+    res.runs.iter().find(|r| r.device == d && r.name == name)
+}
+
+/// The acceptance checks.
+pub fn checks(res: &DiffservResult) -> Vec<Check> {
+    let mut v = Vec::new();
+    let cal = &res.calibration;
+    let (off_us, drift_ppm) = if res.config.quick {
+        (100.0, 2.0)
+    } else {
+        (50.0, 0.5)
+    };
+    v.push(match &cal.least_absolute {
+        Some(e) => Check::new(
+            format!(
+                "clock skew (least absolute deviation) within {off_us} us and {drift_ppm} ppm of \
+                 the injected"
+            ),
+            e.offset_error_ns.abs() <= off_us * 1e3 && e.drift_error_ppm.abs() <= drift_ppm,
+            1,
+            "calibration",
+            format!(
+                "offset error {:+.1} us, drift error {:+.3} ppm",
+                e.offset_error_ns / 1e3,
+                e.drift_error_ppm
+            ),
+        ),
+        None => Check::new("clock skew estimated", false, 1, "calibration", "no fit"),
+    });
+    let target = res.config.background_bps as f64 / (8.0 * BACKGROUND_FRAME as f64);
+    let short: Vec<String> = res
+        .runs
+        .iter()
+        .filter(|r| r.background_pps.iter().any(|&p| p < 0.95 * target))
+        .map(|r| format!("{} {}", r.device.name(), r.name))
+        .collect();
+    let loaded = res.runs.iter().filter(|r| r.scenario.background).count();
+    v.push(Check::new(
+        format!("every background host sent >= 95 % of its {target:.0} packets/s"),
+        short.is_empty(),
+        loaded,
+        "runs",
+        if short.is_empty() {
+            "all".into()
+        } else {
+            format!("short: {}", short.join(", "))
+        },
+    ));
+    let dead: Vec<String> = res
+        .runs
+        .iter()
+        .filter(|r| r.received == 0 || !r.errors.is_empty())
+        .map(|r| format!("{} {}", r.device.name(), r.name))
+        .collect();
+    v.push(Check::new(
+        "every run's stream arrived, without errors",
+        dead.is_empty(),
+        res.runs.len(),
+        "runs",
+        if dead.is_empty() {
+            "all".into()
+        } else {
+            dead.join(", ")
+        },
+    ));
+    let expected = full_fifo_delay_ms();
+    for &d in &res.config.devices {
+        if let Some(r) = find(res, d, "idle-5M") {
+            let mean = r.delay_ms.map_or(f64::NAN, |x| x.mean);
+            v.push(Check::new(
+                format!(
+                    "{}: without background, no loss and mean delay <= 2 ms",
+                    d.name()
+                ),
+                r.loss_pct == 0.0 && mean <= 2.0,
+                1,
+                "run",
+                format!("loss {:.3} %, delay {mean:.3} ms", r.loss_pct),
+            ));
+        }
+        let loaded = find(res, d, "loaded-5M");
+        if let Some(r) = loaded {
+            let mean = r.delay_ms.map_or(f64::NAN, |x| x.mean);
+            v.push(Check::new(
+                format!(
+                    "{}: against the background, mean delay within 15 % of three full FIFOs \
+                     ({expected:.1} ms)",
+                    d.name()
+                ),
+                (mean / expected - 1.0).abs() <= 0.15,
+                1,
+                "run",
+                format!("{mean:.2} ms ({:.2} x)", mean / expected),
+            ));
+        }
+        if d != Device::Weir {
+            // the peer's other figures are for comparison, in the table
+            continue;
+        }
+        let below: Vec<&RunResult> = ["ef-udp-2M", "ef-udp-4M"]
+            .iter()
+            .filter_map(|n| find(res, d, n))
+            .collect();
+        if !below.is_empty() {
+            v.push(Check::new(
+                format!("{}: EF loses nothing below the reservation", d.name()),
+                below.iter().all(|r| r.sent > 0 && r.received >= r.sent),
+                below.len(),
+                "runs",
+                below
+                    .iter()
+                    .map(|r| format!("{} {} of {}", r.name, r.received, r.sent))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            ));
+        }
+        if let Some(l) = loaded.and_then(|r| r.delay_ms) {
+            let within: Vec<&RunResult> = ["ef-udp-2M", "ef-udp-4M", "af-udp-2M", "af-udp-4M"]
+                .iter()
+                .filter_map(|n| find(res, d, n))
+                .collect();
+            if !within.is_empty() {
+                let ok = within
+                    .iter()
+                    .all(|r| r.delay_ms.is_some_and(|x| x.mean <= l.mean / 3.0));
+                v.push(Check::new(
+                    format!(
+                        "{}: EF and AF within the reservation see at most a third of best \
+                         effort's delay ({:.2} ms)",
+                        d.name(),
+                        l.mean
+                    ),
+                    ok,
+                    within.len(),
+                    "runs",
+                    within
+                        .iter()
+                        .map(|r| format!("{} {}", r.name, ms(r.delay_ms.map(|x| x.mean))))
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                ));
+            }
+        }
+        if let Some(r) = find(res, d, "ef-udp-10M") {
+            // the reservation counts frames: payload 1000 of 1042 bytes
+            let cap = RESERVATION_BPS as f64 * 1000.0 / 1042.0;
+            v.push(Check::new(
+                format!(
+                    "{}: 10 Mbit/s of EF is held to the reservation ({:.2} Mbit/s of payload, \
+                     +3 %)",
+                    d.name(),
+                    cap / 1e6
+                ),
+                r.bandwidth_bps <= cap * 1.03 && r.bandwidth_bps >= cap * 0.85,
+                1,
+                "run",
+                format!("{:.2} Mbit/s", r.bandwidth_bps / 1e6),
+            ));
+        }
+    }
+    v
+}
+
+/// Writes `result.json`, `table.txt`, the figures and `report.html` into `dir`.
+pub fn write_outputs(res: &DiffservResult, dir: &Path) -> Result<Vec<PathBuf>> {
+    let text = text(res);
+    let charts = charts(res);
+    let mut html = vec![
+        Section::new("Run").pre(meta_text(&res.meta)),
+        Section::new("Runs and checks").pre(text.clone()),
+    ];
+    let mut figs = Section::new("Figures 8-25");
+    for (_, svg) in &charts {
+        figs = figs.svg(svg.clone());
+    }
+    html.push(figs);
+    let mut pol = Section::new("weir's router policies");
+    for (name, texts) in &res.policies {
+        for (i, t) in texts.iter().enumerate() {
+            pol = pol.pre(format!("{name}, router {i}:\n{t}"));
+        }
+    }
+    html.push(pol);
+    let mut files = vec![
+        ("result.json".to_string(), report::to_json(res)?),
+        ("table.txt".to_string(), text),
+        (
+            "report.html".to_string(),
+            html_report("weir lab diffserv", &html),
+        ),
+    ];
+    files.extend(charts);
+    report::write_files(dir, &files)
+}
