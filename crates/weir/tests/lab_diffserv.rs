@@ -67,10 +67,10 @@ fn quick_diffserv_meets_its_checks() {
         "result.json",
         "table.txt",
         "report.html",
-        "fig11-loaded-delay-weir.svg",
+        "fig12-loaded-delay-weir.svg",
         "fig14-ef-udp-bandwidth-weir.svg",
         "fig25-af-tcp-jitter-weir.svg",
-        "fig14-ef-udp-delay-kernel_htb.svg",
+        "fig15-ef-udp-delay-kernel_htb.svg",
     ] {
         assert!(dir.0.join(f).exists(), "{f} missing");
     }
