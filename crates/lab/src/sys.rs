@@ -41,15 +41,26 @@ impl Waker {
     }
 }
 
-/// `poll` on `fds` for at most `timeout` (`None`: forever). EINTR counts as "nothing ready".
+/// `poll` on `fds` for at most `timeout` (`None`: forever), to the nanosecond (`ppoll`:
+/// pacing loops wait for sub-millisecond due times). EINTR counts as "nothing ready".
 pub(crate) fn poll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<usize> {
-    let ms: libc::c_int = match timeout {
-        None => -1,
-        // Round up so that a short remaining time does not turn into a busy loop.
-        Some(t) => t.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int,
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    let tp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: fds points to fds.len() valid pollfd structures; tp is null or points to a
+    // valid timespec that outlives the call; no signal mask.
+    let r = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            tp,
+            std::ptr::null(),
+        )
     };
-    // SAFETY: fds points to fds.len() valid pollfd structures.
-    let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
     if r < 0 {
         let e = io::Error::last_os_error();
         if e.kind() == io::ErrorKind::Interrupted {
@@ -58,6 +69,59 @@ pub(crate) fn poll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::R
         return Err(e);
     }
     Ok(r as usize)
+}
+
+/// A sending agent's thread with two signals: `stop` (finish the current step, then wind
+/// down as usual, e.g. drain the connection) and `abort` (give up at once). `join` waits for
+/// the thread to end on its own; dropping it aborts and waits. The TCP senders run on one.
+#[derive(Debug)]
+pub(crate) struct SenderThread<T> {
+    stop: Arc<Waker>,
+    abort: Arc<Waker>,
+    thread: Option<JoinHandle<T>>,
+}
+
+impl<T: Send + 'static> SenderThread<T> {
+    /// Runs `f(stop, abort)` on a new thread called `name`; `what` names it in an error.
+    pub(crate) fn spawn(
+        name: String,
+        what: &str,
+        f: impl FnOnce(&Waker, &Waker) -> T + Send + 'static,
+    ) -> Result<SenderThread<T>> {
+        let stop = Arc::new(Waker::new()?);
+        let abort = Arc::new(Waker::new()?);
+        let (s, a) = (Arc::clone(&stop), Arc::clone(&abort));
+        let thread = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || f(&s, &a))
+            .map_err(|e| Error::io(format!("spawn {what} thread"), e))?;
+        Ok(SenderThread {
+            stop,
+            abort,
+            thread: Some(thread),
+        })
+    }
+
+    /// Waits until the thread ends on its own and returns its result.
+    pub(crate) fn join(mut self) -> T {
+        join_thread(self.thread.take().expect("sender thread"))
+    }
+
+    /// Raises `stop`, then waits for the thread's result.
+    pub(crate) fn stop(self) -> T {
+        self.stop.wake();
+        self.join()
+    }
+}
+
+impl<T> Drop for SenderThread<T> {
+    /// Aborts at once and waits for the thread.
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            self.abort.wake();
+            let _ = t.join();
+        }
+    }
 }
 
 /// A thread that runs until its [`Waker`] is woken: [`Worker::stop`] wakes it and returns

@@ -8,15 +8,13 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::tcp_info::{tcp_info, TcpInfo};
-use crate::sys::{join_thread, poll, pollfd, Waker};
+use crate::sys::{poll, pollfd, SenderThread, Waker};
 use crate::topo::Netns;
 use crate::{Error, Result};
 
@@ -110,9 +108,7 @@ pub struct SenderReport {
 #[derive(Debug)]
 pub struct TcpSender {
     local: SocketAddr,
-    stop: Arc<Waker>,
-    abort: Arc<Waker>,
-    thread: Option<JoinHandle<SenderReport>>,
+    thread: SenderThread<SenderReport>,
 }
 
 impl TcpSender {
@@ -126,21 +122,12 @@ impl TcpSender {
             .ok()
             .and_then(|a| a.as_socket())
             .ok_or_else(|| Error::Invalid("sender socket has no local address".into()))?;
-        let stop = Arc::new(Waker::new()?);
-        let abort = Arc::new(Waker::new()?);
-        let thread = {
-            let (stop, abort) = (Arc::clone(&stop), Arc::clone(&abort));
-            std::thread::Builder::new()
-                .name(format!("tcp-sender:{local}"))
-                .spawn(move || sender_loop(sock, local, &opts, &stop, &abort))
-                .map_err(|e| Error::io("spawn sender thread", e))?
-        };
-        Ok(TcpSender {
-            local,
-            stop,
-            abort,
-            thread: Some(thread),
-        })
+        let thread = SenderThread::spawn(
+            format!("tcp-sender:{local}"),
+            "sender",
+            move |stop, abort| sender_loop(sock, local, &opts, stop, abort),
+        )?;
+        Ok(TcpSender { local, thread })
     }
 
     /// The connection's local address.
@@ -149,28 +136,67 @@ impl TcpSender {
     }
 
     /// Waits until the sender is done (duration elapsed and drained) and returns its report.
-    pub fn join(mut self) -> SenderReport {
-        join_thread(self.thread.take().expect("sender thread"))
+    pub fn join(self) -> SenderReport {
+        self.thread.join()
     }
 
     /// Stops writing now (then drains as usual) and returns the report.
-    pub fn stop(mut self) -> SenderReport {
-        self.stop.wake();
-        join_thread(self.thread.take().expect("sender thread"))
+    pub fn stop(self) -> SenderReport {
+        self.thread.stop()
     }
 }
 
-impl Drop for TcpSender {
-    /// Aborts at once (no drain) and waits for the thread.
-    fn drop(&mut self) {
-        if let Some(t) = self.thread.take() {
-            self.abort.wake();
-            let _ = t.join();
+/// The congestion control a TCP socket uses, as the kernel reports it ("" if it will not).
+pub(super) fn congestion_in_use(sock: &Socket) -> String {
+    sock.tcp_congestion()
+        .map(|v| {
+            String::from_utf8_lossy(&v)
+                .trim_end_matches('\0')
+                .to_string()
+        })
+        .unwrap_or_default()
+}
+
+/// After writing: shuts the sending side and waits up to `timeout` for the peer's FIN (the
+/// peer reads everything first), reading and discarding what it sends. A stop request does
+/// not cut this short; only `abort` does. `Ok(true)`: the peer closed in time.
+pub(super) fn drain(
+    sock: &Socket,
+    timeout: Duration,
+    abort: &Waker,
+) -> std::result::Result<bool, String> {
+    let _ = sock.shutdown(std::net::Shutdown::Write);
+    let deadline = Instant::now() + timeout;
+    let mut scratch = [MaybeUninit::<u8>::uninit(); 4096];
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return Ok(false);
+        }
+        let mut fds = [
+            pollfd(sock.as_raw_fd(), libc::POLLIN),
+            pollfd(abort.fd(), libc::POLLIN),
+        ];
+        poll(&mut fds, Some(deadline - now)).map_err(|e| format!("drain poll: {e}"))?;
+        if fds[1].revents != 0 {
+            return Ok(false);
+        }
+        if fds[0].revents == 0 {
+            continue;
+        }
+        loop {
+            match sock.recv(&mut scratch) {
+                Ok(0) => return Ok(true),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(format!("drain: {e}")),
+            }
         }
     }
 }
 
-fn available_cc() -> String {
+pub(super) fn available_cc() -> String {
     std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "?".into())
@@ -224,14 +250,7 @@ fn sender_loop(
     abort: &Waker,
 ) -> SenderReport {
     let peer = o.dst;
-    let cc = sock
-        .tcp_congestion()
-        .map(|v| {
-            String::from_utf8_lossy(&v)
-                .trim_end_matches('\0')
-                .to_string()
-        })
-        .unwrap_or_default();
+    let cc = congestion_in_use(&sock);
     let buf: Vec<u8> = (0..o.write_size.max(1)).map(|i| (i % 251) as u8).collect();
     let start = Instant::now();
     let deadline = start + o.duration;
@@ -276,41 +295,12 @@ fn sender_loop(
     let write_time = start.elapsed();
     let info_at_deadline = tcp_info(sock.as_fd()).unwrap_or_default();
 
-    // Drain: shut our side, then wait for the peer's FIN (it reads everything first).
-    // A stop request does not cut the drain short; only an abort (drop) does.
     let drain_start = Instant::now();
     let mut drained = false;
     if error.is_none() {
-        let _ = sock.shutdown(std::net::Shutdown::Write);
-        let drain_deadline = drain_start + o.drain_timeout;
-        let mut scratch = [MaybeUninit::<u8>::uninit(); 4096];
-        'drain: loop {
-            let now = Instant::now();
-            if now >= drain_deadline {
-                break;
-            }
-            let mut fds = [pollfd(fd, libc::POLLIN), pollfd(abort.fd(), libc::POLLIN)];
-            if poll(&mut fds, Some(drain_deadline - now)).is_err() || fds[1].revents != 0 {
-                break;
-            }
-            if fds[0].revents == 0 {
-                continue;
-            }
-            loop {
-                match sock.recv(&mut scratch) {
-                    Ok(0) => {
-                        drained = true;
-                        break 'drain;
-                    }
-                    Ok(_) => {}
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => {
-                        error = Some(format!("drain: {e}"));
-                        break 'drain;
-                    }
-                }
-            }
+        match drain(&sock, o.drain_timeout, abort) {
+            Ok(d) => drained = d,
+            Err(e) => error = Some(e),
         }
     }
     let drain_time = drain_start.elapsed();

@@ -6,7 +6,7 @@
 //!   a maximum bandwidth of 2, 4, 5 and 10 Mbit/s" by the application, which sleeps between
 //!   writes): record `i` is due at `start + i·record_len·8/rate_bps` on the monotonic clock,
 //!   an absolute schedule computed in integers, so errors never accumulate. The thread sleeps
-//!   with `ppoll` (ns timeout, 1 ns timer slack) on the stop signals until a record is due. A
+//!   in `poll` (ns timeout, 1 ns timer slack) on the stop signals until a record is due. A
 //!   record that falls due while the previous one is still being written goes out right
 //!   after it: a sender that falls behind catches up, it never skips a sequence number.
 //! * Record layout (`record_len` bytes, default 1000, 20..=65536): bytes 0..4 the magic
@@ -29,12 +29,10 @@
 //! reports them as `trailing_bytes`). Every wait is bounded or interruptible; no panics.
 
 use std::io::{self, Read as _};
-use std::mem::MaybeUninit;
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -42,8 +40,9 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use weir_io::clock::{monotonic_ns, realtime_ns, set_timer_slack_1ns};
 
 use super::tcp_info::{tcp_info, TcpInfo};
+use super::tcp_sender::{available_cc, congestion_in_use, drain};
 use crate::stats::skew::Record;
-use crate::sys::{join_thread, pollfd, setsockopt_int, Waker, Worker};
+use crate::sys::{poll, pollfd, setsockopt_int, SenderThread, Waker, Worker};
 use crate::topo::Netns;
 use crate::{Error, Result};
 
@@ -79,33 +78,6 @@ fn check_record_len(len: usize) -> Result<()> {
              header is {HEADER_LEN} bytes)"
         )))
     }
-}
-
-/// `ppoll` on `fds` for at most `ns` nanoseconds (`sys::poll` rounds up to milliseconds,
-/// too coarse for pacing 2 ms records). EINTR counts as "nothing ready".
-fn ppoll_ns(fds: &mut [libc::pollfd], ns: u64) -> io::Result<usize> {
-    let ts = libc::timespec {
-        tv_sec: (ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
-    };
-    // SAFETY: fds points to fds.len() valid pollfds; ts is valid; no signal mask.
-    let r = unsafe {
-        libc::ppoll(
-            fds.as_mut_ptr(),
-            fds.len() as libc::nfds_t,
-            &ts,
-            std::ptr::null(),
-        )
-    };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted {
-            Ok(0)
-        } else {
-            Err(e)
-        };
-    }
-    Ok(r as usize)
 }
 
 /// `EAGAIN` or `EINTR`: try again after the next wait.
@@ -220,9 +192,7 @@ pub struct StampedSenderReport {
 #[derive(Debug)]
 pub struct StampedSender {
     local: SocketAddr,
-    stop: Arc<Waker>,
-    abort: Arc<Waker>,
-    thread: Option<JoinHandle<StampedSenderReport>>,
+    thread: SenderThread<StampedSenderReport>,
 }
 
 impl StampedSender {
@@ -237,21 +207,12 @@ impl StampedSender {
             .ok()
             .and_then(|a| a.as_socket())
             .ok_or_else(|| Error::Invalid("stamped sender socket has no local address".into()))?;
-        let stop = Arc::new(Waker::new()?);
-        let abort = Arc::new(Waker::new()?);
-        let thread = {
-            let (stop, abort) = (Arc::clone(&stop), Arc::clone(&abort));
-            std::thread::Builder::new()
-                .name(format!("tcp-stamped:{local}"))
-                .spawn(move || sender_loop(&sock, local, &opts, &stop, &abort))
-                .map_err(|e| Error::io("spawn stamped sender thread", e))?
-        };
-        Ok(StampedSender {
-            local,
-            stop,
-            abort,
-            thread: Some(thread),
-        })
+        let thread = SenderThread::spawn(
+            format!("tcp-stamped:{local}"),
+            "stamped sender",
+            move |stop, abort| sender_loop(&sock, local, &opts, stop, abort),
+        )?;
+        Ok(StampedSender { local, thread })
     }
 
     /// The connection's local address.
@@ -260,25 +221,14 @@ impl StampedSender {
     }
 
     /// Waits until the sender is done (duration elapsed and drained) and returns its report.
-    pub fn join(mut self) -> StampedSenderReport {
-        join_thread(self.thread.take().expect("stamped sender thread"))
+    pub fn join(self) -> StampedSenderReport {
+        self.thread.join()
     }
 
     /// Stops writing now (a record in progress is cut short), drains as usual, and returns
     /// the report.
-    pub fn stop(mut self) -> StampedSenderReport {
-        self.stop.wake();
-        join_thread(self.thread.take().expect("stamped sender thread"))
-    }
-}
-
-impl Drop for StampedSender {
-    /// Aborts at once (no drain) and waits for the thread.
-    fn drop(&mut self) {
-        if let Some(t) = self.thread.take() {
-            self.abort.wake();
-            let _ = t.join();
-        }
+    pub fn stop(self) -> StampedSenderReport {
+        self.thread.stop()
     }
 }
 
@@ -288,11 +238,8 @@ fn connect(o: &StampedSenderOpts) -> Result<Socket> {
     let s = Socket::new(Domain::for_address(dst), Type::STREAM, Some(Protocol::TCP))
         .map_err(|e| ctx("socket", e))?;
     s.set_tcp_congestion(o.cc.as_bytes()).map_err(|e| {
-        let avail = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_else(|_| "?".into());
         ctx(
-            &format!("TCP_CONGESTION {:?} (available: {avail})", o.cc),
+            &format!("TCP_CONGESTION {:?} (available: {})", o.cc, available_cc()),
             e,
         )
     })?;
@@ -339,7 +286,7 @@ fn wait_fd(fd: i32, events: libc::c_short, until: u64, stops: [&Waker; 2]) -> io
             pollfd(stops[1].fd(), libc::POLLIN),
             pollfd(fd, events),
         ];
-        ppoll_ns(&mut fds, left)?;
+        poll(&mut fds, Some(Duration::from_nanos(left)))?;
         if fds[0].revents != 0 || fds[1].revents != 0 {
             return Ok(Woke::Stopped);
         }
@@ -360,14 +307,7 @@ fn sender_loop(
     abort: &Waker,
 ) -> StampedSenderReport {
     let _ = set_timer_slack_1ns();
-    let cc = sock
-        .tcp_congestion()
-        .map(|v| {
-            String::from_utf8_lossy(&v)
-                .trim_end_matches('\0')
-                .to_string()
-        })
-        .unwrap_or_default();
+    let cc = congestion_in_use(sock);
     let fd = sock.as_raw_fd();
     let mut buf = vec![0u8; o.record_len];
     let mut errors = Vec::new();
@@ -386,7 +326,7 @@ fn sender_loop(
             Ok(Woke::Stopped) => break,
             Ok(_) => {}
             Err(e) => {
-                errors.push(format!("ppoll: {e}"));
+                errors.push(format!("poll: {e}"));
                 break;
             }
         }
@@ -425,30 +365,11 @@ fn sender_loop(
     }
     let write_time = Duration::from_nanos(monotonic_ns().saturating_sub(start));
 
-    // Drain: shut our side, then wait for the peer's FIN (it reads everything first). A stop
-    // request does not cut the drain short; only an abort (drop) does.
     let mut drained = false;
     if errors.is_empty() {
-        let _ = sock.shutdown(Shutdown::Write);
-        let until = monotonic_ns().saturating_add(o.drain_timeout.as_nanos() as u64);
-        let mut scratch = [MaybeUninit::<u8>::uninit(); 4096];
-        while !drained {
-            match wait_fd(fd, libc::POLLIN, until, [abort, abort]) {
-                Ok(Woke::Ready) => {}
-                Ok(_) => break,
-                Err(e) => {
-                    errors.push(format!("drain poll: {e}"));
-                    break;
-                }
-            }
-            match sock.recv(&mut scratch) {
-                Ok(n) => drained = n == 0,
-                Err(e) if is_transient(&e) => {}
-                Err(e) => {
-                    errors.push(format!("drain: {e}"));
-                    break;
-                }
-            }
+        match drain(sock, o.drain_timeout, abort) {
+            Ok(d) => drained = d,
+            Err(e) => errors.push(e),
         }
     }
     StampedSenderReport {
