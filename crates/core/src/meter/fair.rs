@@ -286,11 +286,7 @@ impl Meter {
         incoming: Color,
         now: Instant,
     ) -> Color {
-        self.refill(now);
-        let incoming = match self.mode {
-            super::ColorMode::Blind => Color::Green,
-            super::ColorMode::Aware => incoming,
-        };
+        let incoming = self.begin(incoming, now);
         let i = f.slot(flow, now);
         let mut fc = f.c.with_tokens(f.slots[i].c);
         let mut fx = f.x.with_tokens(f.slots[i].x);

@@ -235,16 +235,23 @@ impl Meter {
     /// colour-blind) at `now`, taking its tokens.
     #[inline]
     pub fn mark(&mut self, len: u32, incoming: Color, now: Instant) -> Color {
-        self.refill(now);
-        let incoming = match self.mode {
-            ColorMode::Blind => Color::Green,
-            ColorMode::Aware => incoming,
-        };
+        let incoming = self.begin(incoming, now);
         match self.spec {
             MeterSpec::Srtcm { .. } | MeterSpec::Rfc4115 { .. } => {
                 srtcm::mark(&mut self.b, len, incoming)
             }
             MeterSpec::Trtcm { .. } => trtcm::mark(&mut self.b, len, incoming),
+        }
+    }
+
+    /// The start of every marking at `now`: refill the buckets, and the colour the packet
+    /// is metered with (green when colour-blind, `incoming` when colour-aware).
+    #[inline]
+    fn begin(&mut self, incoming: Color, now: Instant) -> Color {
+        self.refill(now);
+        match self.mode {
+            ColorMode::Blind => Color::Green,
+            ColorMode::Aware => incoming,
         }
     }
 
