@@ -10,17 +10,8 @@
 
 mod common;
 
-use common::weir;
+use common::{weir, TempDir};
 use weir_lab::topo::skip_unless_root;
-
-/// Removes the directory when the test ends, passed or failed.
-struct TempDir(std::path::PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 #[test]
 fn diffserv_refuses_bad_input_before_running() {

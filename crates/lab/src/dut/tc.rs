@@ -82,7 +82,7 @@ pub(crate) fn tc_batch(ns: &Netns, lines: &[String]) -> Result<()> {
 }
 
 /// `tc -s -j qdisc show` and `tc -s class show` (parsed) per device.
-pub(super) fn tc_counters(ns: &Netns, devs: &[String], errors: &mut Vec<String>) -> Value {
+pub(crate) fn tc_counters(ns: &Netns, devs: &[String], errors: &mut Vec<String>) -> Value {
     let mut map = serde_json::Map::new();
     for dev in devs {
         let qdiscs = match tc(ns, &["-s", "-j", "qdisc", "show", "dev", dev]) {

@@ -27,7 +27,7 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// A distribution summary, in µs. Empty input: `count` 0 and every value NaN (JSON `null`).
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct DistUs {
     /// Number of values.
     pub count: usize,

@@ -1,5 +1,6 @@
 //! What the `weir` command's live tests share: running the binary, a child process that
-//! is killed if a test ends early, stopping a child with SIGTERM, waiting for a socket.
+//! is killed if a test ends early, stopping a child with SIGTERM, waiting for a socket, a
+//! directory removed at the end.
 #![allow(dead_code)] // each test binary uses its own part
 
 use std::path::Path;
@@ -21,6 +22,15 @@ pub fn weir(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// A directory removed when the test ends, passed or failed.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// A child process that is killed if the test ends early (a failed assertion).

@@ -160,19 +160,20 @@ pub fn fit(periods: &[Probes], clock: ReceiverClock) -> Calibration {
     }
 }
 
+/// A receive that ended at its socket's read timeout (`EAGAIN` or `ETIMEDOUT`).
+fn timed_out(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
 fn echo_loop(sock: &UdpSocket, clock: &ReceiverClock, stop: &AtomicBool) -> Result<()> {
     let mut buf = [0u8; 512];
     while !stop.load(Ordering::SeqCst) {
         let (n, from) = match sock.recv_from(&mut buf) {
             Ok(v) => v,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                continue
-            }
+            Err(e) if timed_out(&e) => continue,
             Err(e) => return Err(Error::io("calibration: echo receive", e)),
         };
         let t = clock.read(realtime_ns() as i64);
@@ -217,14 +218,7 @@ fn probe(sock: &UdpSocket, to: SocketAddr, duration: Duration, rate: f64) -> Res
                 .map_err(|e| Error::io("calibration: probe socket", e))?;
             let n = match sock.recv(&mut rx) {
                 Ok(n) => n,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    break
-                }
+                Err(e) if timed_out(&e) => break,
                 Err(e) => return Err(Error::io("calibration: probe receive", e)),
             };
             let t1 = realtime_ns() as i64;

@@ -120,12 +120,12 @@ pub fn text(res: &DiffservResult) -> String {
                 Transport::Udp { .. } => format!("{:.2}", r.loss_pct),
                 Transport::Tcp => "-".into(),
             },
-            ms(r.delay_ms.map(|d| d.mean)),
-            ms(r.delay_ms.map(|d| d.p50)),
-            ms(r.delay_ms.map(|d| d.p90)),
-            ms(r.delay_ms.map(|d| d.max)),
-            fmt_opt(r.jitter_ms.map(|d| d.mean), 3),
-            fmt_opt(r.jitter_ms.map(|d| d.p90), 3),
+            ms(r.delay.map(|d| d.mean / 1e3)),
+            ms(r.delay.map(|d| d.p50 / 1e3)),
+            ms(r.delay.map(|d| d.p90 / 1e3)),
+            ms(r.delay.map(|d| d.max / 1e3)),
+            fmt_opt(r.jitter.map(|d| d.mean / 1e3), 3),
+            fmt_opt(r.jitter.map(|d| d.p90 / 1e3), 3),
             r.retransmits.map_or_else(|| "-".into(), |n| n.to_string()),
             paper(&r.scenario).into(),
         ]);
@@ -214,6 +214,11 @@ pub fn charts(res: &DiffservResult) -> Vec<(String, String)> {
     out
 }
 
+/// A run's mean one-way delay, ms.
+fn mean_delay_ms(r: &RunResult) -> Option<f64> {
+    r.delay.map(|d| d.mean / 1e3)
+}
+
 fn find<'a>(res: &'a DiffservResult, d: Device, name: &str) -> Option<&'a RunResult> {
     res.runs.iter().find(|r| r.device == d && r.name == name)
 }
@@ -283,7 +288,7 @@ pub fn checks(res: &DiffservResult) -> Vec<Check> {
     let expected = full_fifo_delay_ms();
     for &d in &res.config.devices {
         if let Some(r) = find(res, d, "idle-5M") {
-            let mean = r.delay_ms.map_or(f64::NAN, |x| x.mean);
+            let mean = mean_delay_ms(r).unwrap_or(f64::NAN);
             v.push(Check::new(
                 format!(
                     "{}: without background, no loss and mean delay <= 2 ms",
@@ -297,7 +302,7 @@ pub fn checks(res: &DiffservResult) -> Vec<Check> {
         }
         let loaded = find(res, d, "loaded-5M");
         if let Some(r) = loaded {
-            let mean = r.delay_ms.map_or(f64::NAN, |x| x.mean);
+            let mean = mean_delay_ms(r).unwrap_or(f64::NAN);
             v.push(Check::new(
                 format!(
                     "{}: against the background, mean delay within 15 % of three full FIFOs \
@@ -331,7 +336,7 @@ pub fn checks(res: &DiffservResult) -> Vec<Check> {
                     .join("; "),
             ));
         }
-        if let Some(l) = loaded.and_then(|r| r.delay_ms) {
+        if let Some(l) = loaded.and_then(mean_delay_ms) {
             let within: Vec<&RunResult> = ["ef-udp-2M", "ef-udp-4M", "af-udp-2M", "af-udp-4M"]
                 .iter()
                 .filter_map(|n| find(res, d, n))
@@ -339,20 +344,20 @@ pub fn checks(res: &DiffservResult) -> Vec<Check> {
             if !within.is_empty() {
                 let ok = within
                     .iter()
-                    .all(|r| r.delay_ms.is_some_and(|x| x.mean <= l.mean / 3.0));
+                    .all(|r| mean_delay_ms(r).is_some_and(|x| x <= l / 3.0));
                 v.push(Check::new(
                     format!(
                         "{}: EF and AF within the reservation see at most a third of best \
                          effort's delay ({:.2} ms)",
                         d.name(),
-                        l.mean
+                        l
                     ),
                     ok,
                     within.len(),
                     "runs",
                     within
                         .iter()
-                        .map(|r| format!("{} {}", r.name, ms(r.delay_ms.map(|x| x.mean))))
+                        .map(|r| format!("{} {}", r.name, ms(mean_delay_ms(r))))
                         .collect::<Vec<_>>()
                         .join("; "),
                 ));

@@ -26,9 +26,9 @@ use super::{
 };
 use crate::agents::cbr::{CbrSender, CbrSenderOpts, CbrSink, CbrSinkOpts, Pacing};
 use crate::agents::{StampedSender, StampedSenderOpts, StampedSink};
-use crate::dut::{bridge_config, htb_commands, tc_batch, BridgeThread};
+use crate::dut::{bridge_config, htb_commands, tc_batch, tc_counters, BridgeThread};
 use crate::report;
-use crate::stats::dist::percentile;
+use crate::stats::dist::DistUs;
 use crate::stats::skew::{OneWay, Record};
 use crate::topo::{require_root, ChainTopo};
 use crate::{Error, Result};
@@ -42,32 +42,12 @@ const ROUTER_START: Duration = Duration::from_secs(10);
 /// After the sender stops: longest silence before the sink gives up.
 const DRAIN: Duration = Duration::from_millis(500);
 
-/// Summary of a distribution, ms.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Spread {
-    pub mean: f64,
-    pub p10: f64,
-    pub p50: f64,
-    pub p90: f64,
-    pub max: f64,
-}
-
-impl Spread {
-    fn of_ns(mut v: Vec<f64>) -> Option<Spread> {
-        v.retain(|x| x.is_finite());
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_by(f64::total_cmp);
-        let ms = |x: f64| x / 1e6;
-        Some(Spread {
-            mean: ms(v.iter().sum::<f64>() / v.len() as f64),
-            p10: ms(percentile(&v, 10.0)),
-            p50: ms(percentile(&v, 50.0)),
-            p90: ms(percentile(&v, 90.0)),
-            max: ms(v[v.len() - 1]),
-        })
-    }
+/// The distribution of `ns` values (the non-finite ones left out), in µs; `None` if
+/// there are none.
+fn dist_of_ns(v: impl Iterator<Item = f64>) -> Option<DistUs> {
+    let mut us: Vec<f64> = v.filter(|x| x.is_finite()).map(|x| x / 1e3).collect();
+    us.sort_unstable_by(f64::total_cmp);
+    (!us.is_empty()).then(|| DistUs::from_sorted(&us))
 }
 
 /// One 100 ms interval of a run (the seed's plots).
@@ -97,14 +77,15 @@ pub struct RunResult {
     pub loss_pct: f64,
     /// Payload (UDP) or application (TCP) bit/s received over the stream's duration.
     pub bandwidth_bps: f64,
-    pub delay_ms: Option<Spread>,
-    pub jitter_ms: Option<Spread>,
+    /// One-way delay and jitter of the received packets, µs.
+    pub delay: Option<DistUs>,
+    pub jitter: Option<DistUs>,
     pub bins: Vec<BinRow>,
     /// TCP: the sender's retransmitted segments.
     pub retransmits: Option<u64>,
     /// Each background host: packets per second achieved.
     pub background_pps: Vec<f64>,
-    /// The routers' reports (weir's bridge report; the kernel's `tc -s qdisc` JSON).
+    /// The routers' reports (weir's bridge report; the kernel's qdisc and class counters).
     pub routers: Vec<Value>,
     pub errors: Vec<String>,
 }
@@ -121,8 +102,8 @@ impl RunResult {
         let bytes: u64 = ow.bins.iter().map(|b| b.bytes).sum();
         let dur = self.duration_s.max(1e-9);
         self.bandwidth_bps = bytes as f64 * 8.0 / dur;
-        self.delay_ms = Spread::of_ns(ow.packets.iter().map(|p| p.delay_ns).collect());
-        self.jitter_ms = Spread::of_ns(ow.packets.iter().filter_map(|p| p.jitter_ns).collect());
+        self.delay = dist_of_ns(ow.packets.iter().map(|p| p.delay_ns));
+        self.jitter = dist_of_ns(ow.packets.iter().filter_map(|p| p.jitter_ns));
         self.bins = ow
             .bins
             .iter()
@@ -166,10 +147,11 @@ pub fn run(c: &DiffservConfig, progress: &mut dyn FnMut(&str)) -> Result<Diffser
         for s in c.scenarios(d) {
             crate::check_interrupted()?;
             progress(&format!("{} {}", d.name(), s.name()));
+            let texts = policies_of(&s, d == Device::KernelHtb);
+            runs.push(run_one(&topo, c, d, &s, &texts, &clock)?);
             if d == Device::Weir {
-                policies.insert(s.name(), policies_of(&s, false));
+                policies.insert(s.name(), texts);
             }
-            runs.push(run_one(&topo, c, d, &s, &clock)?);
         }
     }
     let after = calibrate("after", progress)?;
@@ -201,8 +183,8 @@ enum Routers {
 }
 
 impl Routers {
-    fn start(topo: &ChainTopo, d: Device, s: &Scenario) -> Result<Routers> {
-        let texts = policies_of(s, d == Device::KernelHtb);
+    /// Starts `d` on every router with `texts`, the routers' policies (ingress first).
+    fn start(topo: &ChainTopo, d: Device, s: &Scenario, texts: &[String]) -> Result<Routers> {
         let parse = |i: usize, t: &str| {
             Policy::parse(&format!("{}-r{i}.toml", s.name()), t)
                 .map_err(|e| Error::Invalid(format!("router {i} policy: {e}")))
@@ -211,7 +193,7 @@ impl Routers {
             Device::Weir => {
                 let cpu = (num_cpus() > 1).then_some(1);
                 let mut threads = Vec::new();
-                for (i, (ns, t)) in topo.routers.iter().zip(&texts).enumerate() {
+                for (i, (ns, t)) in topo.routers.iter().zip(texts).enumerate() {
                     let p = parse(i, t)?;
                     let mut cfg = bridge_config(&p, ChainTopo::LAN, ChainTopo::WAN)
                         .map_err(|e| Error::Invalid(format!("router {i}: {e}")))?;
@@ -226,7 +208,7 @@ impl Routers {
             Device::KernelHtb => {
                 topo.with_kernel_routers()?;
                 let r = (|| {
-                    for (i, (ns, t)) in topo.routers.iter().zip(&texts).enumerate() {
+                    for (i, (ns, t)) in topo.routers.iter().zip(texts).enumerate() {
                         let p = parse(i, t)?;
                         let cmds = htb_commands(&p, ChainTopo::LAN, ChainTopo::WAN, None)
                             .map_err(|e| Error::Invalid(format!("router {i}: {e}")))?;
@@ -260,15 +242,11 @@ impl Routers {
                 })
                 .collect(),
             Routers::Kernel => {
+                let wan = [ChainTopo::WAN.to_string()];
                 let reports = topo
                     .routers
                     .iter()
-                    .map(|ns| {
-                        ns.exec(&["tc", "-s", "-j", "qdisc", "show", "dev", ChainTopo::WAN])
-                            .ok()
-                            .and_then(|o| serde_json::from_slice(&o.stdout).ok())
-                            .unwrap_or(Value::Null)
-                    })
+                    .map(|ns| tc_counters(ns, &wan, &mut errors))
                     .collect();
                 if let Err(e) = topo.without_kernel_routers() {
                     errors.push(format!("removing the kernel routers: {e}"));
@@ -327,9 +305,10 @@ fn run_one(
     c: &DiffservConfig,
     d: Device,
     s: &Scenario,
+    texts: &[String],
     clock: &ReceiverClock,
 ) -> Result<RunResult> {
-    let routers = Routers::start(topo, d, s)?;
+    let routers = Routers::start(topo, d, s, texts)?;
     let dur = Duration::from_secs_f64(c.duration_s);
     let warm = Duration::from_secs_f64(c.warmup_s);
     let bg = if s.background && c.background_bps > 0 {
@@ -373,8 +352,8 @@ fn run_one(
         received: 0,
         loss_pct: 0.0,
         bandwidth_bps: 0.0,
-        delay_ms: None,
-        jitter_ms: None,
+        delay: None,
+        jitter: None,
         bins: Vec::new(),
         retransmits,
         background_pps,
