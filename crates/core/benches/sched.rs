@@ -14,7 +14,10 @@
 //!   buckets; `pfq_256` uses 256 each) or FIFOs. `pfq_borrow` assures the children only
 //!   80 % of their parent's rate, so classes at every level run over their rate and borrow
 //!   (mode changes and the wait heap on most packets); `pfq_mixed` cycles packet sizes
-//!   64..1514. `baseline/pfq_alone` is one `Pfq` with the 10,000 flows and no scheduler.
+//!   64..1514. `baseline/pfq_alone` is one `Pfq` with the 10,000 flows and no scheduler;
+//!   `baseline/pfq_capped` adds a per-session cap (seed 004's premium shaper: a token
+//!   bucket per session) that every session is held to, so most packets park and unpark
+//!   their session and the clock jumps to each next conformance instant.
 //! * 10,000 flows (hash `mix64(i)`), flow `i` in leaf `i % 64` (156 or 157 flows a leaf).
 //!   Arrivals go round-robin over the leaves and, within a leaf, round-robin over its flows,
 //!   so arrivals match the (equal) service of the leaves and every flow keeps ~2 packets
@@ -226,8 +229,20 @@ impl<Q: Qdisc> Bench<Q> {
         self.enqueue_next();
         let now = self.now();
         let mut cx = Ctx::new(now, &mut self.pool, &mut self.rng, &mut self.dropped);
-        let Some(p) = self.q.dequeue(&mut cx) else {
-            panic!("dequeue returned None with {} packets held", self.q.len());
+        let p = match self.q.dequeue(&mut cx) {
+            Some(p) => p,
+            // a capped (non-work-conserving) queue: jump to the instant it can send
+            None => {
+                let Some(at) = self.q.next_wakeup() else {
+                    panic!("dequeue returned None with {} packets held", self.q.len());
+                };
+                self.ps = self.ps.max(at.0 * 1000);
+                cx.now = Instant(self.ps / 1000);
+                let Some(p) = self.q.dequeue(&mut cx) else {
+                    panic!("nothing due at the queue's own wakeup {at:?}");
+                };
+                p
+            }
         };
         let len = cx.pool.len(p);
         cx.pool.free(p);
@@ -407,24 +422,29 @@ fn leaf_totals(ls: &LinkShare, leaves: &[u32]) -> (u64, u64, u64) {
 }
 
 /// Baseline: one Pfq with as many buckets as the 64 leaves together (65,536) and the same
-/// 10,000 flows, no scheduler.
-fn bench_pfq_alone(c: &mut Criterion, rows: &mut Vec<Row>) {
+/// 10,000 flows, no scheduler. `capped` adds seed 004's premium shaper: every session
+/// capped by its own token bucket at 90 % of its equal share of the (virtual) link, depth
+/// one MTU, so every session is always at its cap and most packets park and unpark their
+/// session (the clock then jumps to the next session's conformance instant).
+fn bench_pfq_alone(c: &mut Criterion, rows: &mut Vec<Row>, capped: bool) {
+    let cap = capped.then(|| (Rate::from_bps(LINK_BPS / FLOWS as u64 * 9 / 10), MTU));
     let pfq = Pfq::new(PfqConfig {
         buckets: BUCKETS_PER_LEAF * LEAVES as u32,
         quantum: MTU,
         flow_limit: 4096,
         limit: POOL_CAP,
         red: None,
-        session_ceil: None,
+        session_ceil: cap,
     })
     .expect("pfq");
     // one group: plain round robin over the 10,000 flows
     let mut b = Bench::new(pfq, Arrivals::new(vec![0], Sizes::Mtu));
     let mut fixed_ns = None;
-    let id = "baseline/pfq_alone".to_string();
+    let name = if capped { "pfq_capped" } else { "pfq_alone" };
+    let id = format!("baseline/{name}");
     let mut g = c.benchmark_group("baseline");
     g.throughput(Throughput::Elements(1));
-    g.bench_function("pfq_alone", |bch| {
+    g.bench_function(name, |bch| {
         bch.iter_custom(|iters| {
             if fixed_ns.is_none() {
                 let n = fixed_packets();
@@ -550,7 +570,8 @@ fn main() {
     for v in variants {
         bench_linkshare(&mut c, v, &mut rows);
     }
-    bench_pfq_alone(&mut c, &mut rows);
+    bench_pfq_alone(&mut c, &mut rows, false);
+    bench_pfq_alone(&mut c, &mut rows, true);
     c.final_summary();
     eprintln!(
         "\nsummary: ns/packet of the fixed {}-packet loop (mean, best tenth); \

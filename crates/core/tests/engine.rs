@@ -297,3 +297,39 @@ fn the_dsclsfr_example_is_priority_plus_weighted_fair_sharing() {
     );
     assert!(got(&r, "ef") <= 5.0 * 1.01, "ef {:.2}", got(&r, "ef"));
 }
+
+/// Seed 004's premium shaper (examples/diffserv-ingress.toml): every EF session is shaped
+/// by its own 64 kbit/s token bucket. 40 backlogged sessions get 64 kbit/s each (2.56
+/// Mbit/s in all, below the class's 5 Mbit/s reservation). 100 would want 6.4 Mbit/s:
+/// the class's policing ceil holds them to 5 Mbit/s, and no session exceeds its bucket
+/// (they are not equal then: 100 sessions of 8-packet windows overrun the class's 80
+/// packets, and the longest session loses its head packet).
+#[test]
+fn the_premium_shaper_holds_each_ef_session_to_its_bucket() {
+    let p = example("diffserv-ingress.toml");
+    for (flows, class_want) in [(40, 2.56), (100, 5.0)] {
+        let w = WhatIf {
+            duration: Duration::from_secs(6),
+            warmup: Duration::from_secs(1),
+            flows,
+            ..Default::default()
+        };
+        let r = whatif::run(&p, &w).unwrap();
+        let ef = class(&r, "ef");
+        let got = ef.delivered_bps / 1e6;
+        assert!(
+            (got - class_want).abs() <= 0.02 * class_want,
+            "{flows} sessions: ef {got:.3} Mbit/s, want {class_want}"
+        );
+        // the bucket's envelope over the 5 s measured: 3000 B + 64 kbit/s x 5 s
+        let most = 0.064 + 3000.0 * 8.0 / 5.0 / 1e6;
+        for (k, s) in ef.sessions_bps.iter().enumerate() {
+            let g = s / 1e6;
+            let fair = if flows == 40 { 0.064 * 0.97 } else { 0.0 };
+            assert!(
+                g <= most && g >= fair,
+                "{flows} sessions: session {k} {g:.4} Mbit/s, want {fair:.4}..{most:.4}"
+            );
+        }
+    }
+}

@@ -223,3 +223,30 @@ fn mss_keys_are_checked_with_positions() {
     let text = format!("{HEAD}mss = 256\n[[rule]]\nclass = \"a\"\nmss = \"pmtu\"\n");
     weir_core::policy::Policy::parse("t.toml", &text).unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// A per-session cap's `burst` (the premium shaper's bucket depth) needs the cap and must
+/// hold a full-size packet.
+#[test]
+fn session_burst_needs_a_cap_and_an_mtu() {
+    let pfq = "[[class]]\nname = \"ef\"\nrate = \"100kbit\"\nqueue = \"pfq\"\n[class.session]\n";
+    let errs = errors(&format!("{HEAD}{pfq}burst = \"3000B\"\n"));
+    has(&errs, "p.toml:12:9:");
+    has(&errs, "needs a session `ceil`");
+    let errs = errors(&format!(
+        "{HEAD}{pfq}ceil = \"64kbit\"\nburst = \"1000B\"\n"
+    ));
+    has(&errs, "p.toml:13:9:");
+    has(&errs, "below the link mtu 1514 B");
+    let ok = Policy::parse(
+        "p.toml",
+        &format!("{HEAD}{pfq}ceil = \"64kbit\"\nburst = \"3000B\"\n"),
+    )
+    .unwrap();
+    let ef = ok.classes.iter().find(|c| c.name == "ef").unwrap();
+    assert_eq!(ef.session.cap_burst(ok.mtu), Some(3000));
+    assert!(
+        ok.describe().contains("cap 64kbit/session (burst 3kB)"),
+        "{}",
+        ok.describe()
+    );
+}

@@ -49,12 +49,11 @@ impl Policy {
                     flow_limit: c.session.flow_limit,
                     limit,
                     red: red.transpose()?,
-                    session_ceil: c.session.ceil.map(|bps| {
-                        (
-                            Rate::with_overhead(bps, self.overhead),
-                            self.mtu + (bps / 8000) as u32,
-                        )
-                    }),
+                    session_ceil: c
+                        .session
+                        .ceil
+                        .zip(c.session.cap_burst(self.mtu))
+                        .map(|(bps, burst)| (Rate::with_overhead(bps, self.overhead), burst)),
                 })?)
             }
         })

@@ -189,8 +189,12 @@ impl Policy {
                         c.rate / g.max(1)
                     );
                 }
-                if let Some(cap) = c.session.ceil {
-                    q += &format!(", cap {}/session", fmt_rate(cap));
+                if let (Some(cap), Some(b)) = (c.session.ceil, c.session.cap_burst(self.mtu)) {
+                    q += &format!(
+                        ", cap {}/session (burst {})",
+                        fmt_rate(cap),
+                        fmt_size(b as u64)
+                    );
                 }
                 q
             }

@@ -227,10 +227,22 @@ pub struct SessionSpec {
     pub guarantee: Option<u64>,
     /// Cap per session, bits/s.
     pub ceil: Option<u64>,
+    /// Depth of each session's cap bucket, bytes, as written (`None`: the default, see
+    /// [`SessionSpec::cap_burst`]).
+    pub burst: Option<u32>,
     pub buckets: u32,
     pub flow_limit: u32,
     /// The class has a `[class.session]` table.
     pub configured: bool,
+}
+
+impl SessionSpec {
+    /// Depth of each session's cap bucket in bytes: the written `burst`, else one `mtu`
+    /// plus 1 ms at the cap (tc's `rate/HZ + mtu`, as a class's `burst`).
+    pub fn cap_burst(&self, mtu: u32) -> Option<u32> {
+        let cap = self.ceil?;
+        Some(self.burst.unwrap_or_else(|| compile::burst_for(cap, mtu)))
+    }
 }
 
 /// A validated class.

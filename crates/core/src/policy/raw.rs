@@ -110,6 +110,7 @@ pub(super) struct RawClass {
 pub(super) struct RawSession {
     pub(super) guarantee: Option<Spanned<Value>>,
     pub(super) ceil: Option<Spanned<Value>>,
+    pub(super) burst: Option<Spanned<Value>>,
     pub(super) buckets: Option<Spanned<i64>>,
     pub(super) limit: Option<Spanned<Value>>,
 }

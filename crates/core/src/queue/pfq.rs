@@ -631,6 +631,84 @@ mod tests {
         }
     }
 
+    /// Seed 004's premium shaper at scale: 4096 sessions, each shaped by its own token
+    /// bucket (64 kbit/s, depth 400 B = two 200-byte packets) and kept backlogged. Over
+    /// every interval between two departures of one session, it sends at most
+    /// `burst + rate * interval` (bytes, at 64 kbit/s 8 bytes a ms), and in the end close
+    /// to the rate (a backlogged session is never held back beyond its bucket); each
+    /// session's packets leave in order.
+    #[test]
+    fn premium_shaping_of_4096_sessions() {
+        const FLOWS: usize = 4096;
+        const LEN: u32 = 200;
+        const BURST: f64 = 400.0;
+        const BYTES_PER_NS: f64 = 64_000.0 / 8e9;
+        let mut b = Bench::new();
+        let mut q = Pfq::new(PfqConfig {
+            buckets: 8 * FLOWS as u32,
+            flow_limit: 4,
+            limit: 8192,
+            session_ceil: Some((Rate::from_bps(64_000), BURST as u32)),
+            ..cfg()
+        })
+        .unwrap();
+        let flow_of: std::collections::HashMap<u64, usize> =
+            (0..FLOWS).map(|i| (mix64(i as u64 + 1), i)).collect();
+        // per session: packets queued, next tag to send, bytes sent, and the least value
+        // of (bytes sent before a departure - rate * its time)
+        let mut queued = vec![0u32; FLOWS];
+        let mut next_tag = vec![0u64; FLOWS];
+        let mut expect_tag = vec![0u64; FLOWS];
+        let mut sent = vec![0.0f64; FLOWS];
+        let mut low = vec![0.0f64; FLOWS];
+        let end = Instant(Duration::from_millis(500).as_nanos());
+        while b.now < end {
+            for i in 0..FLOWS {
+                while queued[i] < 2 {
+                    let p = b.pool.alloc().unwrap();
+                    let m = b.pool.meta_mut(p);
+                    (m.len, m.flow, m.arrival) = (LEN, mix64(i as u64 + 1), Instant(next_tag[i]));
+                    let mut cx = Ctx::new(b.now, &mut b.pool, &mut b.rng, &mut b.dropped);
+                    q.enqueue(p, &mut cx).unwrap();
+                    (queued[i], next_tag[i]) = (queued[i] + 1, next_tag[i] + 1);
+                }
+            }
+            loop {
+                let mut cx = Ctx::new(b.now, &mut b.pool, &mut b.rng, &mut b.dropped);
+                let Some(p) = q.dequeue(&mut cx) else { break };
+                let (flow, tag, len) = {
+                    let m = b.pool.meta(p);
+                    (m.flow, m.arrival.0, m.len)
+                };
+                b.pool.free(p);
+                let i = flow_of[&flow];
+                assert_eq!(tag, expect_tag[i], "session {i} out of order");
+                expect_tag[i] += 1;
+                queued[i] -= 1;
+                let t = b.now.0 as f64;
+                low[i] = low[i].min(sent[i] - BYTES_PER_NS * t);
+                sent[i] += len as f64;
+                let excess = sent[i] - BYTES_PER_NS * t - low[i];
+                assert!(
+                    excess <= BURST + 1.0,
+                    "session {i} at {t} ns: {excess} B over the rate"
+                );
+            }
+            // (an empty queue, after the first bursts, is refilled just after)
+            b.now = q.next_wakeup().unwrap_or(b.now).max(b.now + Duration(1));
+        }
+        assert_eq!(q.collisions, 0);
+        // 0.5 s at 64 kbit/s = 4000 B, plus the 400-byte bucket: 22 packets each
+        let t = b.now.0 as f64;
+        for (i, &s) in sent.iter().enumerate() {
+            let floor = BYTES_PER_NS * t + BURST - 2.0 * LEN as f64;
+            assert!(
+                s >= floor && s <= 4400.0 + LEN as f64,
+                "session {i}: {s} B in {t} ns"
+            );
+        }
+    }
+
     /// Per-flow RED drops from the flow that builds a queue, not from a light one.
     #[test]
     fn per_flow_red_isolates_sessions() {

@@ -276,6 +276,7 @@ fn class_session(
     let mut session = SessionSpec {
         guarantee: None,
         ceil: None,
+        burst: None,
         buckets: DEFAULT_BUCKETS,
         flow_limit: DEFAULT_FLOW_LIMIT,
         configured: false,
@@ -312,6 +313,25 @@ fn class_session(
                         ),
                     );
                 }
+            }
+        }
+        if let Some(v) = &s.burst {
+            session.burst = class_size(src, "burst", &s.burst);
+            if session.ceil.is_none() {
+                src.err(
+                    v.span(),
+                    "session `burst` is the depth of the per-session cap: it needs a session `ceil`",
+                );
+                session.burst = None;
+            } else if session.burst.is_some_and(|b| b < mtu) {
+                src.err(
+                    v.span(),
+                    format!(
+                        "session `burst` {} is below the link mtu {mtu} B: a full-size packet would never conform",
+                        fmt_size(session.burst.unwrap_or(0) as u64)
+                    ),
+                );
+                session.burst = None;
             }
         }
         if let Some(b) = &s.buckets {

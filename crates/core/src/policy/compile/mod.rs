@@ -362,6 +362,7 @@ fn root_class(
         session: SessionSpec {
             guarantee: None,
             ceil: None,
+            burst: None,
             buckets: DEFAULT_BUCKETS,
             flow_limit: DEFAULT_FLOW_LIMIT,
             configured: false,
