@@ -17,6 +17,7 @@ pub use rate::Rate;
 pub use rng::Rng;
 pub use time::{Duration, Instant};
 
+pub mod adapt;
 pub mod admission;
 pub mod classify;
 pub mod conn;

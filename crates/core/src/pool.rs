@@ -35,6 +35,14 @@ impl Direction {
             Direction::Inbound => Direction::Outbound,
         }
     }
+
+    /// `"outbound"` or `"inbound"`, as the policy writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::Outbound => "outbound",
+            Direction::Inbound => "inbound",
+        }
+    }
 }
 
 /// DiffServ drop precedence carried as metadata from a meter/marker to an AQM.

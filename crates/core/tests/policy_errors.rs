@@ -250,3 +250,50 @@ fn session_burst_needs_a_cap_and_an_mtu() {
         ok.describe()
     );
 }
+
+/// `[adapt]` (Postgate): every key checked, errors located.
+#[test]
+fn adapt_errors_are_located() {
+    let head = "[link]\nrate = \"8Mbit\"\ndirection = \"inbound\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"4Mbit\"\n[adapt]\n";
+    let good = "mode = \"postgate\"\ntarget = \"10.0.0.1\"\nsource = \"10.0.0.254\"\n";
+    let p = Policy::parse("p.toml", &format!("{head}{good}")).unwrap();
+    let a = p.adapt.as_ref().unwrap();
+    assert_eq!(a.postgate.weights, vec![0.5]);
+    assert_eq!((a.postgate.p, a.postgate.line_bps), (100, 8_000_000));
+
+    let errs = errors(&format!("{head}{good}intervl = \"5ms\"\n"));
+    has(&errs, "p.toml:12:1:");
+    has(&errs, "unknown field `intervl`");
+    let errs = errors(&format!(
+        "{head}mode = \"magic\"\ntarget = \"10.0.0.1\"\nsource = \"10.0.0.254\"\n"
+    ));
+    has(&errs, "p.toml:9:8:");
+    has(&errs, "'magic' is not one of postgate");
+    let errs = errors(&format!(
+        "{head}mode = \"postgate\"\ntarget = \"10.0.0.300\"\nsource = \"10.0.0.1\"\n"
+    ));
+    has(&errs, "p.toml:10:10:");
+    has(&errs, "'10.0.0.300' is not an IPv4 address");
+    let errs = errors(&format!(
+        "{head}mode = \"postgate\"\ntarget = \"10.0.0.1\"\n"
+    ));
+    has(&errs, "[adapt] needs `source`");
+    let errs = errors(&format!(
+        "{head}{good}interval = \"100ms\"\ntimeout = \"50ms\"\n"
+    ));
+    has(&errs, "p.toml:13:11:");
+    has(&errs, "must be longer than the probe `interval`");
+    let errs = errors(&format!("{head}{good}p = 0\n"));
+    has(&errs, "p.toml:12:5:");
+    has(&errs, "outside 1..=10000");
+    let errs = errors(&format!("{head}{good}floor = \"9Mbit\"\n"));
+    has(&errs, "is not within the line's 8Mbit");
+    let errs = errors(&format!("{head}{good}weights = {{ b = 1 }}\n"));
+    has(&errs, "'b' names no class");
+    let errs = errors(&format!("{head}{good}weights = {{ a = -1 }}\n"));
+    has(&errs, "'a' needs a number above 0");
+    let both = head.replace("\"inbound\"", "\"both\"");
+    let errs = errors(&format!("{both}{good}"));
+    has(&errs, "p.toml:8:1:");
+    has(&errs, "set [link] direction to \"inbound\" or \"outbound\"");
+}

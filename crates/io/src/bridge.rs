@@ -154,10 +154,13 @@ pub struct LaneStats {
     pub duplicated: Count,
     /// Packets held across a policy reload that the new policy's limits had no room for.
     pub reload_drops: Count,
-    /// Packets the engine itself sent this way (admission control's RSTs): they leave on
-    /// top of what was received, so `rx + duplicated + originated = tx + every drop +
-    /// queued`.
+    /// Packets the engine itself sent this way (admission control's RSTs, the adaptive
+    /// controller's probes and ARP): they leave on top of what was received, so
+    /// `rx + duplicated + originated = tx + every drop + consumed + queued`.
     pub originated: Count,
+    /// Frames received this way that the engine consumed: the adaptive controller's probe
+    /// replies and ARP (`[adapt]`).
+    pub consumed: Count,
     /// MSS clamping of the SYNs and SYN-ACKs travelling this way (policy `mss` keys).
     pub mss: weir_core::tcp::mss::MssStats,
     /// TCP rate control of the ACKs travelling this way (policy `tcr`); `None` without.
@@ -255,6 +258,9 @@ pub struct BridgeReport {
     /// Admission control of the classes that have it (`max_sessions`), at the end.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub admission: Vec<weir_core::admission::ClassAdmission>,
+    /// The adaptive controller (`[adapt]`) at the end.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub adapt: Option<weir_core::device::AdaptSnapshot>,
     /// The loop's timer wake-ups: how late, and what was made up.
     pub wake: WakeStats,
 }
@@ -269,6 +275,8 @@ struct StatusDoc<'a> {
     connections: Option<weir_core::conn::ConnStats>,
     /// Admission control of the classes that have it.
     admission: Vec<weir_core::admission::ClassAdmission>,
+    /// The adaptive controller (`[adapt]`), if the policy has one.
+    adapt: Option<weir_core::device::AdaptSnapshot>,
     /// The loop's timer wake-ups: how late, and what was made up.
     wake: &'a WakeStats,
     outbound: LaneDoc<'a>,
@@ -309,6 +317,9 @@ pub struct Bridge {
     /// The policy file SIGHUP re-reads, and the flag SIGHUP sets.
     reload_file: Option<(PathBuf, &'static AtomicBool)>,
     reloads_refused: u64,
+    /// Whether the adaptive controller was at its fallback at the last look (a change is
+    /// logged).
+    adapt_fallback: bool,
     /// A capture shared by both directions.
     pcap_both: Option<PcapWriter>,
     /// Timer wake-ups and the catch-up after late ones.
@@ -405,6 +416,7 @@ impl Bridge {
             control,
             reload_file,
             reloads_refused: 0,
+            adapt_fallback: false,
             pcap_both,
             wake: WakeStats::new(cfg.catch_up),
             catch_up: cfg.catch_up,
@@ -509,6 +521,7 @@ impl Bridge {
             policy_generation: self.device.generation(),
             reloads_refused: self.reloads_refused,
             admission: self.device.admission_report(),
+            adapt: self.device.adapt(),
             wake: self.wake.clone(),
         })
     }
@@ -687,11 +700,28 @@ impl Bridge {
     }
 
     fn publish(&mut self, now: Instant, start: Instant) {
+        if let Some(a) = self.device.adapt() {
+            if a.fallback != self.adapt_fallback {
+                self.adapt_fallback = a.fallback;
+                if a.fallback {
+                    eprintln!(
+                        "weir: adapt: no reply from {} for the timeout: the link falls back to its floor, {} bit/s",
+                        a.target, a.rate_bps
+                    );
+                } else {
+                    eprintln!(
+                        "weir: adapt: replies from {} again: the controller resumes",
+                        a.target
+                    );
+                }
+            }
+        }
         for lane in [&mut self.out, &mut self.inb] {
             lane.stats.kernel_rx_drops += lane.rx.kernel_drops();
             lane.stats.duplicated = self.device.duplicated(lane.dir);
             lane.stats.non_ip_bypassed = self.device.bypassed(lane.dir);
             lane.stats.originated = self.device.originated(lane.dir);
+            lane.stats.consumed = self.device.consumed(lane.dir);
             lane.stats.mss = self.device.mss_stats(lane.dir);
             lane.stats.tcr = self.device.tcr_stats(lane.dir);
             lane.stats.tx_rejected = lane.tx.rejected;
@@ -724,6 +754,7 @@ impl Bridge {
             },
             connections: self.device.connection_stats(),
             admission: self.device.admission_report(),
+            adapt: self.device.adapt(),
             wake: &self.wake,
             outbound: LaneDoc {
                 lane: &self.out.stats,

@@ -181,6 +181,9 @@ pub fn bridge(
         for a in &report.admission {
             println!("{a}");
         }
+        if let Some(a) = &report.adapt {
+            println!("{a}");
+        }
         println!("{}", report.wake);
     }
     for (l, from) in [(&report.outbound, &b.lan), (&report.inbound, &b.wan)] {

@@ -51,6 +51,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             if let Ok(w) = serde_json::from_value::<weir_io::wake::WakeStats>(v["wake"].clone()) {
                 println!("{w}");
             }
+            if !v["adapt"].is_null() {
+                let a: weir_core::device::AdaptSnapshot =
+                    serde_json::from_value(v["adapt"].clone())?;
+                println!("{a}");
+            }
             for a in v["admission"].as_array().into_iter().flatten() {
                 let a: weir_core::admission::ClassAdmission = serde_json::from_value(a.clone())?;
                 println!("{a}");

@@ -135,6 +135,7 @@ fn check_report(r: &serde_json::Value) {
             + n(&l["pool_exhausted"])
             + n(&l["dropped"])
             + n(&l["shutdown_drops"])
+            + n(&l["consumed"])
             + e;
         assert_eq!(
             n(&l["rx"]) + n(&l["duplicated"]) + n(&l["originated"]),

@@ -45,6 +45,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod arp;
 pub mod build;
 pub mod checksum;
 mod error;

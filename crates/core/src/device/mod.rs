@@ -46,8 +46,17 @@
 //! The driver (io's bridge, the simulator, tests) owns the packet pool; it frees what
 //! `poll_transmit` returns once sent, and what lands in `cx.dropped` (late drops), and
 //! counts them. Identity per direction, checked by the bridge's live tests:
-//! `ingress + originated = transmitted + refused at ingress + dropped later + len(dir)`
-//! (originated: packets the engine emitted itself, [`Device::originated`]).
+//! `ingress + originated = transmitted + refused at ingress + dropped later + consumed +
+//! len(dir)` (originated: packets the engine emitted itself, [`Device::originated`];
+//! consumed: frames addressed to the engine, [`Device::consumed`]).
+//!
+//! An adaptive controller (`[adapt]`, seed 003's Postgate; [`adapt`]) probes the line
+//! through the originate queue, consumes its replies, and sets the shaped link's and
+//! classes' rates at run time.
+
+mod adapt;
+
+pub use adapt::{AdaptClass, AdaptCounters, AdaptSnapshot};
 
 use crate::admission::{Admission, AdmissionStats, AdmissionTable, Decision};
 use crate::classify::Fields;
@@ -78,6 +87,9 @@ struct Lane {
     bypassed: Count,
     /// Packets the engine emits in this direction, sent first.
     originate: PktQueue,
+    /// Frames received in this direction that the engine consumed (the adaptive
+    /// controller's probe replies and ARP).
+    consumed: Count,
     /// MSS clamping of the SYNs and SYN-ACKs travelling this direction.
     mss: MssStats,
     /// Packets the engine emitted in this direction.
@@ -85,6 +97,29 @@ struct Lane {
 }
 
 impl Lane {
+    /// Queue a frame the engine wrote into `pkt` (`n`: its length, or why it could not be
+    /// written) to leave in `dir`, this lane's direction, ahead of everything; `false`, and
+    /// `pkt` freed, if it could not be written.
+    fn originate_written(
+        &mut self,
+        pkt: PktId,
+        n: weir_wire::Result<usize>,
+        dir: Direction,
+        cx: &mut Ctx<'_>,
+    ) -> bool {
+        let Ok(n) = n else {
+            cx.pool.free(pkt);
+            return false;
+        };
+        let m = cx.pool.meta_mut(pkt);
+        m.len = n as u32;
+        m.arrival = cx.now;
+        m.dir = dir;
+        self.originated.add(n as u32);
+        self.originate.push_back(cx.pool, pkt);
+        true
+    }
+
     fn new(pipe: Option<Pipeline>) -> Lane {
         Lane {
             pipe,
@@ -93,6 +128,7 @@ impl Lane {
             mss: MssStats::default(),
             originate: PktQueue::new(),
             originated: Count::default(),
+            consumed: Count::default(),
         }
     }
 }
@@ -116,6 +152,8 @@ pub struct Device {
     tcr: Option<Tcr>,
     /// Admission control of the policy's `max_sessions` classes; `None` when it has none.
     admission: Option<Admission>,
+    /// The adaptive controller (`[adapt]`); `None` when the policy has none.
+    adapt: Option<adapt::Adapt>,
 }
 
 /// MSS clamping of a labelled packet (see [`crate::tcp::mss`]): a SYN takes its
@@ -213,6 +251,7 @@ impl Device {
         source: String,
         conns: Option<ConnConfig>,
         (mss, tcr, admission): (Option<MssTable>, Option<TcrTable>, Option<AdmissionTable>),
+        adapt: Option<(&crate::policy::AdaptDef, &Policy, Instant)>,
     ) -> Result<Device, String> {
         if tcr.is_some() && conns.is_none() {
             return Err("TCP rate control needs the connection table".into());
@@ -229,6 +268,9 @@ impl Device {
             mss,
             tcr: tcr.map(Tcr::new),
             admission: admission.map(Admission::new),
+            adapt: adapt
+                .map(|(def, policy, now)| adapt::Adapt::new(def, policy, now))
+                .transpose()?,
         })
     }
 
@@ -243,6 +285,7 @@ impl Device {
             mss: None,
             tcr: None,
             admission: None,
+            adapt: None,
         }
     }
 
@@ -314,6 +357,11 @@ impl Device {
                 self.tcr = None;
             }
         }
+        self.adapt = match (&policy.adapt, &self.adapt) {
+            (Some(def), Some(a)) => Some(a.reconfigured(def, policy, cx.now)?),
+            (Some(def), None) => Some(adapt::Adapt::new(def, policy, cx.now)?),
+            (None, _) => None,
+        };
         self.source = policy.file.clone();
         self.generation += 1;
         report.generation = self.generation;
@@ -335,14 +383,20 @@ impl Device {
         cx: &mut Ctx<'_>,
         arrival: Instant,
     ) -> Result<(), DropCause> {
-        let lane = &mut self.lanes[dir_index(dir)];
         let mut fields = None;
         let mut parsed = None;
         let mut conn = ConnId::NONE;
         let mut side = Side::Orig;
-        if lane.pipe.is_some() || self.conns.is_some() {
+        if self.lanes[dir_index(dir)].pipe.is_some() || self.conns.is_some() {
+            let p = weir_wire::parse_frame(cx.pool.data(pkt));
+            // the adaptive controller's replies and ARP end here
+            if let (Some(a), Ok(parsed)) = (&mut self.adapt, &p) {
+                if dir == a.shaped() && a.intercept(pkt, parsed, arrival, &mut self.lanes, cx) {
+                    adapt::consume(&mut self.lanes[dir_index(dir)], pkt, cx);
+                    return Ok(());
+                }
+            }
             let data = cx.pool.data(pkt);
-            let p = weir_wire::parse_frame(data);
             if let (Some(t), Ok(p)) = (&mut self.conns, &p) {
                 (conn, side) = track(t, p, data, cx.now);
             }
@@ -350,6 +404,7 @@ impl Device {
             fields = Some(p.as_ref().map(parsed_fields).map_err(|_| ()));
             parsed = p.ok();
         }
+        let lane = &mut self.lanes[dir_index(dir)];
         cx.pool.meta_mut(pkt).dir = dir;
         // Frames that are not IP (ARP, LLDP, STP, …) bypass a shaper: a transparent
         // bridge must keep neighbour discovery working whatever the load — in a
@@ -473,6 +528,17 @@ impl Device {
         lane.originate.push_back(cx.pool, pkt);
     }
 
+    /// The adaptive controller's state (`None`: the policy has no `[adapt]`).
+    pub fn adapt(&self) -> Option<AdaptSnapshot> {
+        self.adapt.as_ref().map(adapt::Adapt::snapshot)
+    }
+
+    /// Frames received in `dir` that the engine consumed (the adaptive controller's
+    /// probe replies and ARP).
+    pub fn consumed(&self, dir: Direction) -> Count {
+        self.lanes[dir_index(dir)].consumed
+    }
+
     /// Packets the engine emitted in `dir` ([`Device::originate`], admission control's
     /// RSTs): sent on top of what was received.
     pub fn originated(&self, dir: Direction) -> Count {
@@ -482,6 +548,11 @@ impl Device {
     /// The next packet due in `dir` at `cx.now`, if any. Late drops land in `cx.dropped`.
     #[inline]
     pub fn poll_transmit(&mut self, dir: Direction, cx: &mut Ctx<'_>) -> Option<PktId> {
+        if let Some(a) = &mut self.adapt {
+            if cx.now >= a.next_wakeup() {
+                a.poll(&mut self.lanes, cx);
+            }
+        }
         let lane = &mut self.lanes[dir_index(dir)];
         if let Some(p) = lane.originate.pop_front(cx.pool) {
             return Some(p);
@@ -511,6 +582,7 @@ impl Device {
             .iter()
             .filter_map(|l| l.pipe.as_ref().and_then(Pipeline::next_wakeup))
             .chain(self.tcr.as_ref().and_then(Tcr::next_wakeup))
+            .chain(self.adapt.as_ref().map(adapt::Adapt::next_wakeup))
             .min()
     }
 
@@ -646,22 +718,9 @@ fn send_reset(lane: &mut Lane, pkt: PktId, p: &weir_wire::Parsed, cx: &mut Ctx<'
         return false;
     };
     let frame = cx.pool.data(pkt).to_vec();
-    match weir_wire::build::tcp_reset_reply(cx.pool.slot_mut(rst), &frame, p) {
-        Ok(n) => {
-            let dir = cx.pool.meta(pkt).dir.reverse();
-            let m = cx.pool.meta_mut(rst);
-            m.len = n as u32;
-            m.arrival = cx.now;
-            m.dir = dir;
-            lane.originated.add(n as u32);
-            lane.originate.push_back(cx.pool, rst);
-            true
-        }
-        Err(_) => {
-            cx.pool.free(rst);
-            false
-        }
-    }
+    let n = weir_wire::build::tcp_reset_reply(cx.pool.slot_mut(rst), &frame, p);
+    let dir = cx.pool.meta(pkt).dir.reverse();
+    lane.originate_written(rst, n, dir, cx)
 }
 
 /// Move the ACKs TCP rate control released in `dir` into that direction's pipeline (or

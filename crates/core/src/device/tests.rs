@@ -598,3 +598,6 @@ mod conn_tests {
         assert_eq!(dev.mss_stats(Direction::Outbound).total(), 0);
     }
 }
+
+#[path = "adapt_tests.rs"]
+mod adapt_tests;

@@ -256,6 +256,7 @@ impl Policy {
                 ..crate::conn::ConnConfig::default()
             }),
             (self.mss_table(), self.tcr_table(), self.admission_table()),
+            self.adapt.as_ref().map(|a| (a, self, now)),
         )
     }
 

@@ -43,6 +43,27 @@ impl Policy {
             ));
         }
         self.describe_diffserv(&mut s);
+        if let Some(a) = &self.adapt {
+            let pg = &a.postgate;
+            s.push_str(&format!(
+                "adapt postgate: probe {} from {} every {} (fallback after {}), line {}, p {}, delta {}, floor {:.0}%; probes leave {}\n",
+                a.target,
+                a.source,
+                a.interval,
+                a.timeout,
+                fmt_rate(pg.line_bps),
+                pg.p,
+                pg.delta,
+                pg.floor * 100.0,
+                a.shaped.reverse().name(),
+            ));
+            for (&c, w) in a.classes.iter().zip(&pg.weights) {
+                s.push_str(&format!(
+                    "  class {:<16} initial weight {w:.4}\n",
+                    self.classes[c].name
+                ));
+            }
+        }
         if !self.emulators.is_empty() {
             s.push_str(&format!("emulation (seed {}):\n", self.seed));
             for e in &self.emulators {

@@ -245,6 +245,25 @@ impl SessionSpec {
     }
 }
 
+/// A validated `[adapt]`: Postgate's probe and controller.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdaptDef {
+    /// The router probed (near the far end of the line).
+    pub target: std::net::Ipv4Addr,
+    /// The probes' source address; weir answers ARP for it.
+    pub source: std::net::Ipv4Addr,
+    /// Time between probes.
+    pub interval: crate::time::Duration,
+    /// No reply for this long: fall back to the floor rate.
+    pub timeout: crate::time::Duration,
+    /// The shaped direction, in which the replies arrive (the probes leave in the other).
+    pub shaped: Direction,
+    /// The leaf classes (indices into `Policy::classes`) whose weights the controller
+    /// sets, in the order of `postgate.weights`.
+    pub classes: Vec<usize>,
+    pub postgate: crate::adapt::postgate::PostgateConfig,
+}
+
 /// A validated class.
 #[derive(Clone, Debug)]
 pub struct ClassDef {
@@ -380,6 +399,8 @@ pub struct Policy {
     pub role: crate::diffserv::Role,
     /// DiffServ meters (`[[meter]]`), selected per rule or class.
     pub meters: Vec<crate::diffserv::MeterDef>,
+    /// The adaptive controller (`[adapt]`), if any.
+    pub adapt: Option<AdaptDef>,
     /// Advice that does not stop the policy from working.
     pub warnings: Vec<PolicyError>,
 }

@@ -22,6 +22,24 @@ pub(super) struct RawPolicy {
     pub(super) emulators: Vec<Spanned<RawEmulate>>,
     #[serde(default, rename = "meter")]
     pub(super) meters: Vec<Spanned<RawMeter>>,
+    pub(super) adapt: Option<Spanned<RawAdapt>>,
+}
+
+/// `[adapt]`: an adaptive controller (Postgate) and its probe.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAdapt {
+    pub(super) mode: Spanned<String>,
+    pub(super) target: Option<Spanned<String>>,
+    pub(super) source: Option<Spanned<String>>,
+    pub(super) line: Option<Spanned<Value>>,
+    pub(super) interval: Option<Spanned<Value>>,
+    pub(super) timeout: Option<Spanned<Value>>,
+    pub(super) p: Option<Spanned<i64>>,
+    pub(super) delta: Option<Spanned<Value>>,
+    pub(super) floor: Option<Spanned<Value>>,
+    pub(super) weights: Option<Spanned<Value>>,
+    pub(super) description: Option<String>,
 }
 
 /// A `[[meter]]`: a DiffServ token-bucket meter and its actions per colour.

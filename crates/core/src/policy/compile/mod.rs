@@ -25,6 +25,7 @@ use crate::units::{self, fmt_rate, Limit};
 use std::collections::HashMap;
 use toml::{Spanned, Value};
 
+mod adapt;
 mod class;
 mod diffserv;
 
@@ -132,6 +133,10 @@ pub(super) fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
     let used = classes.iter().filter_map(|c| c.meter);
     let used = used.chain(rules.iter().filter_map(|r| r.meter));
     warn_unused_meters(src, &raw.meters, &meter_index, used);
+    let adapt = adapt::compile_adapt(src, raw.adapt.as_ref(), (link_rate, mtu, shapes), &classes);
+    if let Some(a) = &raw.adapt {
+        let _ = &a.get_ref().description;
+    }
 
     Some(Policy {
         file: src.file.to_string(),
@@ -148,6 +153,7 @@ pub(super) fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
         seed,
         role,
         meters,
+        adapt,
         warnings: vec![],
     })
 }

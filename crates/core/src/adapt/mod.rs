@@ -1,0 +1,5 @@
+//! Adaptive controllers: they watch the path beyond weir (probes' round-trip times) and
+//! the classes' queues, and set the shaped link's rate and the classes' weights at run
+//! time. Postgate (seed 003) in [`postgate`].
+
+pub mod postgate;
