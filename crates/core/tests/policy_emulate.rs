@@ -315,3 +315,72 @@ fn emulated_delay_counts_from_the_arrival_time() {
     pipe.ingress_at(id2, &mut cx, Instant(9_000_000)).unwrap();
     assert_eq!(cx.pool.meta(id2).arrival, now);
 }
+
+/// A rate that changes over time: `rate` as a schedule of [time, rate] points, or
+/// `trace` naming a Mahimahi file read beside the policy; errors located.
+#[test]
+fn rate_schedules_and_traces() {
+    use weir_core::emulate::Capacity;
+    let head = "[link]\nrate = \"100Mbit\"\ndirection = \"none\"\nemulate = \"line\"\n[[emulate]]\nname = \"line\"\n";
+    let p = Policy::parse(
+        "p.toml",
+        &format!("{head}rate = [[\"0s\", \"8Mbit\"], [\"30s\", \"2Mbit\"]]\n"),
+    )
+    .unwrap();
+    assert_eq!(
+        p.emulators[0].cfg.capacity,
+        Some(Capacity::schedule(vec![(0, 8_000_000), (30_000_000_000, 2_000_000)]).unwrap())
+    );
+    assert!(
+        p.describe()
+            .contains("rate schedule of 2 points (2Mbit to 8Mbit"),
+        "{}",
+        p.describe()
+    );
+
+    let err = |text: &str| match Policy::parse("p.toml", text) {
+        Ok(_) => panic!("accepted: {text}"),
+        Err(e) => e.to_string(),
+    };
+    let e = err(&format!("{head}rate = [[\"0s\", \"8Mbit\"], [\"30s\"]]\n"));
+    assert!(
+        e.contains("p.toml:7:8:") && e.contains("expected [\"TIME\", \"RATE\"]"),
+        "{e}"
+    );
+    let e = err(&format!("{head}rate = [[\"0s\", \"8Mbps\"]]\n"));
+    assert!(
+        e.contains("p.toml:7:8:") && e.contains("write 'Mbit'"),
+        "{e}"
+    );
+    let e = err(&format!("{head}rate = [[\"1s\", \"8Mbit\"]]\n"));
+    assert!(e.contains("must start at 0s"), "{e}");
+    let e = err(&format!("{head}trace = \"line.trace\"\n"));
+    assert!(
+        e.contains("p.toml:7:9:") && e.contains("came from no file"),
+        "{e}"
+    );
+    let e = err(&format!("{head}rate = \"8Mbit\"\ntrace = \"x\"\n"));
+    assert!(e.contains("give one"), "{e}");
+
+    // from files: the trace beside the policy
+    let dir = std::env::temp_dir().join(format!("weir-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = dir.join("p.toml");
+    std::fs::write(&policy, format!("{head}trace = \"line.trace\"\n")).unwrap();
+    std::fs::write(dir.join("line.trace"), "1\n1\n3\n").unwrap();
+    let p = Policy::load(&policy).unwrap();
+    assert_eq!(
+        p.emulators[0].cfg.capacity,
+        Some(Capacity::parse_trace("1\n1\n3\n").unwrap())
+    );
+    std::fs::write(dir.join("line.trace"), "1\nfast\n").unwrap();
+    let e = Policy::load(&policy).unwrap_err().to_string();
+    assert!(
+        e.contains(":7:9:") && e.contains("line 2: 'fast' is not a millisecond"),
+        "{e}"
+    );
+    std::fs::remove_file(dir.join("line.trace")).unwrap();
+    let e = Policy::load(&policy).unwrap_err().to_string();
+    assert!(e.contains("cannot read"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -17,8 +17,16 @@ pub struct Args {
     #[command(flatten)]
     bridge: crate::run::BridgeArgs,
     /// Link rate (e.g. 155Mbit); default: no rate limit (no serialisation, no queue).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["rate_schedule", "trace"])]
     rate: Option<String>,
+    /// A rate that changes over time: TIME=RATE points from the first packet on, e.g.
+    /// "0s=8Mbit,30s=2Mbit,60s=8Mbit" (the last rate holds).
+    #[arg(long, conflicts_with = "trace")]
+    rate_schedule: Option<String>,
+    /// A Mahimahi delivery trace: one line per 1500-byte delivery opportunity, the
+    /// millisecond it comes at (the trace repeats).
+    #[arg(long)]
+    trace: Option<std::path::PathBuf>,
     /// Bytes added to every frame for serialisation: 4 = FCS, 24 = FCS + preamble + IFG.
     #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
     overhead: i32,
@@ -73,6 +81,17 @@ pub fn config(a: &Args) -> anyhow::Result<EmuConfig> {
     };
     if let Some(r) = &a.rate {
         c.rate_bps = Some(opt("rate", parse_rate(r).map_err(|e| e.to_string()))?);
+    }
+    if let Some(s) = &a.rate_schedule {
+        c.capacity = Some(opt("rate-schedule", spec::parse_schedule(s))?);
+    }
+    if let Some(f) = &a.trace {
+        let text = std::fs::read_to_string(f)
+            .map_err(|e| anyhow::anyhow!("--trace: cannot read {}: {e}", f.display()))?;
+        c.capacity = Some(
+            weir_core::emulate::Capacity::parse_trace(&text)
+                .map_err(|e| anyhow::anyhow!("--trace {}: {e}", f.display()))?,
+        );
     }
     c.delay = Duration(opt(
         "delay",

@@ -31,6 +31,9 @@ struct Cli {
     cmd: Cmd,
 }
 
+// made once per process: the size of its largest variant (the bridge and emulator
+// options) costs nothing
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Cmd {
     /// Validate a policy and print its compiled class tree and rules.

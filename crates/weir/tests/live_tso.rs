@@ -170,6 +170,56 @@ fn tcp_from_a_tso_sender_through_weir_emu_gets_the_rate() {
     assert!(goodput <= 1.02 * ideal, "{goodput} above the rate {ideal}");
 }
 
+/// `weir emu --rate-schedule`: the link runs at 20 Mbit/s, then at 5 Mbit/s from 4 s
+/// after its first frame; iperf3 (cubic, TSO sender) follows each rate in turn.
+#[test]
+fn tcp_through_weir_emu_follows_a_rate_schedule() {
+    let test = "tcp_through_weir_emu_follows_a_rate_schedule";
+    if skip_unless_root(test) || !have_iperf3(test) {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let t = BridgeTopo::new("emu-sched").unwrap();
+    let sock = std::env::temp_dir().join(format!("weir-emu-sched-{}.sock", std::process::id()));
+    let args = [
+        "emu",
+        "--rate-schedule",
+        "0s=20Mbit,4s=5Mbit",
+        "--delay",
+        "10ms",
+    ];
+    let w = start_weir(&t, &args, &sock);
+    let v = iperf3_json(&t, 8, 0);
+    let r = stop_weir(w);
+    check_report(&r);
+    let per_s: Vec<f64> = v["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["sum"]["bits_per_second"].as_f64().unwrap())
+        .collect();
+    eprintln!(
+        "weir emu 0s=20Mbit,4s=5Mbit: iperf3 per second {:?} Mbit/s",
+        per_s
+            .iter()
+            .map(|b| (b / 1e5).round() / 10.0)
+            .collect::<Vec<_>>()
+    );
+    // seconds 2-3 at the first rate, 6-8 at the second (the change falls in second 4
+    // or 5, counted from the first frame: the ARP and the control connection); means
+    // over those seconds, as the sender's one-second counts alternate with its writes
+    let mean = |r: std::ops::Range<usize>| per_s[r.clone()].iter().sum::<f64>() / r.len() as f64;
+    for (r, want) in [(1..3, 20e6), (5..8, 5e6)] {
+        let got = mean(r.clone());
+        assert!(
+            got >= 0.9 * want * PAYLOAD_SHARE && got <= 1.05 * want,
+            "seconds {}-{}: {got} bit/s, want {want} ({per_s:?})",
+            r.start + 1,
+            r.end
+        );
+    }
+}
+
 #[test]
 fn tcp_from_a_tso_sender_through_weir_run_gets_its_class_rate() {
     let test = "tcp_from_a_tso_sender_through_weir_run_gets_its_class_rate";

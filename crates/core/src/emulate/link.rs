@@ -149,7 +149,12 @@ struct Tx {
 #[derive(Clone, Debug)]
 pub struct EmuLink {
     cfg: EmuConfig,
+    /// The fixed rate; with a varying capacity, its peak (so that "has a serialiser"
+    /// checks hold), the timing then coming from `varying`.
     rate: Option<Rate>,
+    /// A varying capacity, where the serialiser is in it, and its origin (the first
+    /// frame's start, ns; `None` before it).
+    varying: Option<(super::Capacity, super::capacity::Cursor, Option<u64>)>,
     limits: Limits,
     loss: Loss,
     /// The serialiser is busy until `busy_ns` ns + `busy_ps` ps (`busy_ps < 1000`).
@@ -177,8 +182,9 @@ impl EmuLink {
         cfg.validate()?;
         Ok(EmuLink {
             rate: cfg
-                .rate_bps
+                .sizing_bps()
                 .map(|bps| Rate::with_overhead(bps, cfg.overhead)),
+            varying: cfg.capacity.clone().map(|c| (c, Default::default(), None)),
             limits: cfg.limits(),
             loss: Loss::new(cfg.loss),
             busy_ns: 0,
@@ -198,7 +204,7 @@ impl EmuLink {
     }
 
     fn backlog_capacity(cfg: &EmuConfig) -> usize {
-        if cfg.rate_bps.is_none() {
+        if cfg.sizing_bps().is_none() {
             return 0;
         }
         let l = cfg.limits();
@@ -271,8 +277,12 @@ impl EmuLink {
     pub fn reconfigure(&mut self, cfg: EmuConfig) -> Result<(), EmuError> {
         cfg.validate()?;
         self.rate = cfg
-            .rate_bps
+            .sizing_bps()
             .map(|bps| Rate::with_overhead(bps, cfg.overhead));
+        // a new capacity starts from its origin at the next frame; the same one goes on
+        if cfg.capacity != self.cfg.capacity {
+            self.varying = cfg.capacity.clone().map(|c| (c, Default::default(), None));
+        }
         if self.rate.is_none() {
             // No serialiser any more: nothing waits.
             self.backlog.clear();
@@ -345,9 +355,22 @@ impl EmuLink {
                 } else {
                     (self.busy_ns, self.busy_ps)
                 };
-                let total = s_ps + rate.tx_ps(len.min(MAX_FRAME));
-                self.busy_ns = s_ns.saturating_add(total / 1000);
-                self.busy_ps = total % 1000;
+                match &mut self.varying {
+                    None => {
+                        let total = s_ps + rate.tx_ps(len.min(MAX_FRAME));
+                        self.busy_ns = s_ns.saturating_add(total / 1000);
+                        self.busy_ps = total % 1000;
+                    }
+                    Some((cap, cursor, origin)) => {
+                        let o = *origin.get_or_insert(s_ns);
+                        let start = s_ns.saturating_sub(o) as u128 * 1000 + s_ps as u128;
+                        let end =
+                            cursor.serialise(cap, start, len.min(MAX_FRAME), self.cfg.overhead);
+                        let end_ns = (end / 1000).min(u64::MAX as u128) as u64;
+                        self.busy_ns = o.saturating_add(end_ns);
+                        self.busy_ps = (end % 1000) as u64;
+                    }
+                }
                 let end = self.busy_ns.saturating_add((self.busy_ps > 0) as u64);
                 self.backlog.push_back(Tx {
                     start: s_ns,
@@ -552,6 +575,75 @@ mod tests {
         assert_eq!(l.dequeue(&mut cx), Some(p));
         assert_eq!(l.next_wakeup(), None);
         l.check().unwrap();
+    }
+
+    /// `n` frames of `len` bytes queued at `t0` on a link of `cfg`, drained at each
+    /// wake-up: the link and the departure times (ns).
+    fn departures(cfg: EmuConfig, t0: Instant, n: usize, len: u32) -> (EmuLink, Vec<u64>) {
+        let mut l = EmuLink::new(cfg).unwrap();
+        let mut pool = Pool::new(64, 0);
+        let mut rng = Rng::new(1);
+        let mut dropped = Vec::new();
+        let mut cx = Ctx::new(t0, &mut pool, &mut rng, &mut dropped);
+        for _ in 0..n {
+            let p = pkt(cx.pool, len);
+            l.enqueue(p, &mut cx).unwrap();
+        }
+        let mut out = Vec::new();
+        while let Some(at) = l.next_wakeup() {
+            cx.now = at;
+            let p = l.dequeue(&mut cx).unwrap();
+            cx.pool.free(p);
+            out.push(at.0);
+        }
+        (l, out)
+    }
+
+    /// A rate schedule: 8 Mbit/s (1000 B = 1 ms) from the first frame, 1 Mbit/s (8 ms)
+    /// from 3 ms on. Five 1000-byte frames queued at 5 ms (the origin) leave at 6, 7, 8
+    /// ms at the fast rate, then at 8 + 8 = 16 and 24 ms. A reconfiguration to a fixed
+    /// rate ends the schedule for what comes next.
+    #[test]
+    fn a_rate_schedule_changes_the_serialiser_rate() {
+        let cap = crate::emulate::Capacity::schedule(vec![(0, 8_000_000), (3_000_000, 1_000_000)])
+            .unwrap();
+        let cfg = EmuConfig {
+            capacity: Some(cap),
+            limit_packets: Some(100),
+            ..EmuConfig::default()
+        };
+        let ms = |x: u64| Duration::from_millis(x).as_nanos();
+        let (mut l, out) = departures(cfg, Instant(ms(5)), 5, 1000);
+        assert_eq!(out, vec![ms(6), ms(7), ms(8), ms(16), ms(24)]);
+        l.check().unwrap();
+        l.reconfigure(EmuConfig {
+            rate_bps: Some(8_000_000),
+            ..EmuConfig::default()
+        })
+        .unwrap();
+        let mut pool = Pool::new(4, 0);
+        let (mut rng, mut dropped) = (Rng::new(1), Vec::new());
+        let mut cx = Ctx::new(Instant(ms(30)), &mut pool, &mut rng, &mut dropped);
+        let p = pkt(cx.pool, 1000);
+        l.enqueue(p, &mut cx).unwrap();
+        assert_eq!(l.next_wakeup(), Some(Instant(ms(31))));
+    }
+
+    /// A Mahimahi trace through the whole link: opportunities at 1, 1, 3 ms (period
+    /// 3 ms) from the first frame's arrival; four full frames leave at +1, +1, +3, +4 ms,
+    /// and a 20 ms delay follows each.
+    #[test]
+    fn a_trace_paces_the_link_by_its_opportunities() {
+        let cap = crate::emulate::Capacity::parse_trace("1\n1\n3\n").unwrap();
+        let cfg = EmuConfig {
+            capacity: Some(cap),
+            delay: Duration::from_millis(20),
+            ..EmuConfig::default()
+        };
+        let t0 = Duration::from_millis(100).as_nanos();
+        let (_, out) = departures(cfg, Instant(t0), 4, 1500);
+        let ms: Vec<u64> = out.iter().map(|t| (t - t0) / 1_000_000).collect();
+        assert_eq!(ms, vec![21, 21, 23, 24]);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! | `dist.rs` | [`Jitter`]: delay-jitter distributions (uniform, normal, Pareto, NIST Net paretonormal) |
 //! | `loss.rs` | [`LossModel`] / [`Loss`]: Bernoulli, periodic, Gilbert–Elliott; frame corruption |
 //! | `link.rs` | [`EmuLink`]: one emulated link (loss → queue → serialiser → delay line) |
+//! | `capacity.rs` | [`Capacity`]: a rate that changes over time (a schedule, a Mahimahi trace) |
 //! | `mod.rs` | [`EmuConfig`] + [`EmuConfig::validate`], [`EmuError`], [`Emulator`] |
 //!
 //! [`Emulator`] holds several [`EmuLink`]s ("profiles") and sends each packet to the
@@ -36,11 +37,13 @@
 //! profiles; no allocation per packet; no panic on any input (an out-of-range profile in
 //! [`Emulator::enqueue_to`] is refused with [`DropCause::Policy`]).
 
+pub mod capacity;
 pub mod dist;
 pub mod link;
 pub mod loss;
 pub mod spec;
 
+pub use capacity::Capacity;
 pub use dist::Jitter;
 pub use link::{EmuCounters, EmuLink, OVERHEAD_ETHERNET, OVERHEAD_FCS};
 pub use loss::{Loss, LossModel};
@@ -65,6 +68,8 @@ pub enum EmuError {
     TooLong { what: &'static str, ns: u64 },
     #[error("emulate: rate must be at least 8 bit/s (got {0} bit/s)")]
     RateTooLow(u64),
+    #[error("emulate: a fixed rate and a rate schedule or trace: give one")]
+    RateAndCapacity,
     #[error("emulate: overhead must be within +-{max} bytes (got {0})", max = EmuConfig::MAX_OVERHEAD)]
     Overhead(i32),
     #[error("emulate: mtu must be in 1..={max} bytes (got {0})", max = MAX_FRAME)]
@@ -95,8 +100,12 @@ pub(crate) fn check_prob(what: &'static str, value: f64) -> Result<(), EmuError>
 /// transparent link).
 #[derive(Clone, Debug, PartialEq)]
 pub struct EmuConfig {
-    /// Link rate in bit/s (>= 8); `None` = infinitely fast (no serialisation, no queue).
+    /// Link rate in bit/s (>= 8); `None` = infinitely fast (no serialisation, no queue),
+    /// unless `capacity` is set.
     pub rate_bps: Option<u64>,
+    /// A rate that changes over time (a schedule or a delivery trace) instead of
+    /// `rate_bps` (not both).
+    pub capacity: Option<Capacity>,
     /// Bytes added to each frame's `Meta::len` for serialisation (±4096). Default 0;
     /// [`OVERHEAD_FCS`] = 4, [`OVERHEAD_ETHERNET`] = 24.
     pub overhead: i32,
@@ -124,6 +133,7 @@ impl Default for EmuConfig {
     fn default() -> Self {
         EmuConfig {
             rate_bps: None,
+            capacity: None,
             overhead: 0,
             mtu: Self::DEFAULT_MTU,
             delay: Duration::ZERO,
@@ -147,9 +157,16 @@ impl EmuConfig {
     /// Largest `delay` and jitter width.
     pub const MAX_DELAY: Duration = Duration(dist::MAX_DELAY_NS);
 
-    /// The bandwidth-delay product `rate × delay / 8` in bytes, when both are given.
+    /// The rate the queue is sized by: `rate_bps`, or a varying capacity's peak.
+    pub fn sizing_bps(&self) -> Option<u64> {
+        self.rate_bps
+            .or(self.capacity.as_ref().map(Capacity::peak_bps))
+    }
+
+    /// The bandwidth-delay product `rate × delay / 8` in bytes, when both are given (a
+    /// varying capacity counts at its peak).
     pub fn bdp_bytes(&self) -> Option<u64> {
-        let bps = self.rate_bps?;
+        let bps = self.sizing_bps()?;
         if self.delay.0 == 0 {
             return None;
         }
@@ -169,7 +186,7 @@ impl EmuConfig {
                 self.limit_bytes.unwrap_or(Limits::UNLIMITED_BYTES),
             );
         }
-        match (self.rate_bps, self.bdp_bytes()) {
+        match (self.sizing_bps(), self.bdp_bytes()) {
             (Some(_), Some(bdp)) => {
                 Limits::new(Limits::UNLIMITED_PACKETS, bdp.max(2 * self.mtu as u64))
             }
@@ -182,6 +199,7 @@ impl EmuConfig {
     /// corruption).
     pub fn is_transparent(&self) -> bool {
         self.rate_bps.is_none()
+            && self.capacity.is_none()
             && self.delay.0 == 0
             && self.jitter.is_none()
             && self.loss == LossModel::None
@@ -194,6 +212,9 @@ impl EmuConfig {
         if let Some(bps) = self.rate_bps {
             if bps < 8 {
                 return Err(EmuError::RateTooLow(bps));
+            }
+            if self.capacity.is_some() {
+                return Err(EmuError::RateAndCapacity);
             }
         }
         if self.overhead.abs() > Self::MAX_OVERHEAD {

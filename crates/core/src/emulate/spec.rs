@@ -159,12 +159,44 @@ pub fn describe_loss(m: &LossModel) -> String {
     }
 }
 
+/// A rate schedule as `weir emu --rate-schedule` writes it: `TIME=RATE` points separated
+/// by commas, e.g. `0s=8Mbit,30s=2Mbit` (the policy writes `[["0s", "8Mbit"], …]`).
+pub fn parse_schedule(s: &str) -> Result<super::Capacity, String> {
+    let mut points = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (t, r) = part
+            .split_once('=')
+            .ok_or_else(|| format!("'{part}': expected TIME=RATE, e.g. 30s=2Mbit"))?;
+        let t = crate::units::parse_duration(t.trim()).map_err(|e| format!("'{part}': {e}"))?;
+        let r = crate::units::parse_rate(r.trim()).map_err(|e| format!("'{part}': {e}"))?;
+        points.push((t, r));
+    }
+    super::Capacity::schedule(points)
+}
+
 /// One line describing a whole emulated link (what `weir check` and `weir emu` print).
 pub fn describe(c: &EmuConfig) -> String {
     if c.is_transparent() {
         return "transparent".into();
     }
     let mut parts = Vec::new();
+    match &c.capacity {
+        Some(cap @ super::Capacity::Schedule(p)) => parts.push(format!(
+            "rate schedule of {} points ({} to {}, mean {} up to the last)",
+            p.len(),
+            fmt_rate(p.iter().map(|x| x.1).min().unwrap_or(0)),
+            fmt_rate(cap.peak_bps()),
+            fmt_rate(cap.mean_bps())
+        )),
+        Some(cap @ super::Capacity::Trace(ms)) => parts.push(format!(
+            "trace of {} opportunities over {} ms (mean {}, peak {})",
+            ms.len(),
+            ms.last().unwrap_or(&0),
+            fmt_rate(cap.mean_bps()),
+            fmt_rate(cap.peak_bps())
+        )),
+        None => {}
+    }
     if let Some(r) = c.rate_bps {
         let mut s = format!("rate {}", fmt_rate(r));
         if c.overhead != 0 {
@@ -334,5 +366,31 @@ mod tests {
         assert!(d.contains("loss random 1%"), "{d}");
         assert!(d.contains("bandwidth-delay product"), "{d}");
         assert_eq!(describe(&EmuConfig::default()), "transparent");
+    }
+
+    #[test]
+    fn parses_a_command_line_schedule() {
+        let c = parse_schedule("0s=8Mbit, 30s=2Mbit,60s=8Mbit").unwrap();
+        let want = vec![
+            (0, 8_000_000),
+            (30_000_000_000, 2_000_000),
+            (60_000_000_000, 8_000_000),
+        ];
+        assert_eq!(c, super::super::Capacity::schedule(want).unwrap());
+        assert!(parse_schedule("0s:8Mbit")
+            .unwrap_err()
+            .contains("expected TIME=RATE"));
+        assert!(parse_schedule("0s=8Mbps")
+            .unwrap_err()
+            .contains("'0s=8Mbps'"));
+        assert!(parse_schedule("").unwrap_err().contains("at least one"));
+        let d = describe(&EmuConfig {
+            capacity: Some(c),
+            ..EmuConfig::default()
+        });
+        assert!(
+            d.contains("rate schedule of 3 points (2Mbit to 8Mbit, mean 5Mbit"),
+            "{d}"
+        );
     }
 }

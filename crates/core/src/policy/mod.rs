@@ -411,12 +411,23 @@ const DEFAULT_FLOW_LIMIT: u32 = PfqConfig::DEFAULT.flow_limit;
 const DEFAULT_BUCKETS: u32 = PfqConfig::DEFAULT.buckets;
 
 impl Policy {
-    /// Parse and validate policy text; `file` is used in messages.
+    /// Parse and validate policy text; `file` is used in messages. Files the policy names
+    /// (an emulator's `trace`) cannot be read: use [`Policy::load`] for those.
     pub fn parse(file: &str, text: &str) -> Result<Policy, PolicyErrors> {
+        Self::parse_in(file, text, None)
+    }
+
+    /// [`Policy::parse`], reading the files the policy names relative to `dir`.
+    pub fn parse_in(
+        file: &str,
+        text: &str,
+        dir: Option<&std::path::Path>,
+    ) -> Result<Policy, PolicyErrors> {
         let raw: RawPolicy = toml::from_str(text).map_err(|e| toml_error(file, text, e))?;
         let mut src = Src {
             file,
             text,
+            dir,
             errors: vec![],
             warnings: vec![],
         };
@@ -444,7 +455,8 @@ impl Policy {
                 msg: format!("cannot read policy: {e}"),
             }])
         })?;
-        Self::parse(&name, &text)
+        let dir = path.parent().unwrap_or(std::path::Path::new("."));
+        Self::parse_in(&name, &text, Some(dir))
     }
 
     /// The same policy with another technique preset (what the testbed compares).

@@ -81,6 +81,7 @@ pub(super) struct RawEmulate {
     pub(super) corrupt: Option<Spanned<Value>>,
     pub(super) limit: Option<Spanned<Value>>,
     pub(super) direction: Option<Spanned<String>>,
+    pub(super) trace: Option<Spanned<String>>,
     pub(super) description: Option<String>,
 }
 
@@ -180,6 +181,9 @@ pub(super) struct RawRule {
 pub(super) struct Src<'a> {
     pub(super) file: &'a str,
     pub(super) text: &'a str,
+    /// The directory of the policy file, where files it names (`trace`) are read; `None`
+    /// for policy text that came from no file.
+    pub(super) dir: Option<&'a std::path::Path>,
     pub(super) errors: Vec<PolicyError>,
     pub(super) warnings: Vec<PolicyError>,
 }
@@ -311,6 +315,7 @@ pub(super) fn toml_error(file: &str, text: &str, e: toml::de::Error) -> PolicyEr
     let src = Src {
         file,
         text,
+        dir: None,
         errors: vec![],
         warnings: vec![],
     };

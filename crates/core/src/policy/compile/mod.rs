@@ -716,7 +716,20 @@ fn compile_emulators(
             ..EmuConfig::default()
         };
         if let Some(v) = &e.rate {
-            cfg.rate_bps = parse_with(src, "rate", v, units::parse_rate);
+            match v.get_ref() {
+                Value::Array(points) => cfg.capacity = rate_schedule(src, v, points),
+                _ => cfg.rate_bps = parse_with(src, "rate", v, units::parse_rate),
+            }
+        }
+        if let Some(t) = &e.trace {
+            if e.rate.is_some() {
+                src.err(
+                    t.span(),
+                    "`trace` and `rate` both set the link's rate: give one",
+                );
+            } else {
+                cfg.capacity = read_trace(src, t);
+            }
         }
         if let Some(o) = &e.overhead {
             match i32::try_from(*o.get_ref()) {
@@ -819,4 +832,63 @@ pub(super) fn session_warnings(p: &Policy) -> Vec<PolicyError> {
 /// Default bucket depth: one MTU plus 1 ms at the rate (tc's `rate/HZ + mtu`).
 pub(super) fn burst_for(rate: u64, mtu: u32) -> u32 {
     (mtu as u64 + rate / 8 / 1000).min(u32::MAX as u64 / 4) as u32
+}
+
+/// `rate = [["0s", "8Mbit"], ["30s", "2Mbit"], …]`: a rate schedule.
+fn rate_schedule(
+    src: &mut Src<'_>,
+    v: &Spanned<Value>,
+    points: &[Value],
+) -> Option<emulate::Capacity> {
+    let mut out = Vec::with_capacity(points.len());
+    for p in points {
+        let pair = p.as_array().filter(|a| a.len() == 2);
+        let parsed = pair.and_then(|a| {
+            let t = a[0].as_str().map(units::parse_duration)?;
+            let r = a[1].as_str().map(units::parse_rate)?;
+            Some((t, r))
+        });
+        match parsed {
+            Some((Ok(t), Ok(r))) => out.push((t, r)),
+            Some((Err(e), _)) | Some((_, Err(e))) => {
+                src.err(v.span(), format!("`rate` schedule point {p}: {e}"));
+                return None;
+            }
+            None => {
+                src.err(
+                    v.span(),
+                    format!("`rate` schedule point {p}: expected [\"TIME\", \"RATE\"], e.g. [\"30s\", \"2Mbit\"]"),
+                );
+                return None;
+            }
+        }
+    }
+    emulate::Capacity::schedule(out)
+        .map_err(|e| src.err(v.span(), format!("`rate`: {e}")))
+        .ok()
+}
+
+/// `trace = "FILE"`: a Mahimahi delivery trace, read relative to the policy's directory.
+fn read_trace(src: &mut Src<'_>, t: &Spanned<String>) -> Option<emulate::Capacity> {
+    let Some(dir) = src.dir else {
+        src.err(
+            t.span(),
+            "`trace`: this policy came from no file, so the trace cannot be read (give the policy as a file)",
+        );
+        return None;
+    };
+    let path = dir.join(t.get_ref());
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) => {
+            src.err(
+                t.span(),
+                format!("`trace`: cannot read {}: {e}", path.display()),
+            );
+            return None;
+        }
+    };
+    emulate::Capacity::parse_trace(&text)
+        .map_err(|e| src.err(t.span(), format!("`trace` {}: {e}", path.display())))
+        .ok()
 }
