@@ -37,6 +37,18 @@ impl Instant {
     pub fn saturating_sub(self, d: Duration) -> Instant {
         Instant(self.0.saturating_sub(d.0))
     }
+    /// The next deadline of a periodic timer whose deadline was `self` and that ran at
+    /// `now` (not before `self`): one `period` after this deadline, or one after `now` if
+    /// the run came a whole period or more late (missed ticks are not made up).
+    #[inline]
+    pub fn next_tick(self, period: Duration, now: Instant) -> Instant {
+        let next = self + period;
+        if next > now {
+            next
+        } else {
+            now + period
+        }
+    }
 }
 
 impl Duration {
@@ -134,5 +146,16 @@ mod tests {
         assert_eq!(Duration::from_millis(5).as_nanos(), 5_000_000);
         assert_eq!(b.saturating_sub(Duration(4)), a);
         assert_eq!(a.saturating_sub(Duration(9)), Instant::ZERO);
+    }
+
+    /// A 10-unit timer due at 10: run on time, next at 20; run at 19, still 20; run at
+    /// 20 or later (a whole period late), a period after the run.
+    #[test]
+    fn next_tick_keeps_the_phase_unless_a_period_late() {
+        let p = Duration(10);
+        assert_eq!(Instant(10).next_tick(p, Instant(10)), Instant(20));
+        assert_eq!(Instant(10).next_tick(p, Instant(19)), Instant(20));
+        assert_eq!(Instant(10).next_tick(p, Instant(20)), Instant(30));
+        assert_eq!(Instant(10).next_tick(p, Instant(55)), Instant(65));
     }
 }

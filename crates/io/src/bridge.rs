@@ -700,7 +700,8 @@ impl Bridge {
     }
 
     fn publish(&mut self, now: Instant, start: Instant) {
-        if let Some(a) = self.device.adapt() {
+        let adapt = self.device.adapt();
+        if let Some(a) = &adapt {
             if a.fallback != self.adapt_fallback {
                 self.adapt_fallback = a.fallback;
                 if a.fallback {
@@ -754,7 +755,7 @@ impl Bridge {
             },
             connections: self.device.connection_stats(),
             admission: self.device.admission_report(),
-            adapt: self.device.adapt(),
+            adapt,
             wake: &self.wake,
             outbound: LaneDoc {
                 lane: &self.out.stats,

@@ -249,10 +249,7 @@ impl Postgate {
             c.last = Some((s.backlog, s.dropped_total));
             c.active = s.active || s.backlog > 0;
         }
-        self.next_sample = (self.next_sample + self.cfg.sample).max(now);
-        if self.next_sample == now {
-            self.next_sample = now + self.cfg.sample;
-        }
+        self.next_sample = self.next_sample.next_tick(self.cfg.sample, now);
         true
     }
 
@@ -284,15 +281,16 @@ impl Postgate {
     /// Eqs. 6-10 over the active classes.
     fn adjust_weights(&mut self) {
         let cfg = &self.cfg;
-        let n_delta = cfg.line_bps as f64 / (8.0 * cfg.mtu as f64) * cfg.delta.as_secs_f64();
-        let scale = 2.0 * n_delta / cfg.delta.as_secs_f64() * cfg.p as f64; // 2Np
+        // N: the line's rate in MTU packets per second
+        let n = cfg.line_bps as f64 / (8.0 * cfg.mtu as f64);
+        let (n_delta, two_n_p) = (n * cfg.delta.as_secs_f64(), 2.0 * n * cfg.p as f64);
         let sum0: f64 = self.classes.iter().map(|c| c.phi0).sum();
         let proposed: Vec<Option<f64>> = self
             .classes
             .iter()
             .map(|c| {
                 c.active
-                    .then(|| proposed_weight(c.phi, c.phi0, c.burst, n_delta, scale))
+                    .then(|| proposed_weight(c.phi, c.phi0, c.burst, n_delta, two_n_p))
             })
             .collect();
         let (mut up, mut down, mut total) = (0.0, 0.0, 0.0);

@@ -138,16 +138,26 @@ impl fmt::Display for AdaptSnapshot {
     }
 }
 
+/// A leaf class the controller sets.
+struct Leaf {
+    name: String,
+    id: ClassId,
+    /// The policy's ceil, bit/s, and (burst, cburst), bytes.
+    ceil: u64,
+    bursts: (u32, u32),
+    /// Bytes the class had received at the last sample (activity).
+    received: u64,
+    /// The assured rate set last, bit/s.
+    applied: u64,
+}
+
 /// See the module comment.
 pub(super) struct Adapt {
     def: AdaptDef,
     pg: Postgate,
-    /// The root's name and (burst, cburst); each controlled leaf's name, ceil (bit/s) and
-    /// (burst, cburst).
-    root: (String, (u32, u32)),
-    leaves: Vec<(String, u64, (u32, u32))>,
-    /// Shaper ids of root and leaves, resolved at the first use.
-    ids: Option<(ClassId, Vec<ClassId>)>,
+    /// The root class (the shaped link): its id and (burst, cburst).
+    root: (ClassId, (u32, u32)),
+    leaves: Vec<Leaf>,
     overhead: i32,
     mac: MacAddr,
     target_mac: Option<MacAddr>,
@@ -159,28 +169,49 @@ pub(super) struct Adapt {
     /// than the driver's (`weir run` builds it at `Instant::ZERO`).
     started: bool,
     fallback: bool,
-    /// Each leaf's bytes received at the last sample (activity).
-    received: Vec<u64>,
-    applied: Vec<u64>,
     counters: AdaptCounters,
 }
 
 impl Adapt {
-    pub(super) fn new(def: &AdaptDef, policy: &Policy, now: Instant) -> Result<Adapt, String> {
+    /// The controller of `def` (from `policy`) over the shaper of `lanes`' shaped
+    /// direction.
+    pub(super) fn new(
+        def: &AdaptDef,
+        policy: &Policy,
+        lanes: &[Lane; 2],
+        now: Instant,
+    ) -> Result<Adapt, String> {
         let pg = Postgate::new(def.postgate.clone(), now)?;
+        let sched = lanes[dir_index(def.shaped)]
+            .pipe
+            .as_ref()
+            .and_then(|p| p.shaper())
+            .ok_or("[adapt]: the shaped direction has no shaper")?;
+        let id = |name: &str| {
+            sched
+                .class_id(name)
+                .ok_or_else(|| format!("[adapt]: the shaper has no class '{name}'"))
+        };
         let root = &policy.classes[0];
+        let leaves = def
+            .classes
+            .iter()
+            .map(|&i| {
+                let c = &policy.classes[i];
+                Ok(Leaf {
+                    name: c.name.clone(),
+                    id: id(&c.name)?,
+                    ceil: c.ceil,
+                    bursts: (c.burst, c.cburst),
+                    received: 0,
+                    applied: 0,
+                })
+            })
+            .collect::<Result<_, String>>()?;
         let s = def.source.octets();
         Ok(Adapt {
-            root: (root.name.clone(), (root.burst, root.cburst)),
-            leaves: def
-                .classes
-                .iter()
-                .map(|&i| {
-                    let c = &policy.classes[i];
-                    (c.name.clone(), c.ceil, (c.burst, c.cburst))
-                })
-                .collect(),
-            ids: None,
+            root: (id(&root.name)?, (root.burst, root.cburst)),
+            leaves,
             overhead: policy.overhead,
             mac: MacAddr([0x02, 0x77, s[0], s[1], s[2], s[3]]),
             target_mac: None,
@@ -190,8 +221,6 @@ impl Adapt {
             last_reply: now,
             started: false,
             fallback: false,
-            received: vec![0; def.classes.len()],
-            applied: vec![0; def.classes.len()],
             counters: AdaptCounters::default(),
             def: def.clone(),
             pg,
@@ -204,9 +233,10 @@ impl Adapt {
         &self,
         def: &AdaptDef,
         policy: &Policy,
+        lanes: &[Lane; 2],
         now: Instant,
     ) -> Result<Adapt, String> {
-        let mut a = Adapt::new(def, policy, now)?;
+        let mut a = Adapt::new(def, policy, lanes, now)?;
         if def.target == self.def.target {
             a.target_mac = self.target_mac;
         }
@@ -242,10 +272,7 @@ impl Adapt {
             self.pg.start(now);
         }
         if now >= self.next_probe {
-            self.next_probe = (self.next_probe + self.def.interval).max(now);
-            if self.next_probe == now {
-                self.next_probe = now + self.def.interval;
-            }
+            self.next_probe = self.next_probe.next_tick(self.def.interval, now);
             self.probe(&mut lanes[1 - shaped], cx);
         }
         if now >= self.pg.next_sample() {
@@ -299,17 +326,13 @@ impl Adapt {
         let Some(sched) = lane.pipe.as_ref().and_then(|p| p.shaper()) else {
             return Vec::new();
         };
-        let ids = self
-            .ids
-            .get_or_insert_with(|| resolve(sched, &self.root.0, &self.leaves));
-        ids.1
-            .iter()
-            .zip(&mut self.received)
-            .map(|(&c, received)| {
-                let (stats, backlog) = (sched.queue_stats(c), sched.backlog(c).1);
+        self.leaves
+            .iter_mut()
+            .map(|l| {
+                let (stats, backlog) = (sched.queue_stats(l.id), sched.backlog(l.id).1);
                 let got = stats.map_or(0, |s| s.received.bytes);
-                let active = got != *received || backlog > 0;
-                *received = got;
+                let active = got != l.received || backlog > 0;
+                l.received = got;
                 ClassSample {
                     backlog,
                     dropped_total: stats.map_or(0, |s| s.dropped().bytes),
@@ -374,33 +397,28 @@ impl Adapt {
         if a.target_ip() != self.def.source {
             return false;
         }
-        match a.operation() {
-            arp::REQUEST => {
-                let reply = ArpSpec::reply_to((self.mac, self.def.source), &a);
-                if a.sender_ip() == self.def.target {
-                    self.target_mac = Some(a.sender_mac());
-                }
-                if let Some(r) = cx.pool.alloc() {
-                    let n = arp::frame(cx.pool.slot_mut(r), &reply);
-                    let other = self.def.shaped.reverse();
-                    if lanes[dir_index(other)].originate_written(r, n, other, cx) {
-                        self.counters.arp_replies_sent += 1;
-                    } else {
-                        self.counters.pool_exhausted += 1;
-                    }
+        let op = a.operation();
+        if op != arp::REQUEST && op != arp::REPLY {
+            return false;
+        }
+        if a.sender_ip() == self.def.target {
+            self.target_mac = Some(a.sender_mac());
+        }
+        if op == arp::REQUEST {
+            let reply = ArpSpec::reply_to((self.mac, self.def.source), &a);
+            if let Some(r) = cx.pool.alloc() {
+                let n = arp::frame(cx.pool.slot_mut(r), &reply);
+                let other = self.def.shaped.reverse();
+                if lanes[dir_index(other)].originate_written(r, n, other, cx) {
+                    self.counters.arp_replies_sent += 1;
                 } else {
                     self.counters.pool_exhausted += 1;
                 }
-                true
+            } else {
+                self.counters.pool_exhausted += 1;
             }
-            arp::REPLY => {
-                if a.sender_ip() == self.def.target {
-                    self.target_mac = Some(a.sender_mac());
-                }
-                true
-            }
-            _ => false,
         }
+        true
     }
 
     /// Set the shaped link's and the controlled leaves' rates from `B` and the weights.
@@ -408,23 +426,25 @@ impl Adapt {
         let Some(sched) = lane.pipe.as_mut().and_then(|p| p.shaper_mut()) else {
             return;
         };
-        let (root, leaves) = self
-            .ids
-            .get_or_insert_with(|| resolve(sched, &self.root.0, &self.leaves))
-            .clone();
         let line = self.def.postgate.line_bps;
-        let link = ((self.pg.rate() * line as f64).round() as u64).max(8);
-        let rate = |bps: u64| Rate::with_overhead(bps, self.overhead);
-        let (b, cb) = self.root.1;
+        let link = self.link_bps().max(8);
+        let overhead = self.overhead;
+        let rate = |bps: u64| Rate::with_overhead(bps, overhead);
+        let (root, (b, cb)) = self.root;
         sched.set_rates(root, rate(link), rate(link), b, cb, now);
         let sum0: f64 = self.def.postgate.weights.iter().sum();
-        for (k, (w, &c)) in self.pg.weights().zip(&leaves).enumerate() {
-            let (_, ceil, (b, cb)) = self.leaves[k];
-            let ceil = ceil.min(link).max(8);
+        for (l, w) in self.leaves.iter_mut().zip(self.pg.weights()) {
+            let ceil = l.ceil.min(link).max(8);
             let assured = ((w / sum0 * line as f64).round() as u64).clamp(8, ceil);
-            sched.set_rates(c, rate(assured), rate(ceil), b, cb, now);
-            self.applied[k] = assured;
+            let (b, cb) = l.bursts;
+            sched.set_rates(l.id, rate(assured), rate(ceil), b, cb, now);
+            l.applied = assured;
         }
+    }
+
+    /// `B × line`, bit/s.
+    fn link_bps(&self) -> u64 {
+        (self.pg.rate() * self.def.postgate.line_bps as f64).round() as u64
     }
 
     pub(super) fn snapshot(&self) -> AdaptSnapshot {
@@ -435,7 +455,7 @@ impl Adapt {
             target: self.def.target.to_string(),
             target_mac: self.target_mac.map(|m| m.to_string()),
             rate_fraction: self.pg.rate(),
-            rate_bps: (self.pg.rate() * line as f64).round() as u64,
+            rate_bps: self.link_bps(),
             line_bps: line,
             delay_ms: self.pg.delay().map(ms),
             min_rtt_ms: self.pg.min_rtt().map(|d| ms(d.as_secs_f64())),
@@ -444,28 +464,18 @@ impl Adapt {
                 .leaves
                 .iter()
                 .zip(self.pg.weights().zip(self.pg.burst_indices()))
-                .zip(self.def.postgate.weights.iter().zip(&self.applied))
-                .map(|(((name, ..), (w, b)), (&w0, &rate))| AdaptClass {
-                    name: name.clone(),
+                .zip(&self.def.postgate.weights)
+                .map(|((l, (w, b)), &w0)| AdaptClass {
+                    name: l.name.clone(),
                     initial_weight: w0,
                     weight: w,
                     burst_index: b,
-                    rate_bps: rate,
+                    rate_bps: l.applied,
                 })
                 .collect(),
             counters: self.counters,
         }
     }
-}
-
-fn resolve(
-    sched: &crate::sched::linkshare::LinkShare,
-    root: &str,
-    leaves: &[(String, u64, (u32, u32))],
-) -> (ClassId, Vec<ClassId>) {
-    // the compiler built the tree from the same policy: every name is there
-    let id = |n: &str| sched.class_id(n).unwrap_or(0);
-    (id(root), leaves.iter().map(|(n, ..)| id(n)).collect())
 }
 
 /// Counted frames the controller consumed.

@@ -111,13 +111,20 @@ impl Lane {
             cx.pool.free(pkt);
             return false;
         };
-        let m = cx.pool.meta_mut(pkt);
-        m.len = n as u32;
-        m.arrival = cx.now;
-        m.dir = dir;
-        self.originated.add(n as u32);
-        self.originate.push_back(cx.pool, pkt);
+        cx.pool.meta_mut(pkt).len = n as u32;
+        self.push_originated(pkt, dir, cx);
         true
+    }
+
+    /// Queue `pkt` (its `len` set), which the engine emits, to leave in `dir`, this
+    /// lane's direction, ahead of everything; counted as originated.
+    fn push_originated(&mut self, pkt: PktId, dir: Direction, cx: &mut Ctx<'_>) {
+        let m = cx.pool.meta_mut(pkt);
+        m.dir = dir;
+        m.arrival = cx.now;
+        let len = m.len;
+        self.originated.add(len);
+        self.originate.push_back(cx.pool, pkt);
     }
 
     fn new(pipe: Option<Pipeline>) -> Lane {
@@ -259,8 +266,12 @@ impl Device {
         if admission.is_some() && conns.is_none() {
             return Err("admission control needs the connection table".into());
         }
+        let lanes = [Lane::new(outbound), Lane::new(inbound)];
+        let adapt = adapt
+            .map(|(def, policy, now)| adapt::Adapt::new(def, policy, &lanes, now))
+            .transpose()?;
         Ok(Device {
-            lanes: [Lane::new(outbound), Lane::new(inbound)],
+            lanes,
             overhead,
             source,
             generation: 1,
@@ -268,9 +279,7 @@ impl Device {
             mss,
             tcr: tcr.map(Tcr::new),
             admission: admission.map(Admission::new),
-            adapt: adapt
-                .map(|(def, policy, now)| adapt::Adapt::new(def, policy, now))
-                .transpose()?,
+            adapt,
         })
     }
 
@@ -358,8 +367,8 @@ impl Device {
             }
         }
         self.adapt = match (&policy.adapt, &self.adapt) {
-            (Some(def), Some(a)) => Some(a.reconfigured(def, policy, cx.now)?),
-            (Some(def), None) => Some(adapt::Adapt::new(def, policy, cx.now)?),
+            (Some(def), Some(a)) => Some(a.reconfigured(def, policy, &self.lanes, cx.now)?),
+            (Some(def), None) => Some(adapt::Adapt::new(def, policy, &self.lanes, cx.now)?),
             (None, _) => None,
         };
         self.source = policy.file.clone();
@@ -519,13 +528,7 @@ impl Device {
     /// A packet the engine emits itself in `dir` (its frame already in `pkt`): sent before
     /// anything else due in that direction.
     pub fn originate(&mut self, dir: Direction, pkt: PktId, cx: &mut Ctx<'_>) {
-        let m = cx.pool.meta_mut(pkt);
-        m.dir = dir;
-        m.arrival = cx.now;
-        let len = m.len;
-        let lane = &mut self.lanes[dir_index(dir)];
-        lane.originated.add(len);
-        lane.originate.push_back(cx.pool, pkt);
+        self.lanes[dir_index(dir)].push_originated(pkt, dir, cx);
     }
 
     /// The adaptive controller's state (`None`: the policy has no `[adapt]`).
