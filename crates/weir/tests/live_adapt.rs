@@ -8,17 +8,9 @@
 
 mod common;
 
-use common::{wait_for, KillOnDrop, TempDir, ROOT, WEIR};
-use std::process::{Command, Stdio};
+use common::{in_ns, start_weir, TempDir};
 use std::time::Duration;
-use weir_lab::topo::{skip_unless_root, BridgeTopo, Netns};
-
-fn in_ns(ns: &Netns, argv: &[&str]) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns.name()]).args(argv);
-    c.current_dir(ROOT);
-    c
-}
+use weir_lab::topo::{skip_unless_root, BridgeTopo};
 
 /// The adapt section of the running weir's statistics.
 fn adapt(sock: &std::path::Path) -> serde_json::Value {
@@ -81,17 +73,7 @@ floor = "40%"
     )
     .unwrap();
     let sock = dir.0.join("weir.sock");
-    let mut argv = vec![WEIR, "run", "--policy", policy.to_str().unwrap()];
-    argv.extend_from_slice(&["--lan", &t.dut_lan, "--wan", &t.dut_wan, "--json"]);
-    argv.extend_from_slice(&["--stats-socket", sock.to_str().unwrap()]);
-    let w = KillOnDrop(Some(
-        in_ns(&t.dut, &argv)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    ));
-    wait_for(&sock, Duration::from_secs(5), "weir did not start");
+    let w = start_weir(&t, &["run", "--policy", policy.to_str().unwrap()], &sock);
 
     // rcv answers weir's ARP request, then its probes
     std::thread::sleep(Duration::from_millis(1500));

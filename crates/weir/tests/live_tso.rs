@@ -7,11 +7,11 @@
 
 mod common;
 
-use common::{wait_for, KillOnDrop, ROOT, WEIR};
+use common::{in_ns, start_weir, KillOnDrop};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use weir_io::ethtool::get_offloads;
-use weir_lab::topo::{skip_unless_root, BridgeTopo, Netns};
+use weir_lab::topo::{skip_unless_root, BridgeTopo};
 /// The two tests measure rates: one at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -28,29 +28,6 @@ fn have_iperf3(test: &str) -> bool {
     );
     eprintln!("SKIP: {test}: iperf3 not installed (apt-get install iperf3, or run scripts/test)");
     false
-}
-
-fn in_ns(ns: &Netns, argv: &[&str]) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns.name()]).args(argv);
-    c.current_dir(ROOT);
-    c
-}
-
-/// Start weir (`args` after the binary) in the DUT namespace; wait for its stats socket.
-fn start_weir(t: &BridgeTopo, args: &[&str], sock: &std::path::Path) -> KillOnDrop {
-    let mut argv = vec![WEIR];
-    argv.extend_from_slice(args);
-    argv.extend_from_slice(&["--lan", &t.dut_lan, "--wan", &t.dut_wan, "--json"]);
-    argv.extend_from_slice(&["--stats-socket", sock.to_str().unwrap()]);
-    let child = in_ns(&t.dut, &argv)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let g = KillOnDrop(Some(child));
-    wait_for(sock, Duration::from_secs(5), "weir did not start");
-    g
 }
 
 /// SIGTERM weir and return its JSON report.

@@ -1,6 +1,7 @@
 //! What the `weir` command's live tests share: running the binary, a child process that
 //! is killed if a test ends early, stopping a child with SIGTERM, waiting for a socket, a
-//! directory removed at the end.
+//! directory removed at the end, a command in a namespace, weir started between a
+//! bridge topology's two hosts.
 #![allow(dead_code)] // each test binary uses its own part
 
 use std::path::Path;
@@ -82,4 +83,29 @@ pub fn wait_for(path: &Path, limit: Duration, what: &str) {
         assert!(Instant::now() < deadline, "{what}");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// `argv` run in namespace `ns` (`ip netns exec`), from the repository's root.
+pub fn in_ns(ns: &weir_lab::topo::Netns, argv: &[&str]) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns.name()]).args(argv);
+    c.current_dir(ROOT);
+    c
+}
+
+/// Start weir (`args` after the binary) in `t`'s DUT namespace between its two hosts,
+/// with `--json` and its statistics socket at `sock`; wait for the socket.
+pub fn start_weir(t: &weir_lab::topo::BridgeTopo, args: &[&str], sock: &Path) -> KillOnDrop {
+    let mut argv = vec![WEIR];
+    argv.extend_from_slice(args);
+    argv.extend_from_slice(&["--lan", &t.dut_lan, "--wan", &t.dut_wan, "--json"]);
+    argv.extend_from_slice(&["--stats-socket", sock.to_str().unwrap()]);
+    let child = in_ns(&t.dut, &argv)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let g = KillOnDrop(Some(child));
+    wait_for(sock, Duration::from_secs(5), "weir did not start");
+    g
 }
