@@ -1,6 +1,6 @@
 //! Invalid policies are rejected with `file:line:col` and a specific message.
 
-use weir_core::policy::Policy;
+use weir_core::policy::{AdaptMode, Policy};
 
 /// Parse `text` and return the rendered errors (panics if it is accepted).
 fn errors(text: &str) -> Vec<String> {
@@ -258,8 +258,11 @@ fn adapt_errors_are_located() {
     let good = "mode = \"postgate\"\ntarget = \"10.0.0.1\"\nsource = \"10.0.0.254\"\n";
     let p = Policy::parse("p.toml", &format!("{head}{good}")).unwrap();
     let a = p.adapt.as_ref().unwrap();
-    assert_eq!(a.postgate.weights, vec![0.5]);
-    assert_eq!((a.postgate.p, a.postgate.line_bps), (100, 8_000_000));
+    let AdaptMode::Postgate(pg) = &a.mode else {
+        panic!("{a:?}")
+    };
+    assert_eq!(pg.weights, vec![0.5]);
+    assert_eq!((pg.p, pg.line_bps), (100, 8_000_000));
 
     let errs = errors(&format!("{head}{good}intervl = \"5ms\"\n"));
     has(&errs, "p.toml:12:1:");
@@ -268,7 +271,7 @@ fn adapt_errors_are_located() {
         "{head}mode = \"magic\"\ntarget = \"10.0.0.1\"\nsource = \"10.0.0.254\"\n"
     ));
     has(&errs, "p.toml:9:8:");
-    has(&errs, "'magic' is not one of postgate");
+    has(&errs, "'magic' is not one of postgate, autorate");
     let errs = errors(&format!(
         "{head}mode = \"postgate\"\ntarget = \"10.0.0.300\"\nsource = \"10.0.0.1\"\n"
     ));
@@ -296,4 +299,84 @@ fn adapt_errors_are_located() {
     let errs = errors(&format!("{both}{good}"));
     has(&errs, "p.toml:8:1:");
     has(&errs, "set [link] direction to \"inbound\" or \"outbound\"");
+}
+
+/// `[adapt] mode = "autorate"`: defaults, every key checked, the other mode's keys refused.
+#[test]
+fn autorate_errors_are_located() {
+    let head = "[link]\nrate = \"20Mbit\"\ndirection = \"inbound\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"10Mbit\"\n[adapt]\n";
+    let good = "mode = \"autorate\"\nreflectors = [\"10.0.0.1\", \"10.0.0.2\", \"10.0.0.3\"]\nsource = \"10.0.0.254\"\n";
+    let p = Policy::parse("p.toml", &format!("{head}{good}")).unwrap();
+    let a = p.adapt.as_ref().unwrap();
+    let AdaptMode::Autorate(ar) = &a.mode else {
+        panic!("{a:?}")
+    };
+    assert_eq!(
+        (ar.min_bps, ar.base_bps, ar.max_bps),
+        (2_000_000, 20_000_000, 20_000_000)
+    );
+    assert_eq!((ar.reflectors, ar.pingers), (3, 3));
+    assert_eq!(a.interval.as_nanos(), 300_000_000);
+    assert!(
+        p.describe()
+            .contains("adapt autorate: probe 10.0.0.1, 10.0.0.2, 10.0.0.3"),
+        "{}",
+        p.describe()
+    );
+
+    let p = Policy::parse(
+        "p.toml",
+        &format!("{head}{good}floor = \"25%\"\nbase = \"15Mbit\"\npingers = 2\ngateway = \"10.0.0.9\"\ndelay_threshold = \"20ms\"\nhigh_load = 0.8\n"),
+    )
+    .unwrap();
+    let a = p.adapt.as_ref().unwrap();
+    let AdaptMode::Autorate(ar) = &a.mode else {
+        panic!()
+    };
+    assert_eq!(
+        (ar.min_bps, ar.base_bps, ar.pingers),
+        (5_000_000, 15_000_000, 2)
+    );
+    assert_eq!(ar.delay_thr.as_nanos(), 20_000_000);
+    assert_eq!(
+        (ar.up_thr.as_nanos(), ar.down_thr.as_nanos()),
+        (6_666_666, 40_000_000)
+    );
+    assert_eq!(a.gateway, Some("10.0.0.9".parse().unwrap()));
+
+    let errs = errors(&format!("{head}{good}p = 100\n"));
+    has(&errs, "p.toml:12:5:");
+    has(
+        &errs,
+        "`p` belongs to mode = \"postgate\", not \"autorate\"",
+    );
+    let errs = errors(&format!(
+        "{head}mode = \"autorate\"\nsource = \"10.0.0.254\"\n"
+    ));
+    has(&errs, "needs `reflectors`");
+    let errs = errors(&format!(
+        "{head}mode = \"autorate\"\nreflectors = [\"10.0.0.1\", \"10.0.0.1\"]\nsource = \"10.0.0.254\"\n"
+    ));
+    has(&errs, "p.toml:10:27:");
+    has(&errs, "10.0.0.1 is listed twice");
+    let errs = errors(&format!(
+        "{head}mode = \"autorate\"\nreflectors = [\"10.0.0.1\", \"x\"]\nsource = \"10.0.0.254\"\n"
+    ));
+    has(&errs, "'x' is not an IPv4 address");
+    let errs = errors(&format!("{head}{good}pingers = 4\n"));
+    has(&errs, "outside 1..=3");
+    let errs = errors(&format!("{head}{good}delay_threshold = \"0ms\"\n"));
+    has(&errs, "`delay_threshold`: must be above 0");
+    let errs = errors(&format!("{head}{good}high_load = 1.5\n"));
+    has(&errs, "`high_load`: 1.5 is not in (0, 1)");
+    let errs = errors(&format!("{head}{good}base = \"30Mbit\"\n"));
+    has(&errs, "not within the line's 20Mbit");
+    let errs = errors(&format!("{head}{good}base = \"1Mbit\"\n"));
+    has(&errs, "0 < floor <= base <= line");
+    let errs = errors(&format!("{head}{good}source = \"10.0.0.2\"\n"));
+    has(&errs, "duplicate key");
+    let errs = errors(&format!(
+        "{head}mode = \"autorate\"\nreflectors = [\"10.0.0.1\"]\nsource = \"10.0.0.1\"\n"
+    ));
+    has(&errs, "`source` must differ");
 }

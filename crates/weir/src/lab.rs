@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use weir_lab::report::{self, Check};
 use weir_lab::tests::fidelity::{FidelityConfig, FidelityResult};
-use weir_lab::tests::{advanced, aggregates, basic, diffserv, fidelity, robustness, voip};
+use weir_lab::tests::{
+    advanced, aggregates, basic, diffserv, fidelity, postgate, robustness, voip,
+};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -47,6 +49,13 @@ enum LabCmd {
     /// AF reservations of 5 Mbit/s for UDP and TCP; one-way delay and jitter with the
     /// receiver's clock skew estimated from an echo calibration; weir beside the kernel's HTB.
     Diffserv(DiffservArgs),
+    /// Seed 003's simulation (Figs. 3-5): 48 bulk TCP flows in 4 classes and a 300 kbit/s
+    /// CBR from servers through an ADSL line's ATU-C (a weir emulator: 8 Mbit/s, 256-packet
+    /// queue) and the device under test to the clients: none, partition or SFQ at 90 %,
+    /// Postgate, weir's autorate, the kernel's HTB; the ATU-C's queueing delay (read from
+    /// the emulator), utilisation, per-class bandwidth, Postgate's weights; then a line
+    /// whose rate varies (a trace) with static, Postgate and autorate.
+    Postgate(PostgateArgs),
     /// Re-make the tables, plots and HTML report of a result file.
     Report(ReportArgs),
 }
@@ -245,6 +254,46 @@ struct DiffservArgs {
 }
 
 #[derive(clap::Args)]
+struct PostgateArgs {
+    /// CI-sized run: 8 flows in steps of 6 s (30 s) with none, postgate and postgate+tcr;
+    /// a 20 s varying line with none and autorate+tcr.
+    #[arg(long)]
+    quick: bool,
+    /// Devices on the seed's line, comma-separated: none, partition, sfq,
+    /// postgate[:DELTA][+tcr], autorate[:THRESHOLD][+tcr], htb; or paper (none, partition,
+    /// sfq, postgate, autorate, htb).
+    #[arg(long)]
+    devices: Option<String>,
+    /// Devices on the varying line (same forms), or none to skip it.
+    #[arg(long)]
+    varying: Option<String>,
+    /// The ADSL downstream rate (default 8Mbit).
+    #[arg(long)]
+    line: Option<String>,
+    /// Bulk flows per class (paper: 12).
+    #[arg(long)]
+    flows_per_class: Option<usize>,
+    /// Time between two batches of four flows (paper: 10s).
+    #[arg(long, value_parser = crate::sim::dur)]
+    step: Option<weir_core::Duration>,
+    /// When the first batch stops (paper: 350s).
+    #[arg(long, value_parser = crate::sim::dur)]
+    stop_at: Option<weir_core::Duration>,
+    /// Length of the varying-line runs (default 120s).
+    #[arg(long, value_parser = crate::sim::dur)]
+    varying_length: Option<weir_core::Duration>,
+    /// Congestion control of every flow: reno (default, ns-2's), cubic, bbr.
+    #[arg(long, default_value = "reno")]
+    cc: String,
+    /// Exit with status 3 when an acceptance check fails.
+    #[arg(long)]
+    strict: bool,
+    /// Directory for result.json, table.txt, SVG charts, report.html and the trace.
+    #[arg(long, default_value = "weir-lab-postgate")]
+    out: PathBuf,
+}
+
+#[derive(clap::Args)]
 struct FidelityArgs {
     /// A CI-sized run: 64- and 1518-byte frames at 8k and 80k packets/s, one 0.4 s repeat.
     #[arg(long)]
@@ -314,6 +363,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         LabCmd::Voip(v) => run_voip(v),
         LabCmd::Aggregates(a) => run_aggregates(a),
         LabCmd::Diffserv(d) => run_diffserv(d),
+        LabCmd::Postgate(p) => run_postgate(p),
         LabCmd::Report(r) => report(r),
     }
 }
@@ -455,6 +505,12 @@ fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
                 .map_err(|e| anyhow::anyhow!("{}: {e}", a.result.display()))?;
             diffserv::finish(&mut r);
             finish_diffserv(&r, &out, false)
+        }
+        Some("postgate") => {
+            let mut r: postgate::LabResult = serde_json::from_value(v)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", a.result.display()))?;
+            r.checks = postgate::checks(&r.runs, r.config.quick);
+            finish_postgate(&r, &out, false)
         }
         Some("voip") => {
             let mut r: voip::VoipResult = serde_json::from_value(v)
@@ -860,4 +916,71 @@ fn finish_diffserv(
 ) -> anyhow::Result<ExitCode> {
     print!("{}", diffserv::text(r));
     conclude(diffserv::write_outputs(r, out)?, &r.checks, strict)
+}
+
+fn run_postgate(a: PostgateArgs) -> anyhow::Result<ExitCode> {
+    use postgate::{Device, LabConfig};
+    let mut c = if a.quick {
+        LabConfig::quick()
+    } else {
+        LabConfig::paper()
+    };
+    if let Some(d) = &a.devices {
+        c.devices = Device::parse_list(d).map_err(|e| anyhow::anyhow!("--devices: {e}"))?;
+    }
+    if let Some(d) = &a.varying {
+        c.varying = if d.trim() == "none" {
+            Vec::new()
+        } else {
+            Device::parse_list(d).map_err(|e| anyhow::anyhow!("--varying: {e}"))?
+        };
+    }
+    if let Some(l) = &a.line {
+        let bps =
+            weir_core::units::parse_rate(l).map_err(|e| anyhow::anyhow!("--line {l}: {e}"))?;
+        // the varying line keeps its shape relative to the line
+        let old = c.line_bps as f64;
+        c.varying_rates = c
+            .varying_rates
+            .iter()
+            .map(|&r| (r as f64 / old * bps as f64).round() as u64)
+            .collect();
+        c.line_bps = bps;
+    }
+    if let Some(n) = a.flows_per_class {
+        c.flows_per_class = n;
+    }
+    if let Some(s) = a.step {
+        c.step_s = s.as_secs_f64();
+    }
+    if let Some(s) = a.stop_at {
+        c.stop_at_s = s.as_secs_f64();
+    }
+    if let Some(s) = a.varying_length {
+        c.varying_s = s.as_secs_f64();
+    }
+    c.cc = a.cc.clone();
+    // refuse bad settings before asking for root
+    c.validate()?;
+    weir_lab::topo::require_root()?;
+    eprintln!(
+        "weir lab postgate: {} device(s) for {:.0} s, {} on the varying line for {:.0} s (about {:.0} min); outputs in {}",
+        c.devices.len(),
+        c.duration_s(),
+        c.varying.len(),
+        c.varying_s,
+        c.estimate_s() / 60.0,
+        a.out.display()
+    );
+    let r = with_progress(|progress| postgate::run(&c, &a.out, progress))?;
+    finish_postgate(&r, &a.out, a.strict)
+}
+
+fn finish_postgate(
+    r: &postgate::LabResult,
+    out: &std::path::Path,
+    strict: bool,
+) -> anyhow::Result<ExitCode> {
+    print!("{}", postgate::text(r));
+    conclude(postgate::write_outputs(r, out)?, &r.checks, strict)
 }

@@ -1,26 +1,35 @@
-//! The device's adaptive controller (`[adapt]`, seed 003's Postgate): the probes it
-//! emits, the replies and ARP it consumes, the samples it takes of the classes, and the
-//! rates and weights it sets.
+//! The device's adaptive controller (`[adapt]`): seed 003's Postgate ([`Postgate`]) or
+//! the delay-based autorate ([`Autorate`]); the probes it emits, the replies and ARP it
+//! consumes, the samples it takes of the classes, and the rates and weights it sets.
 //!
-//! * **Probes.** Every `interval` an ICMP echo request leaves in the direction opposite
-//!   to the shaped one (towards the line), from `source` (an address no host uses) to
-//!   `target`, identifier 0x7765 ("we"), the sequence number counting up, 56 bytes of
-//!   payload (as `ping`), from the MAC address 02:77 followed by `source`'s four octets
-//!   (locally administered). Until `target`'s MAC address is known (from its ARP reply)
+//! * **Probes.** An ICMP echo request leaves in the direction opposite to the shaped one
+//!   (towards the line), from `source` (an address no host uses) to a target,
+//!   identifier 0x7765 ("we"), the sequence number counting up, 56 bytes of payload (as
+//!   `ping`), from the MAC address 02:77 followed by `source`'s four octets (locally
+//!   administered), to the MAC address of the target's next hop (`gateway` if set, else
+//!   the target itself). Each probed target gets one every `interval`: Postgate probes its
+//!   one target; the autorate its active reflectors round robin, one probe every
+//!   `interval / pingers`. Until the next hop's MAC address is known (from its ARP reply)
 //!   the probe is an ARP request for it instead.
 //! * **Consumed** (never forwarded, counted as `consumed`): in the shaped direction, echo
-//!   replies to `source` with the identifier, ARP requests for `source` (answered in the
-//!   other direction: "source is at 02:77:…") and ARP replies to `source`.
+//!   replies from a target to `source` with the identifier, ARP requests for `source`
+//!   (answered in the other direction: "source is at 02:77:…") and ARP replies to
+//!   `source`.
 //! * **RTT** = the reply's arrival (the kernel's receive timestamp) − when the probe was
 //!   handed out by `poll_transmit`; replies to one of the last 256 probes count, others
 //!   are `stray`.
-//! * **Samples.** Every `sample` period (10 ms) each controlled leaf's backlog, dropped
-//!   bytes and whether it received anything ([`ClassSample`]).
+//! * **Postgate's samples.** Every `sample` period (10 ms) each controlled leaf's
+//!   backlog, dropped bytes and whether it received anything ([`ClassSample`]).
+//! * **The autorate's samples.** Every `load_interval` (200 ms) the bytes the shaped link
+//!   (the root class) has sent; every `health_interval` (1 s) the reflectors' health.
 //! * **Applied**, after every reply: the shaped link (the root class) gets rate = ceil =
-//!   `B × line`; each controlled leaf gets an assured rate of `φ/Σφ_0 × line` and a ceil
-//!   of `min(its own ceil, B × line)`; bursts stay as the policy wrote them.
-//! * **Fallback.** No reply for `timeout` (an unreachable target, replies that stop, ICMP
-//!   rate limiting): `B` = the floor, applied, `fallback` set in the stats, counted; the
+//!   the controller's rate (Postgate: `B × line`). Postgate: each controlled leaf gets an
+//!   assured rate of `φ/Σφ_0 × line`; autorate: each leaf its policy rate scaled by
+//!   `rate / line`. Each leaf's ceil is `min(its own ceil, the link's rate)`; bursts stay
+//!   as the policy wrote them. TCP rate control (`tcr` classes) sizes its windows and
+//!   paces its ACKs by the leaves' assured rates as set.
+//! * **Fallback.** No reply for `timeout` (unreachable targets, replies that stop, ICMP
+//!   rate limiting): the floor rate, applied, `fallback` set in the stats, counted; the
 //!   next reply resumes the controller from the floor.
 //!
 //! Limits: IPv4 only; probes are untagged (no VLAN).
@@ -28,12 +37,14 @@
 use std::net::IpAddr;
 
 use super::{dir_index, Lane};
+use crate::adapt::autorate::Autorate;
 use crate::adapt::postgate::{ClassSample, Postgate};
-use crate::policy::{AdaptDef, Policy};
+use crate::policy::{AdaptDef, AdaptMode, Policy};
 use crate::pool::{Direction, PktId};
 use crate::qdisc::Ctx;
 use crate::rate::Rate;
 use crate::sched::linkshare::ClassId;
+use crate::tcp::tcr::Tcr;
 use crate::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -60,50 +71,85 @@ pub struct AdaptCounters {
     pub fallbacks: u64,
     /// Frames not sent because the packet pool had no slot (or none large enough).
     pub pool_exhausted: u64,
+    /// Autorate: reflectors replaced (silent, or far from the others).
+    #[serde(default)]
+    pub reflector_swaps: u64,
 }
 
 /// One controlled class in [`AdaptSnapshot`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AdaptClass {
     pub name: String,
-    /// φ_0.
+    /// φ_0 (autorate: the class's rate as a fraction of the line).
     pub initial_weight: f64,
-    /// φ.
+    /// φ (autorate: as φ_0).
     pub weight: f64,
-    /// Eq. 5, MTU packets.
-    pub burst_index: f64,
+    /// Eq. 5, MTU packets (Postgate only).
+    pub burst_index: Option<f64>,
     /// The assured rate applied, bit/s.
     pub rate_bps: u64,
+}
+
+/// One reflector of the autorate in [`AdaptSnapshot`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReflectorSnapshot {
+    pub address: String,
+    /// Probed now (else a spare).
+    pub active: bool,
+    pub replies: u64,
+    /// Baseline delay, newest delta and the delta's EWMA (ms); `None` before a reply.
+    pub baseline_ms: Option<f64>,
+    pub delta_ms: Option<f64>,
+    pub delta_ewma_ms: f64,
+    /// Offences in the health window, and times it was replaced.
+    pub offences: usize,
+    pub replaced: u64,
 }
 
 /// The controller's state for `weir stats`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AdaptSnapshot {
     pub mode: String,
+    /// The probed targets, comma-separated.
     pub target: String,
-    /// Learnt from its ARP reply; `None` while unknown.
+    /// The next hop's MAC address, learnt from its ARP reply (several: comma-separated);
+    /// `None` while none is known.
     pub target_mac: Option<String>,
-    /// `B`, the shaped link's rate as a fraction of the line.
+    /// The shaped link's rate as a fraction of the line (Postgate's `B`).
     pub rate_fraction: f64,
     pub rate_bps: u64,
     pub line_bps: u64,
-    /// The newest queueing delay δ (ms).
+    /// The newest queueing delay (ms): Postgate's δ; the autorate's newest delta.
     pub delay_ms: Option<f64>,
+    /// Postgate: the least RTT; the autorate: the least baseline (a one-way delay, ms).
     pub min_rtt_ms: Option<f64>,
     /// Replies stopped: the link is at the floor rate.
     pub fallback: bool,
+    /// Autorate: achieved / set rate at the last load sample, and the last rate change.
+    #[serde(default)]
+    pub load: Option<f64>,
+    #[serde(default)]
+    pub action: Option<String>,
     pub classes: Vec<AdaptClass>,
+    #[serde(default)]
+    pub reflectors: Vec<ReflectorSnapshot>,
     pub counters: AdaptCounters,
 }
 
 impl fmt::Display for AdaptSnapshot {
-    /// `weir stats`: the link's rate, the delay, the probes, then a line per class.
+    /// `weir stats`: the link's rate, the delay, the probes, then a line per class and per
+    /// reflector.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let rate = crate::units::fmt_rate;
         let ms = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v:.1} ms"));
+        let (delay, least) = if self.mode == "postgate" {
+            ("delay", "least RTT")
+        } else {
+            ("delta", "least baseline")
+        };
         write!(
             f,
-            "adapt {}: link {} = {:.3} of the line {}, delay {} (least RTT {}); target {} ({}): {} probes, {} replies, {} stray, {} fallbacks",
+            "adapt {}: link {} = {:.3} of the line {}, {delay} {} ({least} {}); target {} ({}): {} probes, {} replies, {} stray, {} fallbacks",
             self.mode,
             rate(self.rate_bps),
             self.rate_fraction,
@@ -117,6 +163,13 @@ impl fmt::Display for AdaptSnapshot {
             self.counters.stray_replies,
             self.counters.fallbacks,
         )?;
+        if let (Some(l), Some(a)) = (self.load, &self.action) {
+            write!(
+                f,
+                "\n  load {l:.2} of the set rate, last change: {a}; {} reflector swaps",
+                self.counters.reflector_swaps
+            )?;
+        }
         if self.fallback {
             write!(
                 f,
@@ -126,12 +179,26 @@ impl fmt::Display for AdaptSnapshot {
         for c in &self.classes {
             write!(
                 f,
-                "\n  class {}: weight {:.4} of {:.4}, burst index {:.1}, assured {}",
-                c.name,
-                c.weight,
-                c.initial_weight,
-                c.burst_index,
-                rate(c.rate_bps)
+                "\n  class {}: weight {:.4} of {:.4}, ",
+                c.name, c.weight, c.initial_weight
+            )?;
+            if let Some(b) = c.burst_index {
+                write!(f, "burst index {b:.1}, ")?;
+            }
+            write!(f, "assured {}", rate(c.rate_bps))?;
+        }
+        for r in &self.reflectors {
+            write!(
+                f,
+                "\n  reflector {} {}: {} replies, baseline {}, delta {}, delta EWMA {:.1} ms, {} offences, replaced {}x",
+                r.address,
+                if r.active { "active" } else { "spare" },
+                r.replies,
+                ms(r.baseline_ms),
+                ms(r.delta_ms),
+                r.delta_ewma_ms,
+                r.offences,
+                r.replaced
             )?;
         }
         Ok(())
@@ -142,7 +209,10 @@ impl fmt::Display for AdaptSnapshot {
 struct Leaf {
     name: String,
     id: ClassId,
-    /// The policy's ceil, bit/s, and (burst, cburst), bytes.
+    /// Its index in the policy's classes (TCP rate control's class numbers).
+    index: usize,
+    /// The policy's rate and ceil, bit/s, and (burst, cburst), bytes.
+    rate: u64,
     ceil: u64,
     bursts: (u32, u32),
     /// Bytes the class had received at the last sample (activity).
@@ -151,19 +221,39 @@ struct Leaf {
     applied: u64,
 }
 
+/// The controller proper.
+enum Ctl {
+    Postgate(Postgate),
+    Autorate(Box<Autorate>),
+}
+
+/// A next hop: its address and, once its ARP reply came, its MAC address.
+struct Hop {
+    ip: std::net::Ipv4Addr,
+    mac: Option<MacAddr>,
+}
+
 /// See the module comment.
 pub(super) struct Adapt {
     def: AdaptDef,
-    pg: Postgate,
+    ctl: Ctl,
     /// The root class (the shaped link): its id and (burst, cburst).
     root: (ClassId, (u32, u32)),
     leaves: Vec<Leaf>,
     overhead: i32,
     mac: MacAddr,
-    target_mac: Option<MacAddr>,
+    /// Distinct next hops, and each target's index among them.
+    hops: Vec<Hop>,
+    hop_of: Vec<usize>,
+    /// Time between two probes (to any target).
+    probe_every: Duration,
     seq: u16,
-    sent: Vec<Option<(u16, Instant)>>,
+    /// (sequence number, sent at, target) of the last `SENT` probes.
+    sent: Vec<Option<(u16, Instant, usize)>>,
     next_probe: Instant,
+    /// The autorate's load and health clocks.
+    next_load: Instant,
+    next_health: Instant,
     last_reply: Instant,
     /// The first `poll` has set the clocks: the device may be built on another time base
     /// than the driver's (`weir run` builds it at `Instant::ZERO`).
@@ -181,7 +271,13 @@ impl Adapt {
         lanes: &[Lane; 2],
         now: Instant,
     ) -> Result<Adapt, String> {
-        let pg = Postgate::new(def.postgate.clone(), now)?;
+        let (ctl, probed) = match &def.mode {
+            AdaptMode::Postgate(c) => (Ctl::Postgate(Postgate::new(c.clone(), now)?), 1),
+            AdaptMode::Autorate(c) => (
+                Ctl::Autorate(Box::new(Autorate::new(c.clone(), now)?)),
+                c.pingers,
+            ),
+        };
         let sched = lanes[dir_index(def.shaped)]
             .pipe
             .as_ref()
@@ -201,6 +297,8 @@ impl Adapt {
                 Ok(Leaf {
                     name: c.name.clone(),
                     id: id(&c.name)?,
+                    index: i,
+                    rate: c.rate,
                     ceil: c.ceil,
                     bursts: (c.burst, c.cburst),
                     received: 0,
@@ -208,27 +306,43 @@ impl Adapt {
                 })
             })
             .collect::<Result<_, String>>()?;
+        let mut hops: Vec<Hop> = Vec::new();
+        let hop_of = def
+            .targets
+            .iter()
+            .map(|&t| {
+                let ip = def.gateway.unwrap_or(t);
+                hops.iter().position(|h| h.ip == ip).unwrap_or_else(|| {
+                    hops.push(Hop { ip, mac: None });
+                    hops.len() - 1
+                })
+            })
+            .collect();
         let s = def.source.octets();
         Ok(Adapt {
             root: (id(&root.name)?, (root.burst, root.cburst)),
             leaves,
             overhead: policy.overhead,
             mac: MacAddr([0x02, 0x77, s[0], s[1], s[2], s[3]]),
-            target_mac: None,
+            hops,
+            hop_of,
+            probe_every: Duration((def.interval.as_nanos() / probed as u64).max(1)),
             seq: 0,
             sent: vec![None; SENT],
             next_probe: now,
+            next_load: now,
+            next_health: now,
             last_reply: now,
             started: false,
             fallback: false,
             counters: AdaptCounters::default(),
             def: def.clone(),
-            pg,
+            ctl,
         })
     }
 
-    /// The same controller under a new policy: the target's MAC address is kept if the
-    /// target is the same; the rest starts afresh.
+    /// The same controller under a new policy: the next hops' MAC addresses are kept;
+    /// the rest starts afresh.
     pub(super) fn reconfigured(
         &self,
         def: &AdaptDef,
@@ -237,8 +351,8 @@ impl Adapt {
         now: Instant,
     ) -> Result<Adapt, String> {
         let mut a = Adapt::new(def, policy, lanes, now)?;
-        if def.target == self.def.target {
-            a.target_mac = self.target_mac;
+        for h in &mut a.hops {
+            h.mac = self.hops.iter().find(|o| o.ip == h.ip).and_then(|o| o.mac);
         }
         a.counters = self.counters;
         Ok(a)
@@ -252,38 +366,71 @@ impl Adapt {
         if !self.started {
             return Instant::ZERO;
         }
-        let stale = self.last_reply + self.def.timeout;
-        let mut t = self.next_probe.min(self.pg.next_sample());
+        let mut t = self.next_probe;
+        match &self.ctl {
+            Ctl::Postgate(pg) => t = t.min(pg.next_sample()),
+            Ctl::Autorate(_) => t = t.min(self.next_load).min(self.next_health),
+        }
         if !self.fallback {
-            t = t.min(stale);
+            t = t.min(self.last_reply + self.def.timeout);
         }
         t
     }
 
-    /// Time-driven work at `cx.now`: a probe into the other lane's originate queue, a
-    /// sample of the shaped lane's classes, the fallback.
-    pub(super) fn poll(&mut self, lanes: &mut [Lane; 2], cx: &mut Ctx<'_>) {
+    /// Time-driven work at `cx.now`: a probe into the other lane's originate queue, the
+    /// controller's samples of the shaped lane, the fallback.
+    pub(super) fn poll(&mut self, lanes: &mut [Lane; 2], tcr: Option<&mut Tcr>, cx: &mut Ctx<'_>) {
         let now = cx.now;
         let shaped = dir_index(self.def.shaped);
         if !self.started {
             self.started = true;
-            self.next_probe = now;
-            self.last_reply = now;
-            self.pg.start(now);
+            (self.next_probe, self.last_reply) = (now, now);
+            match &mut self.ctl {
+                Ctl::Postgate(pg) => pg.start(now),
+                Ctl::Autorate(ar) => {
+                    ar.start(now);
+                    self.next_load = now;
+                    self.next_health = now + ar.config().health_interval;
+                }
+            }
         }
         if now >= self.next_probe {
-            self.next_probe = self.next_probe.next_tick(self.def.interval, now);
+            self.next_probe = self.next_probe.next_tick(self.probe_every, now);
             self.probe(&mut lanes[1 - shaped], cx);
         }
-        if now >= self.pg.next_sample() {
-            let samples = self.samples(&lanes[shaped]);
-            self.pg.on_sample(now, &samples);
+        match &mut self.ctl {
+            Ctl::Postgate(pg) => {
+                if now >= pg.next_sample() {
+                    let samples = samples(&mut self.leaves, &lanes[shaped]);
+                    pg.on_sample(now, &samples);
+                }
+            }
+            Ctl::Autorate(ar) => {
+                let c = ar.config();
+                let (load_every, health_every) = (c.load_interval, c.health_interval);
+                if now >= self.next_load {
+                    self.next_load = self.next_load.next_tick(load_every, now);
+                    let sent = lanes[shaped]
+                        .pipe
+                        .as_ref()
+                        .and_then(|p| p.shaper())
+                        .map_or(0, |s| s.class_stats(self.root.0).sent.bytes);
+                    ar.on_load(sent, load_every);
+                }
+                if now >= self.next_health {
+                    self.next_health = self.next_health.next_tick(health_every, now);
+                    self.counters.reflector_swaps += ar.on_health(now).len() as u64;
+                }
+            }
         }
         if !self.fallback && now >= self.last_reply + self.def.timeout {
             self.fallback = true;
             self.counters.fallbacks += 1;
-            self.pg.fall_back();
-            self.apply(&mut lanes[shaped], now);
+            match &mut self.ctl {
+                Ctl::Postgate(pg) => pg.fall_back(),
+                Ctl::Autorate(ar) => ar.fall_back(),
+            }
+            self.apply(&mut lanes[shaped], tcr, now);
         }
     }
 
@@ -292,16 +439,21 @@ impl Adapt {
             self.counters.pool_exhausted += 1;
             return;
         };
+        let target = match &mut self.ctl {
+            Ctl::Postgate(_) => 0,
+            Ctl::Autorate(ar) => ar.next_reflector(),
+        };
+        let hop = &self.hops[self.hop_of[target]];
         let me = (self.mac, self.def.source);
         let buf = cx.pool.slot_mut(pkt);
-        let n = match self.target_mac {
+        let n = match hop.mac {
             None => {
                 self.counters.arp_requests_sent += 1;
-                arp::frame(buf, &ArpSpec::request(me, self.def.target))
+                arp::frame(buf, &ArpSpec::request(me, hop.ip))
             }
             Some(dst) => {
                 self.seq = self.seq.wrapping_add(1);
-                self.sent[self.seq as usize % SENT] = Some((self.seq, cx.now));
+                self.sent[self.seq as usize % SENT] = Some((self.seq, cx.now, target));
                 self.counters.probes_sent += 1;
                 let eth = EthSpec {
                     src: self.mac,
@@ -311,7 +463,7 @@ impl Adapt {
                 };
                 let ip = Ipv4Spec {
                     src: self.def.source,
-                    dst: self.def.target,
+                    dst: self.def.targets[target],
                     ..Default::default()
                 };
                 build::icmp_echo_v4(buf, &eth, &ip, true, IDENT, self.seq, &PAYLOAD)
@@ -320,26 +472,6 @@ impl Adapt {
         if !lane.originate_written(pkt, n, self.def.shaped.reverse(), cx) {
             self.counters.pool_exhausted += 1;
         }
-    }
-
-    fn samples(&mut self, lane: &Lane) -> Vec<ClassSample> {
-        let Some(sched) = lane.pipe.as_ref().and_then(|p| p.shaper()) else {
-            return Vec::new();
-        };
-        self.leaves
-            .iter_mut()
-            .map(|l| {
-                let (stats, backlog) = (sched.queue_stats(l.id), sched.backlog(l.id).1);
-                let got = stats.map_or(0, |s| s.received.bytes);
-                let active = got != l.received || backlog > 0;
-                l.received = got;
-                ClassSample {
-                    backlog,
-                    dropped_total: stats.map_or(0, |s| s.dropped().bytes),
-                    active,
-                }
-            })
-            .collect()
     }
 
     /// A frame received in the shaped direction: `true` if it was the controller's (an
@@ -351,15 +483,20 @@ impl Adapt {
         p: &weir_wire::Parsed,
         arrival: Instant,
         lanes: &mut [Lane; 2],
+        tcr: Option<&mut Tcr>,
         cx: &mut Ctx<'_>,
     ) -> bool {
         let arrival = arrival.min(cx.now);
         if p.ethertype == ethertype::ARP && p.vlan.is_none() {
             return self.arp(pkt, lanes, cx);
         }
+        let from_target = match p.src_ip {
+            Some(IpAddr::V4(a)) => self.def.targets.contains(&a),
+            _ => false,
+        };
         if p.icmp_type != Some(icmp::ECHO_REPLY)
             || p.dst_ip != Some(IpAddr::V4(self.def.source))
-            || p.src_ip != Some(IpAddr::V4(self.def.target))
+            || !from_target
         {
             return false;
         }
@@ -372,14 +509,23 @@ impl Adapt {
             return false;
         }
         let seq = m.echo_seq_no();
-        match self.sent[seq as usize % SENT].take() {
-            Some((s, at)) if s == seq && arrival >= at => {
+        match self.sent[seq as usize % SENT] {
+            Some((s, at, t))
+                if s == seq
+                    && arrival >= at
+                    && p.src_ip == Some(IpAddr::V4(self.def.targets[t])) =>
+            {
+                self.sent[seq as usize % SENT] = None;
                 self.counters.replies += 1;
                 self.last_reply = arrival.max(self.last_reply);
                 self.fallback = false;
-                self.pg.on_rtt(Duration(arrival.as_nanos() - at.as_nanos()));
+                let rtt = Duration(arrival.as_nanos() - at.as_nanos());
+                match &mut self.ctl {
+                    Ctl::Postgate(pg) => pg.on_rtt(rtt),
+                    Ctl::Autorate(ar) => ar.on_rtt(t, rtt, arrival),
+                }
                 let shaped = dir_index(self.def.shaped);
-                self.apply(&mut lanes[shaped], cx.now);
+                self.apply(&mut lanes[shaped], tcr, cx.now);
             }
             _ => self.counters.stray_replies += 1,
         }
@@ -401,8 +547,8 @@ impl Adapt {
         if op != arp::REQUEST && op != arp::REPLY {
             return false;
         }
-        if a.sender_ip() == self.def.target {
-            self.target_mac = Some(a.sender_mac());
+        for h in self.hops.iter_mut().filter(|h| h.ip == a.sender_ip()) {
+            h.mac = Some(a.sender_mac());
         }
         if op == arp::REQUEST {
             let reply = ArpSpec::reply_to((self.mac, self.def.source), &a);
@@ -421,61 +567,162 @@ impl Adapt {
         true
     }
 
-    /// Set the shaped link's and the controlled leaves' rates from `B` and the weights.
-    fn apply(&mut self, lane: &mut Lane, now: Instant) {
+    /// Set the shaped link's and the controlled leaves' rates from the controller, and
+    /// TCP rate control's view of the leaves' rates (`tcr` classes).
+    fn apply(&mut self, lane: &mut Lane, mut tcr: Option<&mut Tcr>, now: Instant) {
         let Some(sched) = lane.pipe.as_mut().and_then(|p| p.shaper_mut()) else {
             return;
         };
-        let line = self.def.postgate.line_bps;
+        let line = self.line_bps();
         let link = self.link_bps().max(8);
         let overhead = self.overhead;
         let rate = |bps: u64| Rate::with_overhead(bps, overhead);
         let (root, (b, cb)) = self.root;
         sched.set_rates(root, rate(link), rate(link), b, cb, now);
-        let sum0: f64 = self.def.postgate.weights.iter().sum();
-        for (l, w) in self.leaves.iter_mut().zip(self.pg.weights()) {
+        let assured: Vec<f64> = match &self.ctl {
+            Ctl::Postgate(pg) => {
+                let sum0: f64 = pg.config().weights.iter().sum();
+                pg.weights().map(|w| w / sum0 * line as f64).collect()
+            }
+            Ctl::Autorate(_) => {
+                let scale = link as f64 / line as f64;
+                self.leaves.iter().map(|l| l.rate as f64 * scale).collect()
+            }
+        };
+        for (l, a) in self.leaves.iter_mut().zip(assured) {
             let ceil = l.ceil.min(link).max(8);
-            let assured = ((w / sum0 * line as f64).round() as u64).clamp(8, ceil);
+            let assured = (a.round() as u64).clamp(8, ceil);
             let (b, cb) = l.bursts;
             sched.set_rates(l.id, rate(assured), rate(ceil), b, cb, now);
             l.applied = assured;
+            if let Some(t) = tcr.as_deref_mut() {
+                t.set_class_rate(l.index as u32, assured);
+            }
         }
     }
 
-    /// `B × line`, bit/s.
+    /// The line: Postgate's `B = 1`, the autorate's greatest rate; bit/s.
+    fn line_bps(&self) -> u64 {
+        match &self.ctl {
+            Ctl::Postgate(pg) => pg.config().line_bps,
+            Ctl::Autorate(ar) => ar.config().max_bps,
+        }
+    }
+
+    /// The shaped link's rate, bit/s.
     fn link_bps(&self) -> u64 {
-        (self.pg.rate() * self.def.postgate.line_bps as f64).round() as u64
+        match &self.ctl {
+            Ctl::Postgate(pg) => (pg.rate() * pg.config().line_bps as f64).round() as u64,
+            Ctl::Autorate(ar) => ar.rate_bps(),
+        }
     }
 
     pub(super) fn snapshot(&self) -> AdaptSnapshot {
-        let line = self.def.postgate.line_bps;
+        let line = self.line_bps();
         let ms = |s: f64| s * 1e3;
-        AdaptSnapshot {
-            mode: "postgate".into(),
-            target: self.def.target.to_string(),
-            target_mac: self.target_mac.map(|m| m.to_string()),
-            rate_fraction: self.pg.rate(),
-            rate_bps: self.link_bps(),
+        let targets: Vec<String> = self.def.targets.iter().map(|t| t.to_string()).collect();
+        let macs: Vec<String> = self
+            .hops
+            .iter()
+            .filter_map(|h| h.mac.map(|m| m.to_string()))
+            .collect();
+        let link = self.link_bps();
+        let mut s = AdaptSnapshot {
+            mode: self.def.mode.name().into(),
+            target: targets.join(", "),
+            target_mac: (!macs.is_empty()).then(|| macs.join(", ")),
+            rate_fraction: link as f64 / line as f64,
+            rate_bps: link,
             line_bps: line,
-            delay_ms: self.pg.delay().map(ms),
-            min_rtt_ms: self.pg.min_rtt().map(|d| ms(d.as_secs_f64())),
+            delay_ms: None,
+            min_rtt_ms: None,
             fallback: self.fallback,
-            classes: self
-                .leaves
-                .iter()
-                .zip(self.pg.weights().zip(self.pg.burst_indices()))
-                .zip(&self.def.postgate.weights)
-                .map(|((l, (w, b)), &w0)| AdaptClass {
-                    name: l.name.clone(),
-                    initial_weight: w0,
-                    weight: w,
-                    burst_index: b,
-                    rate_bps: l.applied,
-                })
-                .collect(),
+            load: None,
+            action: None,
+            classes: Vec::new(),
+            reflectors: Vec::new(),
             counters: self.counters,
+        };
+        match &self.ctl {
+            Ctl::Postgate(pg) => {
+                s.delay_ms = pg.delay().map(ms);
+                s.min_rtt_ms = pg.min_rtt().map(|d| ms(d.as_secs_f64()));
+                s.classes = self
+                    .leaves
+                    .iter()
+                    .zip(pg.weights().zip(pg.burst_indices()))
+                    .zip(&pg.config().weights)
+                    .map(|((l, (w, b)), &w0)| AdaptClass {
+                        name: l.name.clone(),
+                        initial_weight: w0,
+                        weight: w,
+                        burst_index: Some(b),
+                        rate_bps: l.applied,
+                    })
+                    .collect();
+            }
+            Ctl::Autorate(ar) => {
+                let r = ar.reflectors();
+                // the largest newest delta among the probed reflectors
+                s.delay_ms = (0..r.len())
+                    .filter(|&i| ar.is_active(i))
+                    .filter_map(|i| r[i].delta)
+                    .reduce(f64::max)
+                    .map(ms);
+                s.min_rtt_ms = r.iter().filter_map(|x| x.baseline).reduce(f64::min).map(ms);
+                s.load = Some(ar.load());
+                s.action = Some(ar.last_action().name().into());
+                s.classes = self
+                    .leaves
+                    .iter()
+                    .map(|l| AdaptClass {
+                        name: l.name.clone(),
+                        initial_weight: l.rate as f64 / line as f64,
+                        weight: l.rate as f64 / line as f64,
+                        burst_index: None,
+                        rate_bps: l.applied,
+                    })
+                    .collect();
+                s.reflectors = r
+                    .iter()
+                    .zip(&self.def.targets)
+                    .enumerate()
+                    .map(|(i, (x, addr))| ReflectorSnapshot {
+                        address: addr.to_string(),
+                        active: ar.is_active(i),
+                        replies: x.replies,
+                        baseline_ms: x.baseline.map(ms),
+                        delta_ms: x.delta.map(ms),
+                        delta_ewma_ms: ms(x.delta_ewma),
+                        offences: x.offence_count,
+                        replaced: x.replaced,
+                    })
+                    .collect();
+            }
         }
+        s
     }
+}
+
+/// Postgate's sample of `leaves` in `lane`'s shaper.
+fn samples(leaves: &mut [Leaf], lane: &Lane) -> Vec<ClassSample> {
+    let Some(sched) = lane.pipe.as_ref().and_then(|p| p.shaper()) else {
+        return Vec::new();
+    };
+    leaves
+        .iter_mut()
+        .map(|l| {
+            let (stats, backlog) = (sched.queue_stats(l.id), sched.backlog(l.id).1);
+            let got = stats.map_or(0, |s| s.received.bytes);
+            let active = got != l.received || backlog > 0;
+            l.received = got;
+            ClassSample {
+                backlog,
+                dropped_total: stats.map_or(0, |s| s.dropped().bytes),
+                active,
+            }
+        })
+        .collect()
 }
 
 /// Counted frames the controller consumed.

@@ -5,7 +5,7 @@ use super::test_env::Env;
 use super::*;
 use crate::device::adapt::IDENT;
 use crate::time::Duration;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use weir_wire::arp::{self, ArpSpec};
 use weir_wire::build::{self, EthSpec, Ipv4Spec};
 use weir_wire::ethernet::MacAddr;
@@ -73,6 +73,15 @@ fn arrive(
 }
 
 fn echo_reply(seq: u16, ident: u16) -> impl FnOnce(&mut [u8]) -> weir_wire::Result<usize> {
+    echo_reply_from(seq, ident, TARGET)
+}
+
+/// An echo reply from `from` (through the router) to the probes' source.
+fn echo_reply_from(
+    seq: u16,
+    ident: u16,
+    from: Ipv4Addr,
+) -> impl FnOnce(&mut [u8]) -> weir_wire::Result<usize> {
     move |buf| {
         let eth = EthSpec {
             src: ROUTER,
@@ -81,7 +90,7 @@ fn echo_reply(seq: u16, ident: u16) -> impl FnOnce(&mut [u8]) -> weir_wire::Resu
             pcp: 0,
         };
         let ip = Ipv4Spec {
-            src: TARGET,
+            src: from,
             dst: SOURCE,
             ..Default::default()
         };
@@ -258,4 +267,78 @@ fn reload_keeps_or_removes_the_controller() {
     let none = Policy::parse("plain.toml", none).unwrap();
     d.replace_policy(&none, &mut e.cx(ms(6))).unwrap();
     assert!(d.adapt().is_none());
+}
+
+/// The autorate over two reflectors behind one gateway (the router): one ARP request
+/// for the gateway, then probes alternate between the reflectors (one every 300 ms / 2)
+/// to the router's MAC; each reply halves its RTT into a delay; three of six deltas
+/// above 30 ms (+ one frame) cut the rate by at least 1 %; the reflector that stops
+/// answering (with no spare) stays, and after `timeout` without any reply the link
+/// falls to the floor.
+#[test]
+fn autorate_probes_reflectors_round_robin_and_cuts_on_delay() {
+    const R2: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 2);
+    let policy = POLICY.split("[adapt]").next().unwrap().to_string()
+        + "[adapt]\nmode = \"autorate\"\nreflectors = [\"10.0.0.1\", \"10.0.1.2\"]\ngateway = \"10.0.0.1\"\nsource = \"10.0.0.254\"\nfloor = \"2Mbit\"\n";
+    let mut e = Env::new();
+    let mut d = Policy::parse("auto.toml", &policy)
+        .unwrap()
+        .build_device(Instant::ZERO)
+        .unwrap();
+    let out = sent(&mut d, &mut e, Direction::Outbound, Instant::ZERO);
+    let a = arp::Packet::new_checked(&out[0][14..]).unwrap();
+    assert_eq!(a.target_ip(), TARGET, "ARP for the gateway");
+    arrive(&mut d, &mut e, ms(1), router_arp_reply).unwrap();
+    let mut dst = Vec::new();
+    for t in [150, 300, 450, 600] {
+        let out = sent(&mut d, &mut e, Direction::Outbound, ms(t));
+        assert_eq!(out.len(), 1, "at {t} ms");
+        assert_eq!(&out[0][..6], &ROUTER.0);
+        dst.push(weir_wire::parse_frame(&out[0]).unwrap().dst_ip.unwrap());
+    }
+    assert_eq!(dst, [TARGET, R2, TARGET, R2].map(IpAddr::V4));
+    let reply = |seq: u16, from: Ipv4Addr| echo_reply_from(seq, IDENT, from);
+    // seq 1 (TARGET, sent at 150) and 2 (R2, 300): RTT 20 ms, the baselines
+    arrive(&mut d, &mut e, ms(170), reply(1, TARGET)).unwrap();
+    arrive(&mut d, &mut e, ms(320), reply(2, R2)).unwrap();
+    // a reply from the wrong reflector for seq 3 is stray
+    arrive(&mut d, &mut e, ms(460), reply(3, R2)).unwrap();
+    let s = d.adapt().unwrap();
+    assert_eq!((s.counters.replies, s.counters.stray_replies), (2, 1));
+    assert_eq!(s.min_rtt_ms, Some(10.0));
+    assert_eq!(s.rate_bps, 10_000_000);
+    // three probes answered after 150 ms: RTT/2 = 75 ms, delta ≈ 65 ms > 31.2 ms
+    let mut now = ms(600);
+    for seq in 5..8 {
+        now += Duration::from_millis(150);
+        let out = sent(&mut d, &mut e, Direction::Outbound, now);
+        assert_eq!(out.len(), 1);
+        let from = match weir_wire::parse_frame(&out[0]).unwrap().dst_ip {
+            Some(IpAddr::V4(a)) => a,
+            other => panic!("{other:?}"),
+        };
+        arrive(
+            &mut d,
+            &mut e,
+            now + Duration::from_millis(150),
+            reply(seq, from),
+        )
+        .unwrap();
+    }
+    let s = d.adapt().unwrap();
+    assert_eq!(s.mode, "autorate");
+    assert!(s.rate_bps <= 9_900_000, "cut: {}", s.rate_bps);
+    assert_eq!(s.action.as_deref(), Some("cut on bufferbloat"));
+    assert_eq!(s.reflectors.len(), 2);
+    assert!(s.reflectors.iter().all(|r| r.active && r.replies >= 2));
+    assert!(s.to_string().contains("reflector 10.0.1.2 active"), "{s}");
+    // silence: the floor after the 1 s timeout
+    let last = now + Duration::from_millis(150);
+    while now < last + Duration::from_millis(1100) {
+        sent(&mut d, &mut e, Direction::Outbound, now);
+        now = d.next_wakeup().unwrap().max(now + Duration(1));
+    }
+    let s = d.adapt().unwrap();
+    assert!(s.fallback);
+    assert_eq!(s.rate_bps, 2_000_000);
 }

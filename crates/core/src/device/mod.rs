@@ -56,7 +56,7 @@
 
 mod adapt;
 
-pub use adapt::{AdaptClass, AdaptCounters, AdaptSnapshot};
+pub use adapt::{AdaptClass, AdaptCounters, AdaptSnapshot, ReflectorSnapshot};
 
 use crate::admission::{Admission, AdmissionStats, AdmissionTable, Decision};
 use crate::classify::Fields;
@@ -400,7 +400,9 @@ impl Device {
             let p = weir_wire::parse_frame(cx.pool.data(pkt));
             // the adaptive controller's replies and ARP end here
             if let (Some(a), Ok(parsed)) = (&mut self.adapt, &p) {
-                if dir == a.shaped() && a.intercept(pkt, parsed, arrival, &mut self.lanes, cx) {
+                let tcr = self.tcr.as_mut();
+                if dir == a.shaped() && a.intercept(pkt, parsed, arrival, &mut self.lanes, tcr, cx)
+                {
                     adapt::consume(&mut self.lanes[dir_index(dir)], pkt, cx);
                     return Ok(());
                 }
@@ -553,7 +555,7 @@ impl Device {
     pub fn poll_transmit(&mut self, dir: Direction, cx: &mut Ctx<'_>) -> Option<PktId> {
         if let Some(a) = &mut self.adapt {
             if cx.now >= a.next_wakeup() {
-                a.poll(&mut self.lanes, cx);
+                a.poll(&mut self.lanes, self.tcr.as_mut(), cx);
             }
         }
         let lane = &mut self.lanes[dir_index(dir)];

@@ -45,7 +45,7 @@ pub mod spec;
 
 pub use capacity::Capacity;
 pub use dist::Jitter;
-pub use link::{EmuCounters, EmuLink, OVERHEAD_ETHERNET, OVERHEAD_FCS};
+pub use link::{EmuCounters, EmuLink, QueueDelay, OVERHEAD_ETHERNET, OVERHEAD_FCS};
 pub use loss::{Loss, LossModel};
 
 use crate::meter::token_bucket::MAX_FRAME;

@@ -1,7 +1,7 @@
 //! Describe: the text `weir check` prints for a compiled policy — the link, the class tree
 //! with each leaf's queue, the rules and the emulation profiles.
 
-use super::{ClassDef, Policy, QueueKind};
+use super::{AdaptMode, ClassDef, Policy, QueueKind};
 use crate::classify::{IpNet, Match, Proto};
 use crate::emulate;
 use crate::units::{fmt_rate, fmt_size};
@@ -44,24 +44,42 @@ impl Policy {
         }
         self.describe_diffserv(&mut s);
         if let Some(a) = &self.adapt {
-            let pg = &a.postgate;
+            let targets: Vec<String> = a.targets.iter().map(|t| t.to_string()).collect();
+            let via = a.gateway.map_or(String::new(), |g| format!(" via {g}"));
             s.push_str(&format!(
-                "adapt postgate: probe {} from {} every {} (fallback after {}), line {}, p {}, delta {}, floor {:.0}%; probes leave {}\n",
-                a.target,
+                "adapt {}: probe {}{via} from {} every {} each (fallback after {}), ",
+                a.mode.name(),
+                targets.join(", "),
                 a.source,
                 a.interval,
                 a.timeout,
-                fmt_rate(pg.line_bps),
-                pg.p,
-                pg.delta,
-                pg.floor * 100.0,
-                a.shaped.reverse().name(),
             ));
-            for (&c, w) in a.classes.iter().zip(&pg.weights) {
-                s.push_str(&format!(
-                    "  class {:<16} initial weight {w:.4}\n",
-                    self.classes[c].name
-                ));
+            match &a.mode {
+                AdaptMode::Postgate(pg) => s.push_str(&format!(
+                    "line {}, p {}, delta {}, floor {:.0}%",
+                    fmt_rate(pg.line_bps),
+                    pg.p,
+                    pg.delta,
+                    pg.floor * 100.0,
+                )),
+                AdaptMode::Autorate(ar) => s.push_str(&format!(
+                    "rate {} .. {} (base {}), {} probed at once, delay threshold {}, high load {:.0}%",
+                    fmt_rate(ar.min_bps),
+                    fmt_rate(ar.max_bps),
+                    fmt_rate(ar.base_bps),
+                    ar.pingers,
+                    ar.delay_thr,
+                    ar.high_load * 100.0,
+                )),
+            }
+            s.push_str(&format!("; probes leave {}\n", a.shaped.reverse().name()));
+            if let AdaptMode::Postgate(pg) = &a.mode {
+                for (&c, w) in a.classes.iter().zip(&pg.weights) {
+                    s.push_str(&format!(
+                        "  class {:<16} initial weight {w:.4}\n",
+                        self.classes[c].name
+                    ));
+                }
             }
         }
         if !self.emulators.is_empty() {

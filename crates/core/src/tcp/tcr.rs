@@ -359,6 +359,20 @@ impl Tcr {
         self.len(Direction::Outbound) + self.len(Direction::Inbound) == 0
     }
 
+    /// Run-time control: class `class`'s assured rate is now `rate_bps` (an adaptive
+    /// controller moved it); its sessions' share follows at once. Nothing for a class
+    /// that is not rate-controlled.
+    pub fn set_class_rate(&mut self, class: u32, rate_bps: u64) {
+        let Some(Some(c)) = self.table.by_class.get_mut(class as usize) else {
+            return;
+        };
+        c.rate_bps = rate_bps.max(1);
+        let c = *c;
+        if let Some(m) = self.members.get_mut(class as usize) {
+            m.recount(Some(c));
+        }
+    }
+
     /// Rate-controlled sessions counted in `class` (as of its last sweep and marks).
     pub fn sessions(&self, class: u32) -> usize {
         self.members.get(class as usize).map_or(0, |m| m.ids.len())

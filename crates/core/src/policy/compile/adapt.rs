@@ -1,20 +1,28 @@
-//! `[adapt]`: an adaptive controller for the shaped direction (seed 003's Postgate): the
-//! probe's target and source addresses, its interval and timeout, the line rate, and
-//! the controller's parameters and initial weights.
+//! `[adapt]`: an adaptive controller for the shaped direction — seed 003's Postgate
+//! (`mode = "postgate"`: one probed router, the line rate, `p`, `delta`, the initial
+//! weights) or the delay-based autorate (`mode = "autorate"`: several reflectors, the
+//! greatest, steady-state and least rates, the delay threshold) — with the probes'
+//! addresses, interval and timeout.
 
 use std::net::Ipv4Addr;
 
 use super::super::raw::{parse_with, RawAdapt, Src};
-use super::super::{AdaptDef, ClassDef, Shapes};
+use super::super::{AdaptDef, AdaptMode, ClassDef, Shapes};
+use crate::adapt::autorate::AutorateConfig;
 use crate::adapt::postgate::PostgateConfig;
 use crate::pool::Direction;
 use crate::time::Duration;
 use crate::units::{self, Share};
 use toml::{Spanned, Value};
 
-/// Probe interval and reply timeout when not written.
+/// Probe interval (per target) and reply timeout when not written.
 pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_millis(20);
+pub(crate) const DEFAULT_AUTORATE_INTERVAL: Duration = Duration::from_millis(300);
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
+/// The autorate's least rate when `floor` is not written: this share of the line.
+const DEFAULT_AUTORATE_FLOOR: f64 = 0.1;
+
+type Span = std::ops::Range<usize>;
 
 /// Compile `[adapt]` against the compiled classes (`classes[0]` is the link); `None` on
 /// an error (reported) or without the table.
@@ -27,12 +35,49 @@ pub(super) fn compile_adapt(
     let table = raw?;
     let a = table.get_ref();
     let errors = src.errors.len();
-    match a.mode.get_ref().as_str() {
-        "postgate" => {}
-        other => src.err(
-            a.mode.span(),
-            format!("`mode`: '{other}' is not one of postgate"),
-        ),
+    let autorate = match a.mode.get_ref().as_str() {
+        "postgate" => false,
+        "autorate" => true,
+        other => {
+            src.err(
+                a.mode.span(),
+                format!("`mode`: '{other}' is not one of postgate, autorate"),
+            );
+            return None;
+        }
+    };
+    // keys of the other mode
+    let foreign: Vec<(&str, Option<Span>)> = if autorate {
+        vec![
+            ("target", a.target.as_ref().map(|v| v.span())),
+            ("p", a.p.as_ref().map(|v| v.span())),
+            ("delta", a.delta.as_ref().map(|v| v.span())),
+            ("weights", a.weights.as_ref().map(|v| v.span())),
+        ]
+    } else {
+        vec![
+            ("reflectors", a.reflectors.as_ref().map(|v| v.span())),
+            ("base", a.base.as_ref().map(|v| v.span())),
+            ("pingers", a.pingers.as_ref().map(|v| v.span())),
+            (
+                "delay_threshold",
+                a.delay_threshold.as_ref().map(|v| v.span()),
+            ),
+            ("high_load", a.high_load.as_ref().map(|v| v.span())),
+        ]
+    };
+    let (mode, other) = if autorate {
+        ("autorate", "postgate")
+    } else {
+        ("postgate", "autorate")
+    };
+    for (key, span) in foreign {
+        if let Some(span) = span {
+            src.err(
+                span,
+                format!("`{key}` belongs to mode = \"{other}\", not \"{mode}\""),
+            );
+        }
     }
     let shaped = match shapes {
         Shapes::Outbound => Some(Direction::Outbound),
@@ -48,13 +93,21 @@ pub(super) fn compile_adapt(
             None
         }
     };
-    let target = address(src, "target", &a.target, table.span());
+    let targets: Option<Vec<Ipv4Addr>> = if autorate {
+        reflectors(src, a, table.span())
+    } else {
+        address(src, "target", &a.target, table.span()).map(|t| vec![t])
+    };
     let source = address(src, "source", &a.source, table.span());
-    if let (Some(t), Some(s)) = (target, source) {
-        if t == s {
+    let gateway = a
+        .gateway
+        .as_ref()
+        .and_then(|g| address(src, "gateway", &Some(g.clone()), table.span()));
+    if let (Some(ts), Some(s)) = (&targets, source) {
+        if ts.contains(&s) || gateway == Some(s) {
             src.err(
                 a.source.as_ref().map_or(table.span(), |v| v.span()),
-                "`source` must differ from `target`",
+                "`source` must differ from every target and the gateway",
             );
         }
     }
@@ -62,18 +115,87 @@ pub(super) fn compile_adapt(
         None => link_rate,
         Some(v) => parse_with(src, "line", v, units::parse_rate).unwrap_or(link_rate),
     };
-    let duration = |src: &mut Src<'_>, key: &str, v: &Option<Spanned<Value>>, default| match v {
-        None => Some(default),
-        Some(v) => match parse_with(src, key, v, units::parse_duration) {
-            Some(0) => {
-                src.err(v.span(), format!("`{key}`: must be above 0"));
-                None
-            }
-            ns => ns.map(Duration),
-        },
+    let interval_default = if autorate {
+        DEFAULT_AUTORATE_INTERVAL
+    } else {
+        DEFAULT_INTERVAL
     };
-    let interval = duration(src, "interval", &a.interval, DEFAULT_INTERVAL);
+    let interval = duration(src, "interval", &a.interval, interval_default);
     let timeout = duration(src, "timeout", &a.timeout, DEFAULT_TIMEOUT);
+    let floor_default = if autorate {
+        DEFAULT_AUTORATE_FLOOR
+    } else {
+        PostgateConfig::paper(line_bps, Vec::new()).floor
+    };
+    let floor = a
+        .floor
+        .as_ref()
+        .and_then(|v| share(src, "floor", v, line_bps))
+        .unwrap_or(floor_default);
+    let leaves: Vec<usize> = (1..classes.len()).filter(|&i| classes[i].leaf).collect();
+    let mode = if autorate {
+        let n = targets.as_ref().map_or(1, Vec::len);
+        let mut cfg = AutorateConfig::new(1, 1, line_bps, n);
+        cfg.min_bps = ((floor * line_bps as f64).round() as u64).max(1);
+        cfg.base_bps = a
+            .base
+            .as_ref()
+            .and_then(|v| share(src, "base", v, line_bps))
+            .map_or(line_bps, |f| (f * line_bps as f64).round() as u64);
+        cfg.max_frame_bits = (mtu as u64 + 14) * 8;
+        if let Some(p) = &a.pingers {
+            match usize::try_from(*p.get_ref()) {
+                Ok(x) if (1..=n).contains(&x) => cfg.pingers = x,
+                _ => src.err(
+                    p.span(),
+                    format!(
+                        "`pingers`: {} is outside 1..={n} (the reflectors listed)",
+                        p.get_ref()
+                    ),
+                ),
+            }
+        }
+        // the thresholds of the largest increase and the largest cut keep
+        // cake-autorate's ratios to it (10 and 60 ms to 30 ms)
+        if let Some(d) = duration(src, "delay_threshold", &a.delay_threshold, cfg.delay_thr) {
+            cfg.delay_thr = d;
+            cfg.up_thr = Duration(d.as_nanos() / 3);
+            cfg.down_thr = Duration(d.as_nanos() * 2);
+        }
+        if let Some(h) = &a.high_load {
+            let x = *h.get_ref();
+            if x > 0.0 && x < 1.0 {
+                cfg.high_load = x;
+            } else {
+                src.err(h.span(), format!("`high_load`: {x} is not in (0, 1)"));
+            }
+        }
+        AdaptMode::Autorate(cfg)
+    } else {
+        let mut cfg = PostgateConfig::paper(line_bps, Vec::new());
+        cfg.mtu = mtu;
+        cfg.floor = floor;
+        if let Some(p) = &a.p {
+            match u32::try_from(*p.get_ref()) {
+                Ok(x) if (1..=10_000).contains(&x) => cfg.p = x,
+                _ => src.err(
+                    p.span(),
+                    format!("`p`: {} is outside 1..=10000", p.get_ref()),
+                ),
+            }
+        }
+        if let Some(d) = duration(src, "delta", &a.delta, cfg.delta) {
+            cfg.delta = d;
+        }
+        cfg.weights = leaves
+            .iter()
+            .map(|&i| classes[i].rate as f64 / line_bps as f64)
+            .collect();
+        if let Some(w) = &a.weights {
+            weights(src, w, classes, &leaves, &mut cfg.weights);
+        }
+        AdaptMode::Postgate(cfg)
+    };
     if let (Some(i), Some(t), Some(v)) = (interval, timeout, &a.timeout) {
         if t <= i {
             src.err(
@@ -82,66 +204,97 @@ pub(super) fn compile_adapt(
             );
         }
     }
-    let leaves: Vec<usize> = (1..classes.len()).filter(|&i| classes[i].leaf).collect();
-    let mut cfg = PostgateConfig::paper(line_bps, Vec::new());
-    cfg.mtu = mtu;
-    if let Some(p) = &a.p {
-        match u32::try_from(*p.get_ref()) {
-            Ok(x) if (1..=10_000).contains(&x) => cfg.p = x,
-            _ => src.err(
-                p.span(),
-                format!("`p`: {} is outside 1..=10000", p.get_ref()),
-            ),
-        }
-    }
-    if let Some(d) = duration(src, "delta", &a.delta, cfg.delta) {
-        cfg.delta = d;
-    }
-    if let Some(v) = &a.floor {
-        match parse_with(src, "floor", v, units::parse_share) {
-            Some(Share::Percent(p)) => cfg.floor = p / 100.0,
-            Some(Share::Bps(b)) if b > 0 && b <= line_bps => cfg.floor = b as f64 / line_bps as f64,
-            Some(Share::Bps(b)) => src.err(
-                v.span(),
-                format!(
-                    "`floor`: {} is not within the line's {}",
-                    units::fmt_rate(b),
-                    units::fmt_rate(line_bps)
-                ),
-            ),
-            None => {}
-        }
-    }
-    cfg.weights = leaves
-        .iter()
-        .map(|&i| classes[i].rate as f64 / line_bps as f64)
-        .collect();
-    if let Some(w) = &a.weights {
-        weights(src, w, classes, &leaves, &mut cfg.weights);
-    }
     if src.errors.len() > errors {
         return None;
     }
-    if let Err(e) = cfg.validate() {
+    let checked = match &mode {
+        AdaptMode::Postgate(c) => c.validate(),
+        AdaptMode::Autorate(c) => c.validate(),
+    };
+    if let Err(e) = checked {
         src.err(table.span(), e);
         return None;
     }
     Some(AdaptDef {
-        target: target?,
+        targets: targets?,
+        gateway,
         source: source?,
         interval: interval?,
         timeout: timeout?,
         shaped: shaped?,
         classes: leaves,
-        postgate: cfg,
+        mode,
     })
+}
+
+/// A duration key: `default` when absent; above 0.
+fn duration(
+    src: &mut Src<'_>,
+    key: &str,
+    v: &Option<Spanned<Value>>,
+    default: Duration,
+) -> Option<Duration> {
+    match v {
+        None => Some(default),
+        Some(v) => match parse_with(src, key, v, units::parse_duration) {
+            Some(0) => {
+                src.err(v.span(), format!("`{key}`: must be above 0"));
+                None
+            }
+            ns => ns.map(Duration),
+        },
+    }
+}
+
+/// A rate or percentage of the line, as a fraction of it in (0, 1].
+fn share(src: &mut Src<'_>, key: &str, v: &Spanned<Value>, line_bps: u64) -> Option<f64> {
+    match parse_with(src, key, v, units::parse_share)? {
+        Share::Percent(p) => Some(p / 100.0),
+        Share::Bps(b) if b > 0 && b <= line_bps => Some(b as f64 / line_bps as f64),
+        Share::Bps(b) => {
+            src.err(
+                v.span(),
+                format!(
+                    "`{key}`: {} is not within the line's {}",
+                    units::fmt_rate(b),
+                    units::fmt_rate(line_bps)
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// `reflectors = ["a", "b", …]`: at least one, distinct host addresses.
+fn reflectors(src: &mut Src<'_>, a: &RawAdapt, table: Span) -> Option<Vec<Ipv4Addr>> {
+    let Some(list) = &a.reflectors else {
+        src.err(
+            table,
+            "[adapt] mode = \"autorate\" needs `reflectors`, a list of IPv4 addresses to probe",
+        );
+        return None;
+    };
+    if list.get_ref().is_empty() {
+        src.err(list.span(), "`reflectors`: list at least one address");
+        return None;
+    }
+    let mut out = Vec::new();
+    for r in list.get_ref() {
+        let ip = address(src, "reflectors", &Some(r.clone()), r.span())?;
+        if out.contains(&ip) {
+            src.err(r.span(), format!("`reflectors`: {ip} is listed twice"));
+            return None;
+        }
+        out.push(ip);
+    }
+    Some(out)
 }
 
 fn address(
     src: &mut Src<'_>,
     key: &str,
     v: &Option<Spanned<String>>,
-    table: std::ops::Range<usize>,
+    table: Span,
 ) -> Option<Ipv4Addr> {
     let Some(v) = v else {
         src.err(table, format!("[adapt] needs `{key}`, an IPv4 address"));

@@ -572,3 +572,24 @@ proptest::proptest! {
         proptest::prop_assert_eq!(sack_high(&opts), sack_high_slow(&opts));
     }
 }
+
+/// An adaptive controller moves a rate-controlled class's assured rate: the sessions'
+/// share follows at once; a class without TCR is left alone.
+#[test]
+fn set_class_rate_moves_the_session_share() {
+    let mut t = Tcr::new(TcrTable {
+        by_class: vec![
+            None,
+            Some(TcrClass {
+                rate_bps: 1_000_000,
+                guarantee_bps: 0,
+            }),
+        ],
+    });
+    assert_eq!(t.session_rate(1), Some(1_000_000));
+    t.set_class_rate(1, 400_000);
+    assert_eq!(t.session_rate(1), Some(400_000));
+    t.set_class_rate(0, 5);
+    t.set_class_rate(7, 5);
+    assert_eq!(t.session_rate(0), None);
+}
