@@ -320,6 +320,8 @@ pub struct Bridge {
     /// Whether the adaptive controller was at its fallback at the last look (a change is
     /// logged).
     adapt_fallback: bool,
+    /// The autorate's reflector swaps at the last look (a change is logged).
+    adapt_swaps: u64,
     /// A capture shared by both directions.
     pcap_both: Option<PcapWriter>,
     /// Timer wake-ups and the catch-up after late ones.
@@ -417,6 +419,7 @@ impl Bridge {
             reload_file,
             reloads_refused: 0,
             adapt_fallback: false,
+            adapt_swaps: 0,
             pcap_both,
             wake: WakeStats::new(cfg.catch_up),
             catch_up: cfg.catch_up,
@@ -702,6 +705,20 @@ impl Bridge {
     fn publish(&mut self, now: Instant, start: Instant) {
         let adapt = self.device.adapt();
         if let Some(a) = &adapt {
+            if a.counters.reflector_swaps != self.adapt_swaps {
+                self.adapt_swaps = a.counters.reflector_swaps;
+                let active: Vec<&str> = a
+                    .reflectors
+                    .iter()
+                    .filter(|r| r.active)
+                    .map(|r| r.address.as_str())
+                    .collect();
+                eprintln!(
+                    "weir: adapt: a reflector missed its replies or strayed from the others and was replaced ({} swaps); probing {}",
+                    self.adapt_swaps,
+                    active.join(", ")
+                );
+            }
             if a.fallback != self.adapt_fallback {
                 self.adapt_fallback = a.fallback;
                 if a.fallback {

@@ -24,7 +24,9 @@
 //!   (the root class) has sent; every `health_interval` (1 s) the reflectors' health.
 //! * **Applied**, after every reply: the shaped link (the root class) gets rate = ceil =
 //!   the controller's rate (Postgate: `B × line`). Postgate: each controlled leaf gets an
-//!   assured rate of `φ/Σφ_0 × line`; autorate: each leaf its policy rate scaled by
+//!   assured rate of `φ/Σφ_0 × line`, all scaled down together when their sum exceeds
+//!   `B × line` (eq. 3: a leaf's assured rate is not bounded by its parent's, so the
+//!   link's rate alone would not hold them); autorate: each leaf its policy rate scaled by
 //!   `rate / line`. Each leaf's ceil is `min(its own ceil, the link's rate)`; bursts stay
 //!   as the policy wrote them. TCP rate control (`tcr` classes) sizes its windows and
 //!   paces its ACKs by the leaves' assured rates as set.
@@ -581,8 +583,15 @@ impl Adapt {
         sched.set_rates(root, rate(link), rate(link), b, cb, now);
         let assured: Vec<f64> = match &self.ctl {
             Ctl::Postgate(pg) => {
+                // eq. 3: the weights' sum, as a fraction of Σφ_0, must not exceed B;
+                // when it does (no class proposed a change, so eqs. 8-10 left them),
+                // the assured rates are scaled down together onto B
                 let sum0: f64 = pg.config().weights.iter().sum();
-                pg.weights().map(|w| w / sum0 * line as f64).collect()
+                let sum: f64 = pg.weights().sum();
+                let scale = (pg.rate() * sum0 / sum).min(1.0);
+                pg.weights()
+                    .map(|w| w / sum0 * line as f64 * scale)
+                    .collect()
             }
             Ctl::Autorate(_) => {
                 let scale = link as f64 / line as f64;

@@ -164,9 +164,12 @@ fn probes_after_arp_and_replies_set_the_rate() {
     assert!((s.rate_fraction - 0.98).abs() < 1e-9, "{}", s.rate_fraction);
     assert_eq!(s.rate_bps, 9_800_000);
     assert_eq!(s.classes.len(), 2);
+    // weights unchanged (φ_0 = 0.5 each), so Σφ/Σφ_0 = 1 > B: eq. 3 scales both
+    // assured rates onto B × line = 9.8 Mbit/s, 4.9 Mbit/s each
+    assert_eq!((s.classes[0].weight, s.classes[1].weight), (0.5, 0.5));
     assert_eq!(
-        s.classes[0].rate_bps, 5_000_000,
-        "weights unchanged: φ_0 = 0.5 each"
+        (s.classes[0].rate_bps, s.classes[1].rate_bps),
+        (4_900_000, 4_900_000)
     );
     assert_eq!(d.consumed(Direction::Inbound).packets, 3);
     assert!(!s.fallback);

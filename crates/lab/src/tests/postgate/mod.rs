@@ -250,7 +250,7 @@ pub struct LabConfig {
 
 impl LabConfig {
     /// Seed 003's scenario: 8 Mbit/s, 48 flows, 470 s, every device; the varying line
-    /// for 120 s with static, Postgate and autorate.
+    /// for 120 s with none, static (`sfq`), Postgate and autorate.
     pub fn paper() -> LabConfig {
         LabConfig {
             line_bps: 8_000_000,
