@@ -51,8 +51,8 @@ pub use htb::{htb_commands, port_blocks, MAX_FILTERS_PER_RULE};
 pub use script::SCRIPT_TIMEOUT;
 pub use tc::parse_tc_classes;
 pub(crate) use tc::{tc_batch, tc_counters};
-pub(crate) use weir::bridge_config;
 pub use weir::BridgeThread;
+pub(crate) use weir::{bridge_config, stop as stop_bridge};
 
 // ---------------------------------------------------------------------------------------
 // Specs

@@ -157,7 +157,7 @@ pub(crate) fn bridge_config(
 }
 
 /// Stops the bridge: its report as JSON (problems into `errors`).
-pub(super) fn stop(b: &mut BridgeThread, errors: &mut Vec<String>) -> Value {
+pub(crate) fn stop(b: &mut BridgeThread, errors: &mut Vec<String>) -> Value {
     match b.stop() {
         Some(Ok(report)) => serde_json::to_value(&report).unwrap_or_else(|e| {
             errors.push(format!("cannot serialise the bridge report: {e}"));

@@ -96,13 +96,13 @@ pub(super) fn compile_adapt(
     let targets: Option<Vec<Ipv4Addr>> = if autorate {
         reflectors(src, a, table.span())
     } else {
-        address(src, "target", &a.target, table.span()).map(|t| vec![t])
+        address(src, "target", a.target.as_ref(), table.span()).map(|t| vec![t])
     };
-    let source = address(src, "source", &a.source, table.span());
+    let source = address(src, "source", a.source.as_ref(), table.span());
     let gateway = a
         .gateway
         .as_ref()
-        .and_then(|g| address(src, "gateway", &Some(g.clone()), table.span()));
+        .and_then(|g| address(src, "gateway", Some(g), table.span()));
     if let (Some(ts), Some(s)) = (&targets, source) {
         if ts.contains(&s) || gateway == Some(s) {
             src.err(
@@ -280,7 +280,7 @@ fn reflectors(src: &mut Src<'_>, a: &RawAdapt, table: Span) -> Option<Vec<Ipv4Ad
     }
     let mut out = Vec::new();
     for r in list.get_ref() {
-        let ip = address(src, "reflectors", &Some(r.clone()), r.span())?;
+        let ip = address(src, "reflectors", Some(r), r.span())?;
         if out.contains(&ip) {
             src.err(r.span(), format!("`reflectors`: {ip} is listed twice"));
             return None;
@@ -293,7 +293,7 @@ fn reflectors(src: &mut Src<'_>, a: &RawAdapt, table: Span) -> Option<Vec<Ipv4Ad
 fn address(
     src: &mut Src<'_>,
     key: &str,
-    v: &Option<Spanned<String>>,
+    v: Option<&Spanned<String>>,
     table: Span,
 ) -> Option<Ipv4Addr> {
     let Some(v) = v else {

@@ -132,8 +132,14 @@ impl CbrRecords {
     /// Packets missing: `expected` minus the distinct sequence numbers below `expected`
     /// (pass the sender's `attempted`).
     pub fn lost(&self, expected: u64) -> u64 {
+        self.lost_between(0, expected)
+    }
+
+    /// Packets missing among sequence numbers `from..to` (none when `to <= from`).
+    pub fn lost_between(&self, from: u64, to: u64) -> u64 {
         let s = self.distinct_seqs();
-        expected - s.partition_point(|&q| q < expected) as u64
+        let got = s.partition_point(|&q| q < to) - s.partition_point(|&q| q < from);
+        to.saturating_sub(from).saturating_sub(got as u64)
     }
 
     /// Records beyond the first of each sequence number.
@@ -267,6 +273,11 @@ mod tests {
         // A packet beyond `expected` does not reduce the loss count.
         assert_eq!(r.lost(7), 1); // 0..7 expected: 6 missing
         assert_eq!(r.lost(6), 0);
+        // a range: 6 is the only gap in 3..8; none in 0..6; an empty range loses nothing
+        assert_eq!(r.lost_between(3, 8), 1);
+        assert_eq!(r.lost_between(0, 6), 0);
+        assert_eq!(r.lost_between(7, 7), 0);
+        assert_eq!(r.lost_between(8, 10), 2);
         let s = r.summary(8);
         assert_eq!(
             (

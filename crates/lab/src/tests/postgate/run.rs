@@ -22,7 +22,7 @@ use super::{
 };
 use crate::agents::cbr::{CbrSender, CbrSenderOpts, CbrSink, CbrSinkOpts, Pacing};
 use crate::agents::{SenderOpts, SinkOpts, TcpSender, TcpSink};
-use crate::dut::{bridge_config, htb_commands, tc_batch, BridgeThread};
+use crate::dut::{bridge_config, htb_commands, stop_bridge, tc_batch, BridgeThread};
 use crate::stats::dist::DistUs;
 use crate::topo::{add_addr, require_root, BridgeTopo};
 use crate::{Error, Result};
@@ -421,14 +421,10 @@ fn run_device(
     let cbr_report = cbr.join();
     let records = cbr_sink.finish(cbr_report.attempted, Duration::from_millis(500));
     let sink_reports: Vec<_> = sinks.into_iter().map(TcpSink::stop).collect();
-    let dut_report = match dev.bridge.as_mut().and_then(BridgeThread::stop) {
-        Some(Ok(r)) => serde_json::to_value(&r).unwrap_or(Value::Null),
-        Some(Err(e)) => {
-            errors.push(format!("device: {e}"));
-            Value::Null
-        }
-        None => Value::Null,
-    };
+    let dut_report = dev
+        .bridge
+        .as_mut()
+        .map_or(Value::Null, |b| stop_bridge(b, &mut errors));
     if let Some(Err(e)) = atu.stop() {
         errors.push(format!("ATU-C: {e}"));
     }
@@ -588,13 +584,6 @@ fn cbr_stats(
     warmup: u64,
 ) -> CbrStats {
     let received = rec.distinct();
-    let after = rec
-        .records
-        .iter()
-        .filter(|r| r.seq >= warmup && r.seq < sent.attempted)
-        .map(|r| r.seq)
-        .collect::<std::collections::BTreeSet<u64>>()
-        .len() as u64;
     let delays = rec.delays_ns();
     let jitter: Vec<i64> = delays.windows(2).map(|w| (w[1] - w[0]).abs()).collect();
     CbrStats {
@@ -603,9 +592,9 @@ fn cbr_stats(
         loss_pct: if sent.attempted == 0 {
             0.0
         } else {
-            sent.attempted.saturating_sub(received) as f64 * 100.0 / sent.attempted as f64
+            rec.lost(sent.attempted) as f64 * 100.0 / sent.attempted as f64
         },
-        lost_after_warmup: sent.attempted.saturating_sub(warmup).saturating_sub(after),
+        lost_after_warmup: rec.lost_between(warmup, sent.attempted),
         delay: (!delays.is_empty()).then(|| DistUs::from_ns(&delays)),
         jitter: (!jitter.is_empty()).then(|| DistUs::from_ns(&jitter)),
         goodput_bps: rec.records.iter().map(|r| r.len as f64).sum::<f64>() * 8.0 / duration_s,
