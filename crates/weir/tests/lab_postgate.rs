@@ -4,10 +4,10 @@
 //! Postgate with TCP rate control keeps the ATU-C's queueing delay below the paper's 50 ms
 //! at 60 % or more of the line with no CBR loss, and on a line whose rate steps (a trace)
 //! the autorate with TCP rate control holds its p95 to half the unmanaged line's or less.
-//! Plain Postgate runs beside them: its figures are measured and sane, but its p95 is not
-//! asserted (the senders' slow-start bursts, with the offloads a user has, reach the ATU-C
-//! before any device behind it can act; the paper-length run reports it). `weir lab
-//! report` re-makes the same text from the JSON alone. The testbed removes its namespaces
+//! Plain Postgate is left to the paper-length run (its p95 is not a claim the quick form
+//! can judge: the senders' slow-start bursts, with the offloads a user has, reach the
+//! ATU-C before any device behind it can act; docs/lab.md). `weir lab report` re-makes
+//! the same text from the JSON alone. The testbed removes its namespaces
 //! itself, also on failure; the output directory is removed by a guard.
 
 mod common;
@@ -59,8 +59,8 @@ fn quick_postgate_moves_the_bottleneck() {
         "varying-line.trace",
         "fig3-atu-delay-seed.svg",
         "fig3-line-throughput-seed.svg",
-        "fig4-classes-seed-postgate.svg",
-        "fig5-weights-seed-postgate.svg",
+        "fig4-classes-seed-postgate_tcr.svg",
+        "fig5-weights-seed-postgate_tcr.svg",
         "fig3-atu-delay-varying.svg",
         "adaptive-rate-varying.svg",
     ] {
@@ -75,18 +75,11 @@ fn quick_postgate_moves_the_bottleneck() {
         .filter(|c| c["passed"] == false)
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    // every check but plain Postgate's delay claim must pass
-    for f in &failed {
-        assert_eq!(
-            *f, "postgate: ATU-C delay p95 < 50 ms",
-            "failed: {failed:?}\n{stdout}"
-        );
-    }
+    assert!(failed.is_empty(), "failed: {failed:?}\n{stdout}");
     for name in [
         "none: the ATU-C's queue is the bottleneck (p95 > 100 ms)",
         "postgate+tcr: ATU-C delay p95 < 50 ms",
         "postgate+tcr: the CBR loses nothing",
-        "postgate: the CBR loses nothing",
         "autorate+tcr on the varying line: ATU-C delay p95 at most half the unmanaged line's",
     ] {
         assert!(
@@ -95,7 +88,7 @@ fn quick_postgate_moves_the_bottleneck() {
         );
     }
     let runs = v["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 5);
+    assert_eq!(runs.len(), 4);
     for r in runs {
         let (name, d95) = (&r["name"], r["delay_p95_ms"].as_f64().unwrap());
         assert!((0.0..=2000.0).contains(&d95), "{name}: p95 {d95}");
@@ -103,7 +96,7 @@ fn quick_postgate_moves_the_bottleneck() {
         assert!((0.3..=1.05).contains(&u), "{name}: utilisation {u}");
         let samples = r["samples"].as_array().unwrap();
         assert!(samples.len() >= 60, "{name}: {} samples", samples.len());
-        if r["name"] == "postgate" {
+        if r["name"] == "postgate+tcr" {
             let w = samples.last().unwrap()["weights"].as_array().unwrap();
             assert_eq!(w.len(), 5, "four bulk classes and the CBR's");
         }

@@ -29,7 +29,9 @@
 //!   link's rate alone would not hold them); autorate: each leaf its policy rate scaled by
 //!   `rate / line`. Each leaf's ceil is `min(its own ceil, the link's rate)`; bursts stay
 //!   as the policy wrote them. TCP rate control (`tcr` classes) sizes its windows and
-//!   paces its ACKs by the leaves' assured rates as set.
+//!   paces its ACKs by the leaves' assured rates made work-conserving: the busy leaves
+//!   (received in the last second, or backlogged) share the whole link in proportion to
+//!   their assured rates, each at most its ceil ([`work_conserving`]).
 //! * **Fallback.** No reply for `timeout` (unreachable targets, replies that stop, ICMP
 //!   rate limiting): the floor rate, applied, `fallback` set in the stats, counted; the
 //!   next reply resumes the controller from the floor.
@@ -59,6 +61,9 @@ use weir_wire::icmp;
 pub const IDENT: u16 = 0x7765;
 const PAYLOAD: [u8; 56] = [0x77; 56];
 const SENT: usize = 256;
+/// A leaf that received nothing for this long leaves its share to the others (TCP rate
+/// control's view of the leaves' rates).
+const BUSY: Duration = Duration::from_secs(1);
 
 /// What the controller did, for `weir stats`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -219,6 +224,10 @@ struct Leaf {
     bursts: (u32, u32),
     /// Bytes the class had received at the last sample (activity).
     received: u64,
+    /// Bytes it had received at the last `apply`, and until when it counts as busy
+    /// (work-conserving TCP rate control).
+    heard: u64,
+    busy_until: Instant,
     /// The assured rate set last, bit/s.
     applied: u64,
 }
@@ -304,6 +313,8 @@ impl Adapt {
                     ceil: c.ceil,
                     bursts: (c.burst, c.cburst),
                     received: 0,
+                    heard: 0,
+                    busy_until: Instant::ZERO,
                     applied: 0,
                 })
             })
@@ -571,7 +582,7 @@ impl Adapt {
 
     /// Set the shaped link's and the controlled leaves' rates from the controller, and
     /// TCP rate control's view of the leaves' rates (`tcr` classes).
-    fn apply(&mut self, lane: &mut Lane, mut tcr: Option<&mut Tcr>, now: Instant) {
+    fn apply(&mut self, lane: &mut Lane, tcr: Option<&mut Tcr>, now: Instant) {
         let Some(sched) = lane.pipe.as_mut().and_then(|p| p.shaper_mut()) else {
             return;
         };
@@ -598,14 +609,22 @@ impl Adapt {
                 self.leaves.iter().map(|l| l.rate as f64 * scale).collect()
             }
         };
+        let mut set = Vec::with_capacity(self.leaves.len());
         for (l, a) in self.leaves.iter_mut().zip(assured) {
             let ceil = l.ceil.min(link).max(8);
             let assured = (a.round() as u64).clamp(8, ceil);
             let (b, cb) = l.bursts;
             sched.set_rates(l.id, rate(assured), rate(ceil), b, cb, now);
             l.applied = assured;
-            if let Some(t) = tcr.as_deref_mut() {
-                t.set_class_rate(l.index as u32, assured);
+            let heard = sched.queue_stats(l.id).map_or(0, |s| s.received.bytes);
+            if heard != l.heard || sched.backlog(l.id).1 > 0 {
+                (l.heard, l.busy_until) = (heard, now + BUSY);
+            }
+            set.push((assured, ceil, now < l.busy_until));
+        }
+        if let Some(t) = tcr {
+            for (l, r) in self.leaves.iter().zip(work_conserving(&set, link)) {
+                t.set_class_rate(l.index as u32, r);
             }
         }
     }
@@ -711,6 +730,31 @@ impl Adapt {
         }
         s
     }
+}
+
+/// TCP rate control's rate for each leaf of `set` — (assured rate, ceil, busy) —
+/// under a link of `link` bit/s: the busy leaves' assured rates scaled up together onto
+/// the link, each at most its ceil; an idle leaf keeps its assured rate (bit/s).
+///
+/// The shaper lends what idle leaves leave to the busy ones (their ceils reach the
+/// link); TCP rate control must lend it too, or it holds each busy class's senders to
+/// its assured rate and the link idles (seed 003's classes start 30 s apart).
+pub(super) fn work_conserving(set: &[(u64, u64, bool)], link: u64) -> Vec<u64> {
+    let busy: u64 = set.iter().filter(|s| s.2).map(|s| s.0).sum();
+    let scale = if busy == 0 {
+        1.0
+    } else {
+        (link as f64 / busy as f64).max(1.0)
+    };
+    set.iter()
+        .map(|&(assured, ceil, is_busy)| {
+            if is_busy {
+                ((assured as f64 * scale).round() as u64).clamp(assured, ceil.max(assured))
+            } else {
+                assured
+            }
+        })
+        .collect()
 }
 
 /// Postgate's sample of `leaves` in `lane`'s shaper.

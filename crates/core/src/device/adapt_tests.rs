@@ -345,3 +345,42 @@ fn autorate_probes_reflectors_round_robin_and_cuts_on_delay() {
     assert!(s.fallback);
     assert_eq!(s.rate_bps, 2_000_000);
 }
+
+/// TCP rate control's view of the leaves is work-conserving, by hand: a 7.2 Mbit/s link,
+/// assured 1.8, 1.8, 1.8 and 0.4 Mbit/s (ceils at the link but the second at 2.5 Mbit/s).
+#[test]
+fn tcp_rate_control_lends_idle_leaves_shares_to_the_busy() {
+    use crate::device::adapt::work_conserving;
+    let (a, c) = (1_800_000, 7_200_000);
+    // only the first leaf busy: 7.2 / 1.8 = 4, so it gets the whole link
+    let set = [
+        (a, c, true),
+        (a, c, false),
+        (a, c, false),
+        (400_000, c, false),
+    ];
+    assert_eq!(work_conserving(&set, c), vec![c, a, a, 400_000]);
+    // the first, second and CBR leaf busy: Σ = 4.0 Mbit/s, scale 1.8; the second stops
+    // at its ceil of 2.5 Mbit/s (what it does not take is not lent again)
+    let set = [
+        (a, c, true),
+        (a, 2_500_000, true),
+        (a, c, false),
+        (400_000, c, true),
+    ];
+    assert_eq!(
+        work_conserving(&set, c),
+        vec![3_240_000, 2_500_000, a, 720_000]
+    );
+    // every leaf busy and the assured rates already fill the link: nothing changes
+    let set = [
+        (a, c, true),
+        (a, c, true),
+        (a, c, true),
+        (1_800_000, c, true),
+    ];
+    assert_eq!(work_conserving(&set, c), vec![a, a, a, a]);
+    // none busy: the assured rates
+    let set = [(a, c, false), (a, c, false)];
+    assert_eq!(work_conserving(&set, c), vec![a, a]);
+}

@@ -297,12 +297,9 @@ impl LabConfig {
             flows_per_class: 2,
             step_s: 6.0,
             stop_at_s: 18.0,
+            // plain Postgate is measured at paper length (its p95 is not a quick check)
             devices: vec![
                 Device::None,
-                Device::Postgate {
-                    delta_ms: 100,
-                    tcr: false,
-                },
                 Device::Postgate {
                     delta_ms: 100,
                     tcr: true,
