@@ -19,6 +19,7 @@ pub use time::{Duration, Instant};
 
 pub mod adapt;
 pub mod admission;
+pub mod app;
 pub mod classify;
 pub mod conn;
 pub mod device;
