@@ -1,5 +1,5 @@
 //! `weir lab basic` end to end: bad input is refused before anything runs; as root, a
-//! quick run compares weir:cbq, weir:cbq+pfq and kernel:htb side by side, weir:cbq+pfq meets
+//! quick run compares weir:cbq+pfq and kernel:htb side by side, weir:cbq+pfq meets
 //! the accuracy and fairness checks, and `weir lab report` re-makes the outputs.
 
 use std::process::Command;
@@ -87,21 +87,22 @@ fn basic_refuses_bad_input_before_running() {
 }
 
 #[test]
-fn quick_basic_compares_three_duts() {
-    if skip_unless_root("quick_basic_compares_three_duts") {
+fn quick_basic_compares_weir_and_htb() {
+    if skip_unless_root("quick_basic_compares_weir_and_htb") {
         return;
     }
-    let (dir, code, stdout, err) =
-        quick_basic("basic", "weir:cbq,weir:cbq+pfq,kernel:htb", &["--strict"]);
+    // two DUTs side by side (weir:cbq alone, without per-flow queuing, is compared at
+    // paper length: docs/lab.md; its quick run cost CI 45 s)
+    let (dir, code, stdout, err) = quick_basic("basic", "weir:cbq+pfq,kernel:htb", &["--strict"]);
     assert_eq!(code, 0, "checks failed or the run broke:\n{stdout}\n{err}");
-    for d in ["weir:cbq ", "weir:cbq+pfq", "kernel:htb"] {
+    for d in ["weir:cbq+pfq", "kernel:htb"] {
         assert!(stdout.contains(d), "{d} missing:\n{stdout}");
     }
     assert!(stdout.contains("PASS weir:cbq+pfq: accuracy"), "{stdout}");
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap();
     assert_eq!(v["kind"], "basic");
-    assert_eq!(v["runs"].as_array().unwrap().len(), 3);
+    assert_eq!(v["runs"].as_array().unwrap().len(), 2);
     assert_eq!(v["runs"][0]["sessions"].as_array().unwrap().len(), 20);
     // every DUT report says what ran; the kernel's lists its tc commands
     let kernel = v["runs"]
