@@ -64,6 +64,11 @@ pub enum BridgeError {
 
 /// Default of [`BridgeConfig::catch_up`]: oversleeps up to 20 ms are made up (a
 /// descheduled thread on a busy host); longer stalls are not turned into a burst.
+/// Top talkers in the statistics, and the connection-table slots swept for them per
+/// publish (once a second): a default table of 65,536 slots is swept every 8 s.
+const TOP_TALKERS: usize = 10;
+const TALKER_SLOTS_PER_PUBLISH: usize = 8192;
+
 pub const DEFAULT_CATCH_UP: Duration = Duration::from_millis(20);
 
 /// What to bridge and how.
@@ -273,6 +278,8 @@ struct StatusDoc<'a> {
     policy: PolicyDoc<'a>,
     /// The device's connection table (both directions); absent without a policy.
     connections: Option<weir_core::conn::ConnStats>,
+    /// The connections that moved the most bytes, as of the last full sweep of the table.
+    top_talkers: &'a [weir_core::conn::talkers::Talker],
     /// Admission control of the classes that have it.
     admission: Vec<weir_core::admission::ClassAdmission>,
     /// The adaptive controller (`[adapt]`), if the policy has one.
@@ -322,6 +329,8 @@ pub struct Bridge {
     adapt_fallback: bool,
     /// The autorate's reflector swaps at the last look (a change is logged).
     adapt_swaps: u64,
+    /// Top talkers, swept a bounded number of table slots per publish.
+    talkers: weir_core::conn::talkers::Talkers,
     /// A capture shared by both directions.
     pcap_both: Option<PcapWriter>,
     /// Timer wake-ups and the catch-up after late ones.
@@ -420,6 +429,7 @@ impl Bridge {
             reloads_refused: 0,
             adapt_fallback: false,
             adapt_swaps: 0,
+            talkers: weir_core::conn::talkers::Talkers::new(TOP_TALKERS),
             pcap_both,
             wake: WakeStats::new(cfg.catch_up),
             catch_up: cfg.catch_up,
@@ -751,6 +761,9 @@ impl Bridge {
             let _ = p.flush();
         }
         let Some(server) = &self.stats else { return };
+        if let Some(t) = self.device.connections() {
+            self.talkers.sweep(t, TALKER_SLOTS_PER_PUBLISH, now);
+        }
         let device = &self.device;
         let snap = |lane: &mut Lane| {
             device.snapshot(lane.dir, now).map(|mut s| {
@@ -771,6 +784,7 @@ impl Bridge {
                 reloads_refused: self.reloads_refused,
             },
             connections: self.device.connection_stats(),
+            top_talkers: self.talkers.top(),
             admission: self.device.admission_report(),
             adapt,
             wake: &self.wake,

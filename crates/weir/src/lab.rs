@@ -21,33 +21,46 @@ enum LabCmd {
     /// Seed 002's link-shaping fidelity tests: CBR flows of 64/800/1518-byte frames at
     /// 8k-200k packets/s through veth, weir (0 ms, 125 ms, 125 ms + 155 Mbit/s) and the
     /// kernel's TBF/HTB; inter-frame gap and delay percentiles, loss.
+    #[command(after_help = "Example:\n  sudo weir lab fidelity --quick --out /tmp/fidelity")]
     Fidelity(FidelityArgs),
     /// Seed 000's Basic Test: 4 TCP sessions per class of the policy (default: the T1
     /// split into 20/40/128/256/1100 kbit/s classes); accuracy, fairness, Jain's index and
     /// retransmissions (Table 4) for one or more DUTs side by side.
+    #[command(
+        after_help = "Example:\n  sudo weir lab basic --dut weir:cbq+pfq,kernel:htb --quick --out /tmp/basic"
+    )]
     Basic(BasicArgs),
     /// Seed 000's Robustness Test (Table 5): the Basic Test with WAN delays of 10/50/100/150
     /// ms per class (Table 4 again), one session in a 200 kbit/s class under 0.5-8 %
     /// periodic loss (goodput must degrade smoothly), and one session at a time in an 80
     /// kbit/s class from different TCP senders (reno/cubic/bbr, SACK on/off, min RTO).
+    #[command(
+        after_help = "Example:\n  sudo weir lab robustness --dut weir:cbq+pfq --only loss --quick --out /tmp/robustness"
+    )]
     Robustness(RobustnessArgs),
     /// Seed 000's Advanced Test (Table 6): inter-class and intra-class bandwidth borrowing on
     /// a T1: how much of the bandwidth a stopping session frees the other takes, and how fast.
+    #[command(
+        after_help = "Example:\n  sudo weir lab advanced --dut weir:cbq+pfq --quick --out /tmp/advanced"
+    )]
     Advanced(AdvancedArgs),
     /// Seed 000's VoIP test (Table 6, Fig. 13, Table 7): one G.729 call beside 20 FTP
     /// sessions on 125 kbit/s and a T1 (voice class 30 kbit/s, FTP borrows it while idle):
     /// one-way delay, RFC 3550 jitter, loss, E-model R and MOS, time to establish, per DUT.
+    #[command(after_help = "Example:\n  sudo weir lab voip --quick --out /tmp/voip")]
     Voip(VoipArgs),
     /// Seed 001's aggregate-marking test (Tables 2-4): two customers with equal trTCM
     /// profiles (CIR 800 kbit/s, PIR 1.4 Mbit/s), one with 8 TCP flows and one with 2,
     /// through a weir edge router into a 10 Mbit/s weir core (AF 3 Mbit/s with three-colour
     /// RED beside best-effort UDP): utilisation of CIR, per-flow goodput and throughput,
     /// Jain's index among flows and between aggregates.
+    #[command(after_help = "Example:\n  sudo weir lab aggregates --quick --out /tmp/aggregates")]
     Aggregates(AggregatesArgs),
     /// Seed 004's DiffServ router chain (Figs. 8-25): host A through ingress, interior and
     /// egress routers to host B, each router link also flooded by 100 Mbit/s of UDP; EF and
     /// AF reservations of 5 Mbit/s for UDP and TCP; one-way delay and jitter with the
     /// receiver's clock skew estimated from an echo calibration; weir beside the kernel's HTB.
+    #[command(after_help = "Example:\n  sudo weir lab diffserv --quick --out /tmp/diffserv")]
     Diffserv(DiffservArgs),
     /// Seed 003's simulation (Figs. 3-5): 48 bulk TCP flows in 4 classes and a 300 kbit/s
     /// CBR from servers through an ADSL line's ATU-C (a weir emulator: 8 Mbit/s, 256-packet
@@ -55,8 +68,12 @@ enum LabCmd {
     /// Postgate, weir's autorate, the kernel's HTB; the ATU-C's queueing delay (read from
     /// the emulator), utilisation, per-class bandwidth, Postgate's weights; then a line
     /// whose rate varies (a trace) with static, Postgate and autorate.
+    #[command(
+        after_help = "Example:\n  sudo weir lab postgate --devices postgate+tcr,htb --varying autorate+tcr --out /tmp/postgate"
+    )]
     Postgate(PostgateArgs),
     /// Re-make the tables, plots and HTML report of a result file.
+    #[command(after_help = "Example:\n  weir lab report /tmp/basic/result.json")]
     Report(ReportArgs),
 }
 
@@ -255,7 +272,7 @@ struct DiffservArgs {
 
 #[derive(clap::Args)]
 struct PostgateArgs {
-    /// CI-sized run: 8 flows in steps of 6 s (30 s) with none, postgate and postgate+tcr;
+    /// CI-sized run: 8 flows in steps of 6 s (30 s) with none and postgate+tcr;
     /// a 20 s varying line with none and autorate+tcr.
     #[arg(long)]
     quick: bool,

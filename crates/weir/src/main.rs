@@ -7,12 +7,22 @@ use std::process::ExitCode;
 use weir_core::policy::{Policy, Technique};
 
 mod check;
+mod demo;
 mod emu;
 mod lab;
 mod reload;
 mod run;
 mod sim;
 mod stats;
+mod web;
+
+/// `weir --version`: the crate's version and the commit it was built from.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("WEIR_GIT_COMMIT"),
+    ")"
+);
 
 /// The policy `weir sim` runs when none is given (seed 000's Basic Test policy).
 pub const DEFAULT_POLICY: (&str, &str) = (
@@ -23,7 +33,7 @@ pub const DEFAULT_POLICY: (&str, &str) = (
 #[derive(Parser)]
 #[command(
     name = "weir",
-    version,
+    version = VERSION,
     about = "Policy-based bandwidth manager, WAN link emulator and QoS testbed"
 )]
 struct Cli {
@@ -37,20 +47,43 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Validate a policy and print its compiled class tree and rules.
+    #[command(after_help = "Example:\n  weir check examples/basic-test.toml")]
     Check(check::Args),
     /// Run a policy on the virtual clock with synthetic backlogged sessions and report
     /// per-class and per-session delivered rates (a deterministic what-if tool).
+    #[command(
+        after_help = "Example:\n  weir sim                                  # the embedded Basic Test policy\n  weir sim examples/borrowing.toml --idle b@5s-10s --series 1s"
+    )]
     Sim(sim::Args),
     /// Shape real traffic as a transparent bridge between two interfaces.
+    #[command(
+        after_help = "Example:\n  sudo weir run --policy examples/basic-test.toml --lan veth-lan --wan veth-wan --http 127.0.0.1:9000"
+    )]
     Run(run::Args),
     /// Emulate a WAN link between two interfaces (rate, delay, jitter, loss, ...), netem-style.
+    #[command(
+        after_help = "Example:\n  sudo weir emu --lan veth-lan --wan veth-wan --rate 10Mbit --delay 50ms --jitter 5ms --loss 0.5%"
+    )]
     Emu(emu::Args),
     /// The namespace testbed: run the papers' tests and report (root).
+    #[command(
+        after_help = "Example:\n  sudo weir lab basic --quick --out /tmp/basic\n  sudo weir lab postgate --devices postgate+tcr,htb --varying none"
+    )]
     Lab(lab::Args),
     /// Print the counters of a running `weir run`.
+    #[command(
+        after_help = "Example:\n  sudo weir stats --watch\n  sudo weir stats --json | jq '.outbound.pipeline.classes[].rate_now_bps'"
+    )]
     Stats(stats::Args),
     /// Replace the policy of a running `weir run` without losing queued packets.
     Reload(reload::Args),
+    /// A one-command live demonstration (root): namespaces, weir between them with the
+    /// embedded policy, real TCP and UDP through it, the per-class rates every second;
+    /// then everything is removed.
+    #[command(
+        after_help = "Example:\n  sudo weir demo\n  sudo weir demo --duration 60s --http 127.0.0.1:9000"
+    )]
+    Demo(demo::Args),
 }
 
 fn main() -> ExitCode {
@@ -69,6 +102,7 @@ fn main() -> ExitCode {
         Cmd::Lab(a) => lab::run(a),
         Cmd::Stats(a) => stats::run(a),
         Cmd::Reload(a) => reload::run(a),
+        Cmd::Demo(a) => demo::run(a),
     };
     match r {
         Ok(code) => code,
@@ -118,4 +152,66 @@ pub fn load_policy(
         eprintln!("{w} (warning)");
     }
     Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::{CommandFactory, Parser};
+
+    /// Every "Example:" in a command's `--help` is a command line weir accepts.
+    #[test]
+    fn every_help_example_parses() {
+        fn walk(cmd: &clap::Command, seen: &mut usize) {
+            if let Some(help) = cmd.get_after_help() {
+                let text = help.to_string();
+                for line in text
+                    .lines()
+                    .skip_while(|l| !l.starts_with("Example"))
+                    .skip(1)
+                {
+                    // the command itself: no sudo, no comment, no pipe
+                    let line = line.trim().trim_start_matches("sudo ");
+                    let line = line.split(" #").next().unwrap();
+                    let line = line.split(" |").next().unwrap().trim();
+                    if !line.starts_with("weir ") {
+                        continue;
+                    }
+                    let argv: Vec<&str> = line.split_whitespace().collect();
+                    if let Err(e) = Cli::try_parse_from(&argv) {
+                        panic!(
+                            "the example `{line}` of `{}` does not parse: {e}",
+                            cmd.get_name()
+                        );
+                    }
+                    *seen += 1;
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, seen);
+            }
+        }
+        let cli = Cli::command();
+        let mut seen = 0;
+        walk(&cli, &mut seen);
+        // each command and each lab test has one
+        let commands = cli.get_subcommands().count() - 1
+            + cli
+                .find_subcommand("lab")
+                .unwrap()
+                .get_subcommands()
+                .count();
+        assert!(seen >= commands, "{seen} examples for {commands} commands");
+        for sub in cli.get_subcommands() {
+            for s in std::iter::once(sub).chain(sub.get_subcommands()) {
+                if s.get_name() != "help" && !s.has_subcommands() {
+                    assert!(
+                        s.get_after_help().is_some(),
+                        "`{}` has no example in its help",
+                        s.get_name()
+                    );
+                }
+            }
+        }
+    }
 }

@@ -51,6 +51,8 @@ pub struct BridgeArgs {
     /// Print the final report as JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub web: crate::web::HttpArgs,
 }
 
 #[derive(clap::Args)]
@@ -118,6 +120,7 @@ pub fn bridge(
 ) -> anyhow::Result<ExitCode> {
     let limit = parse_size(&b.pcap_limit).map_err(|e| anyhow::anyhow!("--pcap-limit: {e}"))?;
     // refuse before creating (and truncating) any capture file
+    crate::web::check(&b.web)?;
     weir_io::bridge::preflight(&b.lan, &b.wan)?;
     let writer = |opt: &str, path: &PathBuf| {
         PcapWriter::create(path, b.snaplen, Some(limit))
@@ -141,6 +144,8 @@ pub fn bridge(
     cfg.keep_offloads = b.keep_offloads;
     cfg.stats_socket = Some(b.stats_socket.clone());
     let mut bridge = Bridge::open(cfg)?;
+    // after the bridge: its statistics socket, which the web server reads, exists
+    let web = crate::web::WebServer::start(&b.web, b.stats_socket.clone())?;
     let stop = weir_io::signals::install();
     if let Some(d) = b.duration {
         std::thread::spawn(move || {
@@ -154,6 +159,12 @@ pub fn bridge(
         b.wan,
         b.stats_socket.display()
     );
+    if let Some(w) = &web {
+        eprintln!(
+            "weir: live view http://{}/ (JSON /api/snapshot, Prometheus /metrics)",
+            w.addr()
+        );
+    }
     if cfg_reload {
         eprintln!(
             "weir: new policy: weir reload --socket {} FILE, or SIGHUP to re-read the file",
@@ -161,6 +172,7 @@ pub fn bridge(
         );
     }
     let report = bridge.run(stop)?;
+    drop(web);
     if b.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -10,11 +10,12 @@ use weir_core::Duration;
 pub struct Args {
     /// Policy file (TOML); the embedded Basic Test policy when omitted.
     policy: Option<PathBuf>,
-    /// Simulated time, e.g. 10s.
-    #[arg(long, default_value = "10s", value_parser = positive_dur)]
+    /// Simulated time, e.g. 10s (the warm-up included).
+    #[arg(long, default_value = "22s", value_parser = positive_dur)]
     duration: Duration,
-    /// Measurement starts after this much simulated time.
-    #[arg(long, default_value = "0s", value_parser = dur)]
+    /// Measurement starts after this much simulated time: the token buckets start full,
+    /// and the bursts they allow are not the steady state (0s to count them).
+    #[arg(long, default_value = "2s", value_parser = dur)]
     warmup: Duration,
     /// Always-backlogged sessions per leaf class.
     #[arg(long, default_value_t = 4)]
@@ -81,8 +82,16 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         .map_or(crate::DEFAULT_POLICY.0.to_string(), |p| {
             p.display().to_string()
         });
+    let warm = if a.warmup == Duration::ZERO {
+        " from 0s (the classes' initial bursts included)".to_string()
+    } else {
+        format!(
+            " after a {:.1}s warm-up (the classes' initial bursts excluded)",
+            a.warmup.as_secs_f64()
+        )
+    };
     println!(
-        "{src}: technique {}, link {}, {} session{} per leaf class of {}-byte frames, {:.1}s measured",
+        "{src}: technique {}, link {}, {} session{} per leaf class of {}-byte frames, {:.1}s measured{warm}",
         r.technique,
         fmt_rate(r.link_bps),
         r.flows_per_class,

@@ -48,6 +48,21 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                     c["live"], c["capacity"], c["inserted"], c["evicted"], c["expired"]
                 );
             }
+            let talkers = v["top_talkers"]
+                .as_array()
+                .map_or(&[][..], |a| a.as_slice());
+            if !talkers.is_empty() {
+                println!("top talkers (bytes each way, as of the last sweep of the table):");
+                for t in talkers {
+                    let t: weir_core::conn::talkers::Talker = serde_json::from_value(t.clone())?;
+                    let proto = weir_core::classify::Proto::name(t.proto)
+                        .map_or(t.proto.to_string(), str::to_string);
+                    println!(
+                        "  {proto:<4} {} -> {}: {} / {} bytes, {:.0} s old",
+                        t.orig, t.reply, t.bytes_orig, t.bytes_reply, t.age_s
+                    );
+                }
+            }
             if let Ok(w) = serde_json::from_value::<weir_io::wake::WakeStats>(v["wake"].clone()) {
                 println!("{w}");
             }

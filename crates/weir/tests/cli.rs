@@ -136,3 +136,50 @@ fn sim_rejects_bad_arguments_clearly() {
     assert_eq!(code, 1);
     assert!(err.contains("expected one of cbq"), "{err}");
 }
+
+/// `--http` on a non-loopback address without a token is refused before anything starts
+/// (no interface is touched: this runs without root).
+#[test]
+fn run_refuses_a_public_http_address_without_a_token() {
+    let (code, out, err) = weir(&[
+        "run",
+        "--policy",
+        "examples/basic-test.toml",
+        "--lan",
+        "no-such-if0",
+        "--wan",
+        "no-such-if1",
+        "--http",
+        "0.0.0.0:9000",
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("--http 0.0.0.0:9000") && err.contains("--http-token"),
+        "{err}"
+    );
+    let (code, _, err) = weir(&[
+        "run",
+        "--policy",
+        "x",
+        "--lan",
+        "a",
+        "--wan",
+        "b",
+        "--http-token",
+        "abcdefgh1",
+    ]);
+    assert_eq!(code, 2, "--http-token needs --http: {err}");
+}
+
+/// `weir --version` names the commit it was built from.
+#[test]
+fn version_names_the_commit() {
+    let (code, out, _) = weir(&["--version"]);
+    assert_eq!(code, 0);
+    let v = out.trim();
+    assert!(
+        v.starts_with(&format!("weir {} (", env!("CARGO_PKG_VERSION"))),
+        "{v}"
+    );
+    assert!(v.ends_with(')') && v.len() > "weir 0.1.0 ()".len(), "{v}");
+}

@@ -7,8 +7,8 @@
 
 mod common;
 
-use common::{in_ns, start_weir, KillOnDrop};
-use std::process::{Command, Stdio};
+use common::{have, in_ns, iperf3_server, start_weir, KillOnDrop};
+use std::process::Stdio;
 use std::time::Duration;
 use weir_io::ethtool::get_offloads;
 use weir_lab::topo::{skip_unless_root, BridgeTopo};
@@ -17,18 +17,6 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// TCP payload per full frame with timestamps: 1448 of 1514 bytes.
 const PAYLOAD_SHARE: f64 = 1448.0 / 1514.0;
-
-fn have_iperf3(test: &str) -> bool {
-    if Command::new("iperf3").arg("--version").output().is_ok() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{test}: iperf3 is missing (scripts/test installs it)"
-    );
-    eprintln!("SKIP: {test}: iperf3 not installed (apt-get install iperf3, or run scripts/test)");
-    false
-}
 
 /// SIGTERM weir and return its JSON report.
 fn stop_weir(g: KillOnDrop) -> serde_json::Value {
@@ -54,14 +42,7 @@ fn iperf3(t: &BridgeTopo, secs: u32, omit: u32) -> f64 {
 /// [`iperf3`]'s whole JSON report.
 fn iperf3_json(t: &BridgeTopo, secs: u32, omit: u32) -> serde_json::Value {
     let port = "5201";
-    let server = KillOnDrop(Some(
-        in_ns(&t.rcv, &["iperf3", "-s", "-1", "-p", port])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    ));
-    std::thread::sleep(Duration::from_millis(300));
+    let server = iperf3_server(t);
     let rcv = BridgeTopo::RCV_ADDR.to_string();
     let (secs, omit) = (secs.to_string(), omit.to_string());
     let out = in_ns(
@@ -125,7 +106,7 @@ fn check_report(r: &serde_json::Value) {
 #[test]
 fn tcp_from_a_tso_sender_through_weir_emu_gets_the_rate() {
     let test = "tcp_from_a_tso_sender_through_weir_emu_gets_the_rate";
-    if skip_unless_root(test) || !have_iperf3(test) {
+    if skip_unless_root(test) || !have(test, "iperf3") {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -152,7 +133,7 @@ fn tcp_from_a_tso_sender_through_weir_emu_gets_the_rate() {
 #[test]
 fn tcp_through_weir_emu_follows_a_rate_schedule() {
     let test = "tcp_through_weir_emu_follows_a_rate_schedule";
-    if skip_unless_root(test) || !have_iperf3(test) {
+    if skip_unless_root(test) || !have(test, "iperf3") {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -200,7 +181,7 @@ fn tcp_through_weir_emu_follows_a_rate_schedule() {
 #[test]
 fn tcp_from_a_tso_sender_through_weir_run_gets_its_class_rate() {
     let test = "tcp_from_a_tso_sender_through_weir_run_gets_its_class_rate";
-    if skip_unless_root(test) || !have_iperf3(test) {
+    if skip_unless_root(test) || !have(test, "iperf3") {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -231,7 +212,7 @@ fn tcp_from_a_tso_sender_through_weir_run_gets_its_class_rate() {
 #[test]
 fn iperf3_through_an_mss_clamped_class_uses_small_segments() {
     let test = "iperf3_through_an_mss_clamped_class_uses_small_segments";
-    if skip_unless_root(test) || !have_iperf3(test) {
+    if skip_unless_root(test) || !have(test, "iperf3") {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -334,7 +315,7 @@ fn admission_run(mode: &str) -> (std::process::Output, Duration, serde_json::Val
 #[test]
 fn iperf3_beyond_max_sessions_is_refused_with_an_rst() {
     let test = "iperf3_beyond_max_sessions_is_refused_with_an_rst";
-    if skip_unless_root(test) || !have_iperf3(test) {
+    if skip_unless_root(test) || !have(test, "iperf3") {
         return;
     }
     let (b, took, r) = admission_run("refuse");
@@ -364,7 +345,7 @@ fn iperf3_beyond_max_sessions_is_refused_with_an_rst() {
 #[test]
 fn iperf3_beyond_max_sessions_is_postponed_until_a_session_leaves() {
     let test = "iperf3_beyond_max_sessions_is_postponed_until_a_session_leaves";
-    if skip_unless_root(test) || !have_iperf3(test) {
+    if skip_unless_root(test) || !have(test, "iperf3") {
         return;
     }
     let (b, took, r) = admission_run("postpone");
@@ -396,7 +377,7 @@ fn iperf3_beyond_max_sessions_is_postponed_until_a_session_leaves() {
 #[test]
 fn iperf3_through_a_trtcm_marker_arrives_marked_as_metered() {
     let test = "iperf3_through_a_trtcm_marker_arrives_marked_as_metered";
-    if skip_unless_root(test) || !have_iperf3(test) {
+    if skip_unless_root(test) || !have(test, "iperf3") {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -88,6 +88,7 @@
 //! free slots are exactly those on the free list; `live <= capacity`.
 //! [`ConnTable::check`] verifies all of it (tests).
 
+pub mod talkers;
 pub mod tcp;
 
 pub use crate::flow::{FlowKey, Side};

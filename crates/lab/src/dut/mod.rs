@@ -51,8 +51,9 @@ pub use htb::{htb_commands, port_blocks, MAX_FILTERS_PER_RULE};
 pub use script::SCRIPT_TIMEOUT;
 pub use tc::parse_tc_classes;
 pub(crate) use tc::{tc_batch, tc_counters};
+pub use weir::bridge_config;
+pub(crate) use weir::stop as stop_bridge;
 pub use weir::BridgeThread;
-pub(crate) use weir::{bridge_config, stop as stop_bridge};
 
 // ---------------------------------------------------------------------------------------
 // Specs

@@ -145,7 +145,7 @@ pub(super) fn start<'a>(
 /// A bridge between `lan` and `wan` that enforces `policy` in both directions (its
 /// `Device`: one pipeline per direction, none where the policy leaves a direction alone),
 /// with the policy's seed.
-pub(crate) fn bridge_config(
+pub fn bridge_config(
     policy: &Policy,
     lan: &str,
     wan: &str,

@@ -142,5 +142,13 @@ mod tests {
             .collect();
         assert_eq!(ids.len(), 2);
         check_xml(&html_report("", &[])).unwrap();
+        // self-contained: nothing fetched from elsewhere (the SVG namespace is a name,
+        // not a fetch), no scripts, no web fonts
+        let without_ns = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
+        for external in ["http://", "https://", "<link", "<script", "@import"] {
+            assert!(!without_ns.contains(external), "{external} in the report");
+        }
+        // url() only for the charts' own clip paths
+        assert_eq!(count(&html, "url("), count(&html, "url(#"));
     }
 }

@@ -109,3 +109,31 @@ pub fn start_weir(t: &weir_lab::topo::BridgeTopo, args: &[&str], sock: &Path) ->
     wait_for(sock, Duration::from_secs(5), "weir did not start");
     g
 }
+
+/// Whether `program` runs here. Missing: a failure under CI (`CI` set: `scripts/test`
+/// installs it), else `SKIP: {test}: …` and `false`.
+pub fn have(test: &str, program: &str) -> bool {
+    if Command::new(program).arg("--version").output().is_ok() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{test}: {program} is missing (scripts/test installs it)"
+    );
+    eprintln!("SKIP: {test}: {program} not installed (run scripts/test as root)");
+    false
+}
+
+/// An iperf3 server for one test (`-1`) on port 5201 of `t`'s receiver, given 300 ms to
+/// listen.
+pub fn iperf3_server(t: &weir_lab::topo::BridgeTopo) -> KillOnDrop {
+    let server = KillOnDrop(Some(
+        in_ns(&t.rcv, &["iperf3", "-s", "-1", "-p", "5201"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    ));
+    std::thread::sleep(Duration::from_millis(300));
+    server
+}
