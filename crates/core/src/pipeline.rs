@@ -51,6 +51,7 @@ pub fn parsed_fields(p: &weir_wire::Parsed) -> Fields {
         sport: p.src_port,
         dport: p.dst_port,
         dscp: p.dscp,
+        app: None,
     }
 }
 

@@ -280,6 +280,8 @@ struct StatusDoc<'a> {
     connections: Option<weir_core::conn::ConnStats>,
     /// The connections that moved the most bytes, as of the last full sweep of the table.
     top_talkers: &'a [weir_core::conn::talkers::Talker],
+    /// Application tracking (FTP control and data connections); absent without a policy.
+    apps: Option<weir_core::device::apps::AppStats>,
     /// Admission control of the classes that have it.
     admission: Vec<weir_core::admission::ClassAdmission>,
     /// The adaptive controller (`[adapt]`), if the policy has one.
@@ -785,6 +787,7 @@ impl Bridge {
             },
             connections: self.device.connection_stats(),
             top_talkers: self.talkers.top(),
+            apps: self.device.app_stats(),
             admission: self.device.admission_report(),
             adapt,
             wake: &self.wake,

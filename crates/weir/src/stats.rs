@@ -48,6 +48,17 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                     c["live"], c["capacity"], c["inserted"], c["evicted"], c["expired"]
                 );
             }
+            if let Ok(a) =
+                serde_json::from_value::<weir_core::device::apps::AppStats>(v["apps"].clone())
+            {
+                if a.ftp_control > 0 {
+                    println!(
+                        "ftp: {} control connections ({} not read), {} data connections followed; {} announced, {} refused (third host), {} malformed, {} lines too long, {} gaps, {} expired",
+                        a.ftp_control, a.ftp_control_unread, a.ftp_data, a.announced,
+                        a.refused_bounce, a.malformed, a.too_long, a.gaps, a.expired
+                    );
+                }
+            }
             let talkers = v["top_talkers"]
                 .as_array()
                 .map_or(&[][..], |a| a.as_slice());

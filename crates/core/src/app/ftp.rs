@@ -230,6 +230,12 @@ impl Default for LineAssembler {
 }
 
 impl LineAssembler {
+    /// Drop the partial line and skip to the next LF (bytes of the stream were lost).
+    pub fn resync(&mut self) {
+        self.len = 0;
+        self.skipping = true;
+    }
+
     /// Feed `data`; `line` is called with every complete line (CR LF or LF stripped).
     pub fn push(&mut self, data: &[u8], mut line: impl FnMut(&[u8])) {
         for &b in data {
@@ -408,5 +414,11 @@ mod tests {
         a.push(b"\r\nQUIT\r\n", |l| got.push(l.to_vec()));
         assert_eq!(got, vec![b"QUIT".to_vec()]);
         assert_eq!(a.too_long, 1);
+        // bytes lost: the rest of the broken line is skipped, the next one read
+        got.clear();
+        a.push(b"PORT 10,0,", |l| got.push(l.to_vec()));
+        a.resync();
+        a.push(b"4,1\r\nPASV\r\n", |l| got.push(l.to_vec()));
+        assert_eq!(got, vec![b"PASV".to_vec()]);
     }
 }

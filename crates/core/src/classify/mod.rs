@@ -56,6 +56,8 @@ pub struct Fields {
     pub dport: Option<u16>,
     /// DSCP (0-63).
     pub dscp: Option<u8>,
+    /// The connection's application ([`crate::app::App`]), once known.
+    pub app: Option<u8>,
 }
 
 /// One endpoint in hashable form: family tag (0 none, 1 v4, 2 v6), address, port.
@@ -138,6 +140,7 @@ impl Fields {
             sport,
             dport,
             dscp: None,
+            app: None,
         }
     }
 
@@ -199,6 +202,9 @@ pub struct Match {
     /// VLAN id in this list (values 0-4095); never matches an untagged frame.
     pub vlan: Option<Vec<u16>>,
     pub ethertype: Option<u16>,
+    /// The connection's application in this list ([`crate::app::App`] tags); never
+    /// matches a packet whose application is not known.
+    pub app: Option<Vec<u8>>,
 }
 
 #[inline]
@@ -264,6 +270,13 @@ impl Match {
                 ));
             }
         }
+        if self.app.as_ref().is_some_and(Vec::is_empty) {
+            return Err(UnitError::new(
+                "application",
+                "[]",
+                "empty list matches nothing",
+            ));
+        }
         for p in [&self.sport, &self.dport, &self.port].into_iter().flatten() {
             if p.is_empty() {
                 return Err(UnitError::new("port set", "", "empty set matches nothing"));
@@ -286,6 +299,9 @@ impl Match {
             }
         }
         if !in_list(&self.vlan, f.vlan) || !in_list(&self.dscp, f.dscp) {
+            return false;
+        }
+        if !in_list(&self.app, f.app) {
             return false;
         }
         if !in_ports(&self.sport, f.sport) || !in_ports(&self.dport, f.dport) {

@@ -55,6 +55,7 @@
 //! classes' rates at run time.
 
 mod adapt;
+pub mod apps;
 
 pub use adapt::{AdaptClass, AdaptCounters, AdaptSnapshot, ReflectorSnapshot};
 
@@ -161,6 +162,8 @@ pub struct Device {
     admission: Option<Admission>,
     /// The adaptive controller (`[adapt]`); `None` when the policy has none.
     adapt: Option<adapt::Adapt>,
+    /// Application tracking (FTP control and data); with the connection table.
+    apps: Option<apps::Apps>,
 }
 
 /// MSS clamping of a labelled packet (see [`crate::tcp::mss`]): a SYN takes its
@@ -275,6 +278,7 @@ impl Device {
             overhead,
             source,
             generation: 1,
+            apps: conns.is_some().then(apps::Apps::new),
             conns: conns.map(ConnTable::new).transpose()?,
             mss,
             tcr: tcr.map(Tcr::new),
@@ -295,12 +299,19 @@ impl Device {
             tcr: None,
             admission: None,
             adapt: None,
+            apps: None,
         }
     }
 
     /// The connection table (both directions), if this device keeps one.
     pub fn connections(&self) -> Option<&ConnTable> {
         self.conns.as_ref()
+    }
+
+    /// What application tracking did (FTP control and data connections); `None` without
+    /// a connection table.
+    pub fn app_stats(&self) -> Option<apps::AppStats> {
+        self.apps.as_ref().map(apps::Apps::stats)
     }
 
     /// The connection table's counters.
@@ -333,6 +344,10 @@ impl Device {
             policy.build_direction(Direction::Inbound, cx.now)?,
         ];
         let mut report = ReloadReport::default();
+        // class numbers are the old policy's: control connections learn theirs again
+        if let Some(a) = &mut self.apps {
+            a.forget_classes();
+        }
         let reps = [&mut report.outbound, &mut report.inbound];
         for ((lane, mut new), rep) in self.lanes.iter_mut().zip(fresh).zip(reps) {
             carry(lane.pipe.take(), &mut new, &mut lane.pass, cx, rep)?;
@@ -396,6 +411,7 @@ impl Device {
         let mut parsed = None;
         let mut conn = ConnId::NONE;
         let mut side = Side::Orig;
+        let mut app = None;
         if self.lanes[dir_index(dir)].pipe.is_some() || self.conns.is_some() {
             let p = weir_wire::parse_frame(cx.pool.data(pkt));
             // the adaptive controller's replies and ARP end here
@@ -410,9 +426,19 @@ impl Device {
             let data = cx.pool.data(pkt);
             if let (Some(t), Ok(p)) = (&mut self.conns, &p) {
                 (conn, side) = track(t, p, data, cx.now);
+                if let Some(a) = &mut self.apps {
+                    app = a.observe(t, (conn, side), p, data, cx.now);
+                }
             }
             cx.pool.meta_mut(pkt).conn = conn.0;
-            fields = Some(p.as_ref().map(parsed_fields).map_err(|_| ()));
+            fields = Some(
+                p.as_ref()
+                    .map(|p| Fields {
+                        app,
+                        ..parsed_fields(p)
+                    })
+                    .map_err(|_| ()),
+            );
             parsed = p.ok();
         }
         let lane = &mut self.lanes[dir_index(dir)];
@@ -436,6 +462,12 @@ impl Device {
                     Fields::default()
                 });
                 p.label(pkt, &f, cx, arrival);
+                if let (Some(a), Some(t), true) = (&mut self.apps, &self.conns, app.is_some()) {
+                    let m = cx.pool.meta(pkt);
+                    let default = m.rule == crate::classify::DEFAULT_RULE;
+                    let class = a.class(t, conn, dir_index(dir), m.class, default);
+                    cx.pool.meta_mut(pkt).class = class;
+                }
                 if let (Some(table), Some(parsed)) = (&self.mss, &parsed) {
                     let conns = self.conns.as_mut();
                     clamp_mss(table, true, conns, conn, parsed, pkt, cx, &mut lane.mss);

@@ -601,3 +601,6 @@ mod conn_tests {
 
 #[path = "adapt_tests.rs"]
 mod adapt_tests;
+
+#[path = "apps_tests.rs"]
+mod apps_tests;

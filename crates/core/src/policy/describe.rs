@@ -314,6 +314,15 @@ fn describe_match(m: &Match) -> String {
             v.iter().map(u16::to_string).collect::<Vec<_>>().join(",")
         ));
     }
+    if let Some(a) = &m.app {
+        parts.push(format!(
+            "app {}",
+            a.iter()
+                .map(|&x| crate::app::App::name(x))
+                .collect::<Vec<_>>()
+                .join(",")
+        ));
+    }
     if parts.is_empty() {
         "any".into()
     } else {

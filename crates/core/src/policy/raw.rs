@@ -177,6 +177,7 @@ pub(super) struct RawRule {
     pub(super) port: Option<Spanned<Value>>,
     pub(super) dscp: Option<Spanned<Value>>,
     pub(super) vlan: Option<Spanned<Value>>,
+    pub(super) app: Option<Spanned<Value>>,
     pub(super) mss: Option<Spanned<Value>>,
     pub(super) meter: Option<Spanned<String>>,
     pub(super) mark: Option<Spanned<Value>>,

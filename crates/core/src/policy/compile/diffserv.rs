@@ -368,6 +368,7 @@ pub(super) fn check_interior_rule(src: &mut Src<'_>, r: &RawRule) {
         ("dport", &r.dport),
         ("port", &r.port),
         ("vlan", &r.vlan),
+        ("app", &r.app),
     ];
     for (key, v) in mf {
         if let Some(v) = v {

@@ -661,6 +661,9 @@ fn rule_match(src: &mut Src<'_>, r: &RawRule) -> Match {
     if let Some(v) = &r.vlan {
         m.vlan = parse_list(src, "vlan", v, parse_vlan);
     }
+    if let Some(v) = &r.app {
+        m.app = parse_list(src, "app", v, crate::app::App::parse);
+    }
     if (m.sport.is_some() || m.dport.is_some() || m.port.is_some())
         && m.proto.is_some_and(|p| ![6u8, 17].contains(&p))
     {
