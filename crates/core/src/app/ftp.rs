@@ -421,4 +421,27 @@ mod tests {
         a.push(b"4,1\r\nPASV\r\n", |l| got.push(l.to_vec()));
         assert_eq!(got, vec![b"PASV".to_vec()]);
     }
+
+    proptest::proptest! {
+        /// Any bytes, as lines from either side and as a stream in any cut: no panic,
+        /// and an announcement only from a line that starts with its verb or code.
+        #[test]
+        fn arbitrary_bytes_never_panic(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600), cut in 0usize..600) {
+            for party in [Party::Client, Party::Server] {
+                if let Some(Ok(_)) = parse_line(&data, party) {
+                    let head = data.get(..4).map(|h| h.to_ascii_uppercase());
+                    let ok = matches!(head.as_deref(), Some(b"PORT") | Some(b"EPRT"))
+                        || data.starts_with(b"227")
+                        || data.starts_with(b"229");
+                    proptest::prop_assert!(ok);
+                }
+            }
+            let mut a = LineAssembler::default();
+            let cut = cut.min(data.len());
+            let mut n = 0;
+            a.push(&data[..cut], |l| { n += 1; let _ = parse_line(l, Party::Client); });
+            a.push(&data[cut..], |l| { n += 1; let _ = parse_line(l, Party::Server); });
+            proptest::prop_assert!(n <= data.iter().filter(|b| **b == b'\n').count());
+        }
+    }
 }
