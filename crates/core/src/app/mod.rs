@@ -7,12 +7,16 @@
 //! |---|---|
 //! | [`ftp`] | FTP's control channel: PORT/EPRT and 227/229 announce the data connection |
 //! | [`expect`] | expected connections: what a control channel announced, bounded, timed, bounce-safe |
+//! | [`http`] | HTTP/1.x heads: a request's method, target and host, a response's MIME type; globs |
+//! | [`tls`] | TLS: the server name (SNI) of a ClientHello |
 //!
 //! A connection's application is a tag ([`App`]) kept in its connection-table entry and
 //! matched by a rule's `app` key.
 
 pub mod expect;
 pub mod ftp;
+pub mod http;
+pub mod tls;
 
 use crate::units::UnitError;
 
