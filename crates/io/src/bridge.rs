@@ -62,13 +62,13 @@ pub enum BridgeError {
     Other(String),
 }
 
-/// Default of [`BridgeConfig::catch_up`]: oversleeps up to 20 ms are made up (a
-/// descheduled thread on a busy host); longer stalls are not turned into a burst.
 /// Top talkers in the statistics, and the connection-table slots swept for them per
 /// publish (once a second): a default table of 65,536 slots is swept every 8 s.
 const TOP_TALKERS: usize = 10;
 const TALKER_SLOTS_PER_PUBLISH: usize = 8192;
 
+/// Default of [`BridgeConfig::catch_up`]: oversleeps up to 20 ms are made up (a
+/// descheduled thread on a busy host); longer stalls are not turned into a burst.
 pub const DEFAULT_CATCH_UP: Duration = Duration::from_millis(20);
 
 /// What to bridge and how.

@@ -77,7 +77,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     if let Some(w) = &web {
         eprintln!("weir demo: live view http://{}/", w.addr());
     }
-    let tty = unsafe { libc::isatty(1) } == 1;
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let start = WallInstant::now();
     let (mut first, mut last): (Option<PipelineSnapshot>, Option<PipelineSnapshot>) = (None, None);
     while start.elapsed() < secs && !stop.load(std::sync::atomic::Ordering::Relaxed) {

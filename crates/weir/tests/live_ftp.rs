@@ -12,7 +12,8 @@
 
 mod common;
 
-use common::{have, in_ns, start_weir, KillOnDrop, TempDir};
+use common::{have, in_ns, start_weir, stats, KillOnDrop, TempDir};
+use std::path::Path;
 use std::time::Duration;
 use weir_lab::topo::{skip_unless_root, BridgeTopo};
 
@@ -44,12 +45,8 @@ port = 21
 "#;
 
 /// The inbound `ftp` class's sent bytes from `weir stats --json`.
-fn ftp_bytes(t: &BridgeTopo, sock: &str) -> u64 {
-    let out = in_ns(&t.dut, &[common::WEIR, "stats", "--json", "--socket", sock])
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["inbound"]["pipeline"]["classes"]
+fn ftp_bytes(sock: &Path) -> u64 {
+    stats(sock)["inbound"]["pipeline"]["classes"]
         .as_array()
         .unwrap()
         .iter()
@@ -128,17 +125,16 @@ fn ftp_data_connections_land_in_the_ftp_class() {
     std::thread::sleep(Duration::from_millis(500));
     let sock = dir.0.join("weir.sock");
     let w = start_weir(&t, &["run", "--policy", policy.to_str().unwrap()], &sock);
-    let sock = sock.to_str().unwrap();
     let want_s = FILE as f64 * WIRE * 8.0 / RATE;
     let mut report = Vec::new();
     for (mode, opts) in [
         ("passive (EPSV)", &[][..]),
         ("active (EPRT)", &["--ftp-port", "-"][..]),
     ] {
-        let before = ftp_bytes(&t, sock);
+        let before = ftp_bytes(&sock);
         let (secs, size) = download(&t, opts);
         std::thread::sleep(Duration::from_millis(1200)); // one statistics publish
-        let bytes = ftp_bytes(&t, sock) - before;
+        let bytes = ftp_bytes(&sock) - before;
         assert_eq!(size, FILE as u64, "{mode}: curl got {size} bytes");
         let wire = FILE as f64 * WIRE;
         let line = format!(
@@ -149,10 +145,7 @@ fn ftp_data_connections_land_in_the_ftp_class() {
         eprintln!("{line}");
         report.push((line, bytes as f64 / wire, secs / want_s));
     }
-    let out = in_ns(&t.dut, &[common::WEIR, "stats", "--json", "--socket", sock])
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = stats(&sock);
     let apps = &v["apps"];
     eprintln!("weir's application tracking: {apps}");
     drop(w);

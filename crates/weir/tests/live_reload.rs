@@ -11,9 +11,8 @@
 
 mod common;
 
-use common::{wait_for, weir, KillOnDrop, WEIR};
+use common::{stats, wait_for, weir, KillOnDrop, WEIR};
 use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use weir_lab::agents::{SenderOpts, TcpSender, TcpSink};
@@ -45,12 +44,6 @@ fn policy(mbit: u32, bulk: bool) -> String {
         );
     }
     s
-}
-
-fn stats(sock: &Path) -> serde_json::Value {
-    let (code, out, err) = weir(&["stats", "--json", "--socket", sock.to_str().unwrap()]);
-    assert_eq!(code, 0, "{err}");
-    serde_json::from_str(&out).unwrap()
 }
 
 #[test]

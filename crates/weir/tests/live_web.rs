@@ -9,8 +9,9 @@
 
 mod common;
 
-use common::{have, in_ns, iperf3_server, start_weir, KillOnDrop};
+use common::{have, in_ns, iperf3_server, start_weir, stats, KillOnDrop};
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use weir_lab::topo::{skip_unless_root, BridgeTopo};
@@ -97,16 +98,8 @@ fn sent_bytes(metrics: &str) -> BTreeMap<(String, String), u64> {
 }
 
 /// The same counters from `weir stats --json`.
-fn stats_sent_bytes(t: &BridgeTopo, sock: &str) -> BTreeMap<(String, String), u64> {
-    let out = in_ns(&t.dut, &[common::WEIR, "stats", "--json", "--socket", sock])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+fn stats_sent_bytes(sock: &Path) -> BTreeMap<(String, String), u64> {
+    let v = stats(sock);
     let mut m = BTreeMap::new();
     for dir in ["outbound", "inbound"] {
         for c in v[dir]["pipeline"]["classes"]
@@ -186,13 +179,12 @@ fn the_live_view_and_metrics_match_weir_stats() {
     }
     let http = format!("127.0.0.1:{PORT}");
     let (t, sock, w) = web_weir("web", &["--http", &http]);
-    let sock = sock.to_str().unwrap();
     let _load = traffic(&t, 25);
     std::thread::sleep(Duration::from_secs(3));
 
-    let before = stats_sent_bytes(&t, sock);
+    let before = stats_sent_bytes(&sock);
     let (code, metrics) = curl(&t, &format!("http://{http}/metrics"), &[]);
-    let after = stats_sent_bytes(&t, sock);
+    let after = stats_sent_bytes(&sock);
     assert_eq!(code, 200, "{metrics}");
     assert!(metrics.trim_end().ends_with("# EOF"), "{metrics}");
     let m = sent_bytes(&metrics);

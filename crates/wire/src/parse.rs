@@ -104,6 +104,14 @@ impl Parsed {
     pub fn payload_len(&self) -> usize {
         self.l3_end.saturating_sub(self.payload_offset)
     }
+
+    /// The TCP segment of `frame` (the frame this was parsed from), read-only: `None`
+    /// for anything but TCP, or a header that does not check.
+    pub fn tcp<'a>(&self, frame: &'a [u8]) -> Option<tcp::Packet<&'a [u8]>> {
+        self.tcp_flags?;
+        let b = frame.get(self.l4_offset?..self.l3_end)?;
+        tcp::Packet::new_checked(b).ok()
+    }
 }
 
 /// Parses an Ethernet frame (without FCS).

@@ -26,9 +26,10 @@ use serde::{Deserialize, Serialize};
 pub struct Talker {
     /// IP protocol number (6 TCP, 17 UDP, …).
     pub proto: u8,
-    /// The originator (who sent the first packet) and the other end, `address:port`.
-    pub orig: String,
-    pub reply: String,
+    /// The originator (who sent the first packet) and the other end (`address:port` in
+    /// JSON).
+    pub orig: SocketAddr,
+    pub reply: SocketAddr,
     /// Bytes each way: originator → other end, and back.
     pub bytes_orig: u64,
     pub bytes_reply: u64,
@@ -47,8 +48,8 @@ impl Talker {
 pub struct Talkers {
     n: usize,
     hand: usize,
-    /// (bytes, slot) of the best of this round, decreasing.
-    round: Vec<(u64, u32, Talker)>,
+    /// The best of this round, most bytes first.
+    round: Vec<Talker>,
     top: Vec<Talker>,
 }
 
@@ -75,25 +76,26 @@ impl Talkers {
             let c = &t.conns[slot];
             if !c.key.is_free() {
                 let bytes = c.bytes[0] + c.bytes[1];
-                let worst = self.round.last().map_or(0, |r| r.0);
+                let worst = self.round.last().map_or(0, Talker::bytes);
                 if self.round.len() < self.n || bytes > worst {
                     let (o, r) = (c.orig(), c.reply());
                     let talker = Talker {
                         proto: c.proto(),
-                        orig: SocketAddr::new(o.0, o.1).to_string(),
-                        reply: SocketAddr::new(r.0, r.1).to_string(),
+                        orig: SocketAddr::new(o.0, o.1),
+                        reply: SocketAddr::new(r.0, r.1),
                         bytes_orig: c.bytes(Side::Orig),
                         bytes_reply: c.bytes(Side::Reply),
                         age_s: now.saturating_since(c.first_seen).as_secs_f64(),
                     };
-                    let at = self.round.partition_point(|x| x.0 >= bytes);
-                    self.round.insert(at, (bytes, slot as u32, talker));
+                    let at = self.round.partition_point(|x| x.bytes() >= bytes);
+                    self.round.insert(at, talker);
                     self.round.truncate(self.n);
                 }
             }
             if self.hand == cap {
                 self.hand = 0;
-                self.top = self.round.drain(..).map(|r| r.2).collect();
+                std::mem::swap(&mut self.top, &mut self.round);
+                self.round.clear();
             }
         }
     }
@@ -147,7 +149,7 @@ mod tests {
         let top: Vec<(u64, String)> = k
             .top()
             .iter()
-            .map(|x| (x.bytes(), x.orig.clone()))
+            .map(|x| (x.bytes(), x.orig.to_string()))
             .collect();
         assert_eq!(
             top,
@@ -162,7 +164,7 @@ mod tests {
             (best.bytes_orig, best.bytes_reply, best.proto),
             (480, 320, 6)
         );
-        assert_eq!(best.reply, "10.0.0.2:80");
+        assert_eq!(best.reply.to_string(), "10.0.0.2:80");
         assert!((best.age_s - 1.0).abs() < 1e-9);
     }
 }

@@ -156,7 +156,7 @@ impl Apps {
         let mut tag = self.tag(id, stamp);
         let first = side == Side::Orig && c.packets(Side::Orig) == 1 && c.packets(Side::Reply) == 0;
         if tag.is_none() && first {
-            tag = self.classify_new(t, id, p, now);
+            tag = self.classify_new(t, (id, stamp), p, now);
         }
         let tag = tag?;
         if tag.app == App::FTP && p.payload_len() > 0 {
@@ -170,13 +170,12 @@ impl Apps {
     fn classify_new(
         &mut self,
         t: &ConnTable,
-        id: ConnId,
+        (id, stamp): (ConnId, Instant),
         p: &weir_wire::Parsed,
         now: Instant,
     ) -> Option<Tag> {
         let (src, dst, proto) = (p.src_ip?, p.dst_ip?, p.protocol?);
         let dport = p.dst_port?;
-        let stamp = t.get(id).first_seen();
         if let Some(e) = self.expect.take(src, dst, dport, proto, now) {
             self.stats.ftp_data += 1;
             let tag = Tag {
@@ -231,11 +230,7 @@ impl Apps {
         let Some(ctl) = self.control.get_mut(&id.0).filter(|c| c.stamp == stamp) else {
             return;
         };
-        let Some(seg) = p
-            .l4_offset
-            .and_then(|l4| data.get(l4..p.l3_end))
-            .and_then(|b| weir_wire::tcp::Packet::new_checked(b).ok())
-        else {
+        let Some(seg) = p.tcp(data) else {
             return;
         };
         let payload = seg.payload();
@@ -264,36 +259,29 @@ impl Apps {
             Party::Server
         };
         let (ends, owner) = (ctl.ends, id.0);
+        let [client, server] = ends;
+        let (expect, stats) = (&mut self.expect, &mut self.stats);
         let before = s.lines.too_long;
-        let mut found: [Option<Result<Announce, ftp::FtpError>>; 4] = [None; 4];
-        let mut n = 0;
-        s.lines.push(new, |line| {
-            if let Some(a) = ftp::parse_line(line, party) {
-                if n < found.len() {
-                    found[n] = Some(a);
-                    n += 1;
+        s.lines
+            .push(new, |line| match ftp::parse_line(line, party) {
+                None => {}
+                Some(Err(_)) => stats.malformed += 1,
+                Some(Ok(a)) => {
+                    let (initiator, responder, port) = match a {
+                        Announce::Active(ip, port) => (server, ip, port),
+                        Announce::Passive(ip, port) => (client, ip, port),
+                        Announce::PassivePort(port) => (client, server, port),
+                    };
+                    // a refusal (a third host) is counted by the expectations
+                    let _ = expect.add(
+                        (initiator, responder, port),
+                        (6, App::FTP_DATA),
+                        (owner, ends),
+                        now,
+                    );
                 }
-            }
-        });
-        self.stats.too_long += s.lines.too_long - before;
-        for a in found.into_iter().flatten() {
-            let Ok(a) = a else {
-                self.stats.malformed += 1;
-                continue;
-            };
-            let [client, server] = ends;
-            let (initiator, responder, port) = match a {
-                Announce::Active(ip, port) => (server, ip, port),
-                Announce::Passive(ip, port) => (client, ip, port),
-                Announce::PassivePort(port) => (client, server, port),
-            };
-            let _ = self.expect.add(
-                (initiator, responder, port),
-                (6, App::FTP_DATA),
-                (owner, ends),
-                now,
-            );
-        }
+            });
+        stats.too_long += s.lines.too_long - before;
     }
 
     /// A new policy numbers its classes anew: forget the control connections' classes

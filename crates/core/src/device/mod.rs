@@ -735,14 +735,8 @@ fn track(t: &mut ConnTable, p: &weir_wire::Parsed, data: &[u8], now: Instant) ->
     };
     let (id, side) = id;
     t.observe(id, side, data.len() as u32, now);
-    if p.tcp_flags.is_some() {
-        if let Some(seg) = p
-            .l4_offset
-            .and_then(|l4| data.get(l4..p.l3_end))
-            .and_then(|b| weir_wire::tcp::Packet::new_checked(b).ok())
-        {
-            t.observe_tcp(id, side, &seg, p.payload_len(), now);
-        }
+    if let Some(seg) = p.tcp(data) {
+        t.observe_tcp(id, side, &seg, p.payload_len(), now);
     }
     (id, side)
 }

@@ -121,16 +121,23 @@ pub fn render(doc: &str) -> Result<String, String> {
             &none,
             num(&c["capacity"]) as f64,
         );
-        for (k, help) in [
-            ("inserted", "Connections the table inserted"),
-            ("evicted", "Connections evicted to make room"),
-            ("expired", "Connections that timed out"),
+        for (name, k, help) in [
+            (
+                "weir_connections_inserted",
+                "inserted",
+                "Connections the table inserted",
+            ),
+            (
+                "weir_connections_evicted",
+                "evicted",
+                "Connections evicted to make room",
+            ),
+            (
+                "weir_connections_expired",
+                "expired",
+                "Connections that timed out",
+            ),
         ] {
-            let name = match k {
-                "inserted" => "weir_connections_inserted",
-                "evicted" => "weir_connections_evicted",
-                _ => "weir_connections_expired",
-            };
             m.counter(name, help, &none, num(&c[k]));
         }
     }
@@ -272,7 +279,7 @@ fn pipeline(m: &mut Metrics, dir: &str, s: &PipelineSnapshot) {
             c.overlimits,
         );
         if let Some(q) = &c.queue {
-            queue(m, "class", &l, q);
+            queue(m, CLASS_QUEUE, &l, q);
         }
     }
     for r in &s.rules {
@@ -292,7 +299,7 @@ fn pipeline(m: &mut Metrics, dir: &str, s: &PipelineSnapshot) {
     }
     for e in &s.emulators {
         let l = labels(&[("direction", dir), ("emulator", &e.name)]);
-        queue(m, "emulator", &l, &e.queue);
+        queue(m, EMULATOR_QUEUE, &l, &e.queue);
         m.counter(
             "weir_emulator_lost_packets",
             "Packets the emulated link lost",
@@ -302,22 +309,23 @@ fn pipeline(m: &mut Metrics, dir: &str, s: &PipelineSnapshot) {
     }
 }
 
-/// A queue's backlog, what it passed, and its drops by cause (`what`: class, emulator).
-fn queue(m: &mut Metrics, what: &str, l: &Labels, q: &QueueSnapshot) {
-    let (qp, qb, dp, db) = match what {
-        "class" => (
-            "weir_class_queue_packets",
-            "weir_class_queue_bytes",
-            "weir_class_dropped_packets",
-            "weir_class_dropped_bytes",
-        ),
-        _ => (
-            "weir_emulator_queue_packets",
-            "weir_emulator_queue_bytes",
-            "weir_emulator_dropped_packets",
-            "weir_emulator_dropped_bytes",
-        ),
-    };
+/// The metric names of a class's and an emulator's queue: backlog (packets, bytes),
+/// drops (packets, bytes).
+const CLASS_QUEUE: [&str; 4] = [
+    "weir_class_queue_packets",
+    "weir_class_queue_bytes",
+    "weir_class_dropped_packets",
+    "weir_class_dropped_bytes",
+];
+const EMULATOR_QUEUE: [&str; 4] = [
+    "weir_emulator_queue_packets",
+    "weir_emulator_queue_bytes",
+    "weir_emulator_dropped_packets",
+    "weir_emulator_dropped_bytes",
+];
+
+/// A queue's backlog and its drops by cause, under `names`.
+fn queue(m: &mut Metrics, [qp, qb, dp, db]: [&'static str; 4], l: &Labels, q: &QueueSnapshot) {
     m.gauge(qp, "Packets queued", l, q.packets as f64);
     m.gauge(qb, "Bytes queued", l, q.bytes as f64);
     for (cause, c) in &q.drops {

@@ -137,3 +137,11 @@ pub fn iperf3_server(t: &weir_lab::topo::BridgeTopo) -> KillOnDrop {
     std::thread::sleep(Duration::from_millis(300));
     server
 }
+
+/// `weir stats --json` of the weir serving the statistics socket `sock` (a Unix socket:
+/// reachable from any network namespace); fails the test if it does not answer.
+pub fn stats(sock: &Path) -> serde_json::Value {
+    let (code, out, err) = weir(&["stats", "--json", "--socket", sock.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
