@@ -52,6 +52,7 @@ pub fn parsed_fields(p: &weir_wire::Parsed) -> Fields {
         dport: p.dst_port,
         dscp: p.dscp,
         app: None,
+        l7: 0,
     }
 }
 

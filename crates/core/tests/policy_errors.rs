@@ -380,3 +380,41 @@ fn autorate_errors_are_located() {
     ));
     has(&errs, "`source` must differ");
 }
+
+#[test]
+fn layer7_keys_are_checked_and_located() {
+    let rule = |body: &str| format!("{HEAD}[[rule]]\nclass = \"a\"\n{body}\n");
+    let errs = errors(&rule("http.hots = \"x.org\""));
+    has(&errs, "p.toml:9:");
+    has(&errs, "unknown field `hots`");
+    has(&errs, "`host`");
+    let errs = errors(&rule("http.path = \"video/*\""));
+    has(&errs, "p.toml:9:13:");
+    has(
+        &errs,
+        "`http.path`: invalid http.path 'video/*': a path pattern starts with /",
+    );
+    let errs = errors(&rule("http.mime = [\"video/*\", \"audio\"]"));
+    has(&errs, "p.toml:9:13:");
+    has(&errs, "type/subtype");
+    let errs = errors(&rule("tls.sni = \"\""));
+    has(&errs, "p.toml:9:11:");
+    has(&errs, "empty pattern");
+    let errs = errors(&rule("tls.name = \"a\""));
+    has(&errs, "unknown field `name`");
+    let errs = errors(&rule("app = \"gopher\""));
+    has(&errs, "p.toml:9:7:");
+    has(&errs, "expected one of ftp, ftp-data, http, tls");
+    // an interior router classifies by DSCP only
+    let errs = errors(
+        "[link]\nrate = \"1Mbit\"\nrole = \"interior\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"500kbit\"\n[[rule]]\nclass = \"a\"\nhttp.host = \"x\"\n",
+    );
+    has(&errs, "p.toml:10:13:");
+    has(&errs, "`http.host`: an interior router");
+    // 64 distinct conditions at most
+    let many: String = (0..65)
+        .map(|i| format!("[[rule]]\nclass = \"a\"\ntls.sni = \"h{i}.example\"\n"))
+        .collect();
+    let errs = errors(&format!("{HEAD}{many}"));
+    has(&errs, "at most 64 distinct layer-7 conditions");
+}

@@ -58,6 +58,23 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                         a.refused_bounce, a.malformed, a.too_long, a.gaps, a.expired
                     );
                 }
+                let found = [
+                    ("http", a.http),
+                    ("tls", a.tls),
+                    ("ssh", a.ssh),
+                    ("dns", a.dns),
+                    ("quic", a.quic),
+                    ("sip", a.sip),
+                    ("rtp", a.rtp),
+                ];
+                if found.iter().any(|&(_, n)| n > 0) {
+                    let list: Vec<String> = found.iter().map(|(k, n)| format!("{k} {n}")).collect();
+                    println!(
+                        "applications recognised (connections): {}; heads read: {} requests, {} responses, {} ClientHellos, {} unread",
+                        list.join(", "),
+                        a.http_requests, a.http_responses, a.tls_hellos, a.heads_unread
+                    );
+                }
             }
             let talkers = v["top_talkers"]
                 .as_array()

@@ -105,6 +105,16 @@ impl Parsed {
         self.l3_end.saturating_sub(self.payload_offset)
     }
 
+    /// The application payload of `frame` (the frame this was parsed from): after the
+    /// TCP/UDP/ICMP header, up to the end of the IP packet; empty for a fragment (its
+    /// bytes are not a message's start) and for anything that does not fit.
+    pub fn payload<'a>(&self, frame: &'a [u8]) -> &'a [u8] {
+        if self.is_fragment {
+            return &[];
+        }
+        frame.get(self.payload_offset..self.l3_end).unwrap_or(&[])
+    }
+
     /// The TCP segment of `frame` (the frame this was parsed from), read-only: `None`
     /// for anything but TCP, or a header that does not check.
     pub fn tcp<'a>(&self, frame: &'a [u8]) -> Option<tcp::Packet<&'a [u8]>> {

@@ -9,13 +9,19 @@
 //! | [`expect`] | expected connections: what a control channel announced, bounded, timed, bounce-safe |
 //! | [`http`] | HTTP/1.x heads: a request's method, target and host, a response's MIME type; globs |
 //! | [`tls`] | TLS: the server name (SNI) of a ClientHello |
+//! | [`detect`] | applications by their first bytes on any port: HTTP, TLS, SSH, SIP, DNS, QUIC |
+//! | [`l7`] | rules' layer-7 conditions (`http.host`, `tls.sni`, ...) as bits per connection |
+//! | [`sdp`] | SIP's session descriptions: the media (RTP) ports a call announces |
 //!
 //! A connection's application is a tag ([`App`]) kept in its connection-table entry and
 //! matched by a rule's `app` key.
 
+pub mod detect;
 pub mod expect;
 pub mod ftp;
 pub mod http;
+pub mod l7;
+pub mod sdp;
 pub mod tls;
 
 use crate::units::UnitError;
@@ -30,7 +36,35 @@ impl App {
     /// A data connection an FTP control connection announced (PORT, EPRT, 227, 229).
     pub const FTP_DATA: u8 = 2;
 
-    const NAMES: [(&'static str, u8); 2] = [("ftp", Self::FTP), ("ftp-data", Self::FTP_DATA)];
+    /// HTTP/1.x (a request line first).
+    pub const HTTP: u8 = 3;
+    /// TLS (a ClientHello first): HTTPS and others.
+    pub const TLS: u8 = 4;
+    pub const SSH: u8 = 5;
+    pub const DNS: u8 = 6;
+    /// QUIC (HTTP/3 and others): an Initial packet first.
+    pub const QUIC: u8 = 7;
+    /// SIP signalling, on any port.
+    pub const SIP: u8 = 8;
+    /// Media (RTP/RTCP) a SIP session description announced.
+    pub const RTP: u8 = 9;
+
+    const NAMES: [(&'static str, u8); 9] = [
+        ("ftp", Self::FTP),
+        ("ftp-data", Self::FTP_DATA),
+        ("http", Self::HTTP),
+        ("tls", Self::TLS),
+        ("ssh", Self::SSH),
+        ("dns", Self::DNS),
+        ("quic", Self::QUIC),
+        ("sip", Self::SIP),
+        ("rtp", Self::RTP),
+    ];
+
+    /// Every application name, in tag order.
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        Self::NAMES.iter().map(|&(n, _)| n)
+    }
 
     /// The tag of an application name (case-insensitive).
     pub fn parse(s: &str) -> Result<u8, UnitError> {
@@ -39,7 +73,13 @@ impl App {
             .iter()
             .find(|(n, _)| *n == lower)
             .map(|&(_, a)| a)
-            .ok_or_else(|| UnitError::new("application", s, "expected ftp or ftp-data"))
+            .ok_or_else(|| {
+                UnitError::new(
+                    "application",
+                    s,
+                    "expected one of ftp, ftp-data, http, tls, ssh, dns, quic, sip, rtp",
+                )
+            })
     }
 
     /// The name of a tag.
@@ -57,11 +97,11 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for n in ["ftp", "ftp-data"] {
+        for n in App::names() {
             assert_eq!(App::name(App::parse(n).unwrap()), n);
         }
         assert_eq!(App::parse("FTP-Data").unwrap(), App::FTP_DATA);
-        let e = App::parse("http").unwrap_err().to_string();
-        assert!(e.contains("expected ftp or ftp-data"), "{e}");
+        let e = App::parse("gopher").unwrap_err().to_string();
+        assert!(e.contains("expected one of ftp, ftp-data, http"), "{e}");
     }
 }

@@ -147,13 +147,13 @@ fn parse_hello(hello: &[u8]) -> Sni<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A ClientHello record with `exts` as its extensions (built by hand after RFC 8446
     /// §4.1.2: version 0x0303, 32 zero random bytes, an empty session id, one suite
     /// 0x1301, one null compression method).
-    fn hello(exts: &[u8]) -> Vec<u8> {
+    pub(crate) fn hello(exts: &[u8]) -> Vec<u8> {
         let mut body = vec![3, 3];
         body.extend_from_slice(&[0; 32]);
         body.push(0); // session id
@@ -171,7 +171,7 @@ mod tests {
     }
 
     /// server_name extension (type 0) for `name`: list length, type 0, name length, name.
-    fn sni_ext(name: &[u8]) -> Vec<u8> {
+    pub(crate) fn sni_ext(name: &[u8]) -> Vec<u8> {
         let mut list = vec![0];
         list.extend_from_slice(&(name.len() as u16).to_be_bytes());
         list.extend_from_slice(name);

@@ -58,6 +58,9 @@ pub struct Fields {
     pub dscp: Option<u8>,
     /// The connection's application ([`crate::app::App`]), once known.
     pub app: Option<u8>,
+    /// The layer-7 conditions its connection satisfies (bits of the policy's
+    /// [`crate::app::l7::L7Set`]).
+    pub l7: u64,
 }
 
 /// One endpoint in hashable form: family tag (0 none, 1 v4, 2 v6), address, port.
@@ -141,6 +144,7 @@ impl Fields {
             dport,
             dscp: None,
             app: None,
+            l7: 0,
         }
     }
 
@@ -205,6 +209,9 @@ pub struct Match {
     /// The connection's application in this list ([`crate::app::App`] tags); never
     /// matches a packet whose application is not known.
     pub app: Option<Vec<u8>>,
+    /// Layer-7 conditions (`http.host`, `tls.sni`, ...): bits of the policy's
+    /// [`crate::app::l7::L7Set`] the packet's connection must all have (0: none).
+    pub l7: u64,
 }
 
 #[inline]
@@ -301,7 +308,7 @@ impl Match {
         if !in_list(&self.vlan, f.vlan) || !in_list(&self.dscp, f.dscp) {
             return false;
         }
-        if !in_list(&self.app, f.app) {
+        if !in_list(&self.app, f.app) || f.l7 & self.l7 != self.l7 {
             return false;
         }
         if !in_ports(&self.sport, f.sport) || !in_ports(&self.dport, f.dport) {

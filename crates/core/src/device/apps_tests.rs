@@ -8,8 +8,8 @@ use crate::app::App;
 use std::net::Ipv4Addr;
 use weir_wire::build::{self, EthSpec, Ipv4Spec, TcpSpec};
 
-const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const SERVER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+pub(super) const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+pub(super) const SERVER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 
 /// The client on the LAN side (its packets outbound), the FTP server on the WAN side.
 const POLICY: &str = r#"
@@ -32,7 +32,7 @@ const POLICY: &str = r#"
 /// A TCP segment `from:sport → to:dport` with `flags`, `seq` and `payload` through `d`
 /// (outbound when the client sends it).
 #[allow(clippy::too_many_arguments)]
-fn segment(
+pub(super) fn segment(
     d: &mut Device,
     e: &mut Env,
     (from, sport): (Ipv4Addr, u16),
@@ -69,13 +69,13 @@ fn segment(
 }
 
 /// Packets each class received in `dir`.
-fn received(d: &Device, dir: Direction, class: &str) -> u64 {
+pub(super) fn received(d: &Device, dir: Direction, class: &str) -> u64 {
     let s = d.snapshot(dir, Instant::ZERO).unwrap();
     let c = s.classes.iter().find(|c| c.name == class).unwrap();
     c.queue.as_ref().unwrap().received.packets
 }
 
-fn flags(names: &str) -> weir_wire::tcp::TcpFlags {
+pub(super) fn flags(names: &str) -> weir_wire::tcp::TcpFlags {
     use weir_wire::tcp::TcpFlags;
     let mut f = TcpFlags(0);
     for n in names.split('|') {
@@ -100,7 +100,7 @@ fn control(d: &mut Device, e: &mut Env, client_line: &[u8], server_line: &[u8]) 
     segment(d, e, s, c, flags("ack|psh"), 501, server_line);
 }
 
-fn device(policy: &str) -> Device {
+pub(super) fn device(policy: &str) -> Device {
     Policy::parse("apps.toml", policy)
         .unwrap()
         .build_device(Instant::ZERO)

@@ -260,7 +260,12 @@ impl Device {
         overhead: i32,
         source: String,
         conns: Option<ConnConfig>,
-        (mss, tcr, admission): (Option<MssTable>, Option<TcrTable>, Option<AdmissionTable>),
+        (mss, tcr, admission, l7): (
+            Option<MssTable>,
+            Option<TcrTable>,
+            Option<AdmissionTable>,
+            crate::app::l7::L7Set,
+        ),
         adapt: Option<(&crate::policy::AdaptDef, &Policy, Instant)>,
     ) -> Result<Device, String> {
         if tcr.is_some() && conns.is_none() {
@@ -278,7 +283,7 @@ impl Device {
             overhead,
             source,
             generation: 1,
-            apps: conns.is_some().then(apps::Apps::new),
+            apps: conns.is_some().then(|| apps::Apps::new(l7)),
             conns: conns.map(ConnTable::new).transpose()?,
             mss,
             tcr: tcr.map(Tcr::new),
@@ -346,7 +351,7 @@ impl Device {
         let mut report = ReloadReport::default();
         // class numbers are the old policy's: control connections learn theirs again
         if let Some(a) = &mut self.apps {
-            a.forget_classes();
+            a.set_policy(&policy.l7);
         }
         let reps = [&mut report.outbound, &mut report.inbound];
         for ((lane, mut new), rep) in self.lanes.iter_mut().zip(fresh).zip(reps) {
@@ -411,7 +416,7 @@ impl Device {
         let mut parsed = None;
         let mut conn = ConnId::NONE;
         let mut side = Side::Orig;
-        let mut app = None;
+        let mut seen = apps::Seen::default();
         if self.lanes[dir_index(dir)].pipe.is_some() || self.conns.is_some() {
             let p = weir_wire::parse_frame(cx.pool.data(pkt));
             // the adaptive controller's replies and ARP end here
@@ -427,14 +432,15 @@ impl Device {
             if let (Some(t), Ok(p)) = (&mut self.conns, &p) {
                 (conn, side) = track(t, p, data, cx.now);
                 if let Some(a) = &mut self.apps {
-                    app = a.observe(t, (conn, side), p, data, cx.now);
+                    seen = a.observe(t, (conn, side), p, data, cx.now);
                 }
             }
             cx.pool.meta_mut(pkt).conn = conn.0;
             fields = Some(
                 p.as_ref()
                     .map(|p| Fields {
-                        app,
+                        app: seen.app,
+                        l7: seen.l7,
                         ..parsed_fields(p)
                     })
                     .map_err(|_| ()),
@@ -462,7 +468,8 @@ impl Device {
                     Fields::default()
                 });
                 p.label(pkt, &f, cx, arrival);
-                if let (Some(a), Some(t), true) = (&mut self.apps, &self.conns, app.is_some()) {
+                if let (Some(a), Some(t), true) = (&mut self.apps, &self.conns, seen.app.is_some())
+                {
                     let m = cx.pool.meta(pkt);
                     let default = m.rule == crate::classify::DEFAULT_RULE;
                     let class = a.class(t, conn, dir_index(dir), m.class, default);

@@ -604,3 +604,6 @@ mod adapt_tests;
 
 #[path = "apps_tests.rs"]
 mod apps_tests;
+
+#[path = "apps_l7_tests.rs"]
+mod apps_l7_tests;

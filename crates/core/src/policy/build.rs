@@ -255,7 +255,12 @@ impl Policy {
                 seed: self.seed,
                 ..crate::conn::ConnConfig::default()
             }),
-            (self.mss_table(), self.tcr_table(), self.admission_table()),
+            (
+                self.mss_table(),
+                self.tcr_table(),
+                self.admission_table(),
+                self.l7.clone(),
+            ),
             self.adapt.as_ref().map(|a| (a, self, now)),
         )
     }

@@ -34,7 +34,7 @@ impl Policy {
                     i + 1,
                     r.name,
                     self.classes[r.class].name,
-                    describe_match(&r.m)
+                    describe_match(&r.m, &self.l7)
                 ));
             }
             s.push_str(&format!(
@@ -276,7 +276,7 @@ impl Policy {
     }
 }
 
-fn describe_match(m: &Match) -> String {
+fn describe_match(m: &Match, l7: &crate::app::l7::L7Set) -> String {
     let mut parts = Vec::new();
     if let Some(p) = m.proto {
         parts.push(Proto::name(p).map_or(format!("proto {p}"), str::to_string));
@@ -322,6 +322,11 @@ fn describe_match(m: &Match) -> String {
                 .collect::<Vec<_>>()
                 .join(",")
         ));
+    }
+    for (i, c) in l7.conds.iter().enumerate() {
+        if m.l7 & (1 << i) != 0 {
+            parts.push(format!("{} {}", c.kind.key(), c.patterns.join(",")));
+        }
     }
     if parts.is_empty() {
         "any".into()

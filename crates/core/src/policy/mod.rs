@@ -421,6 +421,8 @@ pub struct Policy {
     pub meters: Vec<crate::diffserv::MeterDef>,
     /// The adaptive controller (`[adapt]`), if any.
     pub adapt: Option<AdaptDef>,
+    /// The rules' layer-7 conditions (`http.*`, `tls.*`), one bit each.
+    pub l7: crate::app::l7::L7Set,
     /// Advice that does not stop the policy from working.
     pub warnings: Vec<PolicyError>,
 }

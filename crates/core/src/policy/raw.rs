@@ -178,9 +178,52 @@ pub(super) struct RawRule {
     pub(super) dscp: Option<Spanned<Value>>,
     pub(super) vlan: Option<Spanned<Value>>,
     pub(super) app: Option<Spanned<Value>>,
+    /// `http.host`, `http.path`, `http.method`, `http.mime` (a dotted key: a table).
+    /// (Not `Spanned`: toml cannot give a dotted-key table's position; its values have.)
+    pub(super) http: Option<RawHttp>,
+    /// `tls.sni`.
+    pub(super) tls: Option<RawTls>,
     pub(super) mss: Option<Spanned<Value>>,
     pub(super) meter: Option<Spanned<String>>,
     pub(super) mark: Option<Spanned<Value>>,
+}
+
+impl RawRule {
+    /// The `http.*` and `tls.*` values of this rule, with their keys.
+    pub(super) fn l7_values(&self) -> Vec<(crate::app::l7::L7Kind, &Spanned<Value>)> {
+        use crate::app::l7::L7Kind as K;
+        let mut v = Vec::new();
+        if let Some(h) = &self.http {
+            let http = [
+                (K::HttpHost, &h.host),
+                (K::HttpPath, &h.path),
+                (K::HttpMethod, &h.method),
+                (K::HttpMime, &h.mime),
+            ];
+            v.extend(http.into_iter().filter_map(|(k, x)| Some((k, x.as_ref()?))));
+        }
+        if let Some(x) = self.tls.as_ref().and_then(|t| t.sni.as_ref()) {
+            v.push((K::TlsSni, x));
+        }
+        v
+    }
+}
+
+/// A rule's `http.*` conditions.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHttp {
+    pub(super) host: Option<Spanned<Value>>,
+    pub(super) path: Option<Spanned<Value>>,
+    pub(super) method: Option<Spanned<Value>>,
+    pub(super) mime: Option<Spanned<Value>>,
+}
+
+/// A rule's `tls.*` conditions.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTls {
+    pub(super) sni: Option<Spanned<Value>>,
 }
 
 // ---- error positions ------------------------------------------------------------------

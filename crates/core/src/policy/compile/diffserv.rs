@@ -360,20 +360,25 @@ pub(super) fn meter_ref(
 /// An interior router classifies by DSCP only (behaviour aggregate): a rule's
 /// multi-field conditions are errors there.
 pub(super) fn check_interior_rule(src: &mut Src<'_>, r: &RawRule) {
+    let span = |v: &Option<Spanned<Value>>| v.as_ref().map(Spanned::span);
     let mf = [
-        ("src", &r.src),
-        ("dst", &r.dst),
-        ("proto", &r.proto),
-        ("sport", &r.sport),
-        ("dport", &r.dport),
-        ("port", &r.port),
-        ("vlan", &r.vlan),
-        ("app", &r.app),
+        ("src", span(&r.src)),
+        ("dst", span(&r.dst)),
+        ("proto", span(&r.proto)),
+        ("sport", span(&r.sport)),
+        ("dport", span(&r.dport)),
+        ("port", span(&r.port)),
+        ("vlan", span(&r.vlan)),
+        ("app", span(&r.app)),
     ];
-    for (key, v) in mf {
-        if let Some(v) = v {
+    let l7 = r
+        .l7_values()
+        .into_iter()
+        .map(|(k, v)| (k.key(), Some(v.span())));
+    for (key, span) in mf.into_iter().chain(l7) {
+        if let Some(span) = span {
             src.err(
-                v.span(),
+                span,
                 format!(
                     "`{key}`: an interior router (role = \"interior\") classifies by `dscp` \
                      only (behaviour aggregate); multi-field rules need role = \"edge\""

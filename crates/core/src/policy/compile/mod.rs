@@ -26,6 +26,7 @@ use std::collections::HashMap;
 use toml::{Spanned, Value};
 
 mod adapt;
+mod app;
 mod class;
 mod diffserv;
 
@@ -122,8 +123,10 @@ pub(super) fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
         .as_ref()
         .and_then(|e| emulate_profile(src, e, &emu_index));
     let seed = compile_seed(src, &link);
+    let mut l7 = crate::app::l7::L7Set::default();
     let rules = compile_rules(
         src,
+        &mut l7,
         &raw.rules,
         &classes,
         default_class,
@@ -154,6 +157,7 @@ pub(super) fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
         role,
         meters,
         adapt,
+        l7,
         warnings: vec![],
     })
 }
@@ -576,6 +580,7 @@ fn mss_cap(src: &mut Src<'_>, v: &Spanned<Value>) -> Option<MssCap> {
 /// The `[[rule]]`s, in order; a rule with an error is left out.
 fn compile_rules(
     src: &mut Src<'_>,
+    l7: &mut crate::app::l7::L7Set,
     raw: &[Spanned<RawRule>],
     classes: &[ClassDef],
     default_class: usize,
@@ -614,7 +619,8 @@ fn compile_rules(
         if role == Role::Interior {
             check_interior_rule(src, r);
         }
-        let m = rule_match(src, r);
+        let mut m = rule_match(src, r);
+        m.l7 = app::rule_l7(src, r, l7);
         let mss = r.mss.as_ref().and_then(|v| mss_cap(src, v));
         let meter = r
             .meter

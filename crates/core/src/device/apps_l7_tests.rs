@@ -1,0 +1,299 @@
+//! Application recognition and layer-7 rules in the device: HTTP host, path and media
+//! type, TLS server names, heads split over segments, SIP calls' media, signatures on
+//! any port, and a reload that keeps what connections earned.
+
+use super::apps_tests::{device, flags, received, segment, CLIENT, SERVER};
+use super::test_env::Env;
+use super::*;
+use crate::app::tls::tests::{hello, sni_ext};
+use std::net::Ipv4Addr;
+use weir_wire::build::{self, EthSpec, Ipv4Spec};
+
+/// Web on port 80 (a port rule), two layer-7 classes above it.
+const POLICY: &str = r#"
+    [link]
+    rate = "100Mbit"
+    direction = "both"
+    default = "bulk"
+    [[class]]
+    name = "video"
+    rate = "1Mbit"
+    [[class]]
+    name = "web"
+    rate = "10Mbit"
+    [[class]]
+    name = "secure"
+    rate = "2Mbit"
+    [[class]]
+    name = "bulk"
+    rate = "87Mbit"
+    [[rule]]
+    class = "video"
+    http.host = "*.example.com"
+    http.path = ["/video/*", "/live/*"]
+    [[rule]]
+    class = "video"
+    http.mime = "video/*"
+    [[rule]]
+    class = "secure"
+    tls.sni = "*.example.org"
+    [[rule]]
+    class = "web"
+    port = [80, 443]
+"#;
+
+/// A TCP handshake `client:cport` → `SERVER:sport`.
+fn handshake(d: &mut Device, e: &mut Env, cport: u16, sport: u16) {
+    let (c, s) = ((CLIENT, cport), (SERVER, sport));
+    segment(d, e, c, s, flags("syn"), 100, b"");
+    segment(d, e, s, c, flags("syn|ack"), 500, b"");
+}
+
+fn req(d: &mut Device, e: &mut Env, cport: u16, seq: u32, bytes: &[u8]) {
+    let (c, s) = ((CLIENT, cport), (SERVER, 80));
+    segment(d, e, c, s, flags("ack|psh"), seq, bytes);
+}
+
+fn resp(d: &mut Device, e: &mut Env, cport: u16, seq: u32, bytes: &[u8]) {
+    let (c, s) = ((CLIENT, cport), (SERVER, 80));
+    segment(d, e, s, c, flags("ack|psh"), seq, bytes);
+}
+
+#[test]
+fn http_host_and_path_pick_the_class_from_the_request_on() {
+    let (mut d, mut e) = (device(POLICY), Env::new());
+    handshake(&mut d, &mut e, 40000, 80);
+    assert_eq!(received(&d, Direction::Outbound, "web"), 1);
+    let get = b"GET /video/a.mp4 HTTP/1.1\r\nHost: media.example.com\r\n\r\n";
+    req(&mut d, &mut e, 40000, 101, get);
+    resp(&mut d, &mut e, 40000, 501, &[1; 1000]);
+    assert_eq!(received(&d, Direction::Outbound, "video"), 1);
+    assert_eq!(received(&d, Direction::Inbound, "video"), 1);
+    // the same host, another path: the port rule
+    handshake(&mut d, &mut e, 40001, 80);
+    let get = b"GET /index.html HTTP/1.1\r\nHost: media.example.com\r\n\r\n";
+    req(&mut d, &mut e, 40001, 101, get);
+    assert_eq!(received(&d, Direction::Outbound, "web"), 3);
+    let s = d.app_stats().unwrap();
+    assert_eq!((s.http, s.http_requests), (2, 2), "{s:?}");
+}
+
+/// A request head in three segments, one retransmitted: the connection changes class
+/// with the segment that completes the head, not before.
+#[test]
+fn a_split_head_is_gathered() {
+    let (mut d, mut e) = (device(POLICY), Env::new());
+    handshake(&mut d, &mut e, 40000, 80);
+    let get: &[u8] = b"GET /live/x.ts HTTP/1.1\r\nHost: tv.example.com\r\nAccept: */*\r\n\r\n";
+    req(&mut d, &mut e, 40000, 101, &get[..10]);
+    req(&mut d, &mut e, 40000, 101, &get[..10]);
+    req(&mut d, &mut e, 40000, 111, &get[10..30]);
+    assert_eq!(received(&d, Direction::Outbound, "video"), 0);
+    req(&mut d, &mut e, 40000, 131, &get[30..]);
+    assert_eq!(received(&d, Direction::Outbound, "video"), 1);
+    assert_eq!(received(&d, Direction::Outbound, "web"), 4);
+    assert_eq!(d.app_stats().unwrap().http_requests, 1);
+}
+
+/// The response's media type: the request goes by the port rule, the response head and
+/// everything after it by `http.mime`.
+#[test]
+fn a_mime_rule_reclassifies_from_the_response_head() {
+    let (mut d, mut e) = (device(POLICY), Env::new());
+    handshake(&mut d, &mut e, 40000, 80);
+    req(
+        &mut d,
+        &mut e,
+        40000,
+        101,
+        b"GET /clip HTTP/1.1\r\nHost: other.net\r\n\r\n",
+    );
+    assert_eq!(received(&d, Direction::Outbound, "web"), 2);
+    let head =
+        b"HTTP/1.1 200 OK\r\nContent-Type: video/mp4; codecs=avc1\r\nContent-Length: 9\r\n\r\n";
+    resp(&mut d, &mut e, 40000, 501, head);
+    resp(&mut d, &mut e, 40000, 501 + head.len() as u32, &[0; 1000]);
+    assert_eq!(received(&d, Direction::Inbound, "video"), 2);
+    // the client's later ACKs too
+    req(&mut d, &mut e, 40000, 140, b"");
+    assert_eq!(received(&d, Direction::Outbound, "video"), 1);
+    assert_eq!(d.app_stats().unwrap().http_responses, 1);
+}
+
+#[test]
+fn tls_server_names() {
+    let (mut d, mut e) = (device(POLICY), Env::new());
+    for (port, name, class) in [
+        (40000, &b"www.example.org"[..], "secure"),
+        (40001, b"www.example.com", "web"),
+    ] {
+        handshake(&mut d, &mut e, port, 443);
+        let (c, s) = ((CLIENT, port), (SERVER, 443));
+        let h = hello(&sni_ext(name));
+        segment(&mut d, &mut e, c, s, flags("ack|psh"), 101, &h);
+        let before = received(&d, Direction::Inbound, class);
+        segment(&mut d, &mut e, s, c, flags("ack"), 501, &[22; 900]);
+        assert_eq!(
+            received(&d, Direction::Inbound, class),
+            before + 1,
+            "{class}"
+        );
+    }
+    let s = d.app_stats().unwrap();
+    assert_eq!((s.tls, s.tls_hellos), (2, 2), "{s:?}");
+}
+
+/// Applications by content on ports no rule names: an `app` rule finds HTTP on 8080 and
+/// SSH whose server speaks first; garbage is left unrecognised.
+#[test]
+fn signatures_on_any_port() {
+    let policy = format!("{POLICY}\n[[rule]]\nclass = \"web\"\napp = [\"http\", \"ssh\"]\n");
+    let (mut d, mut e) = (device(&policy), Env::new());
+    let send = |d: &mut Device, e: &mut Env, sport: u16, from_client: bool, b: &[u8]| {
+        let (c, s) = ((CLIENT, 41000 + sport), (SERVER, sport));
+        let (a, z) = if from_client { (c, s) } else { (s, c) };
+        segment(d, e, a, z, flags("ack|psh"), 101, b);
+    };
+    handshake(&mut d, &mut e, 41000 + 8080, 8080);
+    send(
+        &mut d,
+        &mut e,
+        8080,
+        true,
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+    );
+    handshake(&mut d, &mut e, 41000 + 2222, 2222);
+    send(&mut d, &mut e, 2222, false, b"SSH-2.0-OpenSSH_9.2p1\r\n");
+    handshake(&mut d, &mut e, 41000 + 9999, 9999);
+    send(&mut d, &mut e, 9999, true, &[0xde; 100]);
+    assert_eq!(received(&d, Direction::Outbound, "web"), 1);
+    assert_eq!(received(&d, Direction::Inbound, "web"), 1);
+    let s = d.app_stats().unwrap();
+    assert_eq!((s.http, s.ssh), (1, 1), "{s:?}");
+}
+
+fn datagram(d: &mut Device, e: &mut Env, from: (Ipv4Addr, u16), to: (Ipv4Addr, u16), b: &[u8]) {
+    let dir = if from.0 == CLIENT {
+        Direction::Outbound
+    } else {
+        Direction::Inbound
+    };
+    let id = e.pool.alloc().unwrap();
+    let ip = Ipv4Spec {
+        src: from.0,
+        dst: to.0,
+        ..Default::default()
+    };
+    let n = build::udp_v4_frame(
+        e.pool.slot_mut(id),
+        &EthSpec::default(),
+        &ip,
+        from.1,
+        to.1,
+        b,
+    )
+    .unwrap();
+    e.pool.meta_mut(id).len = n as u32;
+    d.ingress(dir, id, &mut e.cx(Instant::ZERO), Instant::ZERO)
+        .unwrap();
+}
+
+fn sip(first: &str, addr: Ipv4Addr, port: u16) -> Vec<u8> {
+    format!(
+        "{first}\r\nVia: SIP/2.0/UDP x\r\nContent-Type: application/sdp\r\n\r\n\
+         v=0\r\no=- 1 1 IN IP4 {addr}\r\ns=-\r\nc=IN IP4 {addr}\r\nt=0 0\r\n\
+         m=audio {port} RTP/AVP 0\r\n"
+    )
+    .into_bytes()
+}
+
+/// A SIP call on port 5060 announces its media on ports 16400 (the caller) and 30000
+/// (the callee); RTP between them is the call's, in either direction, from the first
+/// packet; RTP to a port nobody announced is not.
+#[test]
+fn sip_media_follows_the_call() {
+    let policy = format!(
+        "{}\n[[class]]\nname = \"voice\"\nrate = \"1Mbit\"\n[[rule]]\nclass = \"voice\"\napp = \"sip\"\n",
+        POLICY.replace("87Mbit", "86Mbit")
+    );
+    let (mut d, mut e) = (device(&policy), Env::new());
+    let (c, s) = ((CLIENT, 5060), (SERVER, 5060));
+    let invite = sip("INVITE sip:bob@10.0.0.2 SIP/2.0", CLIENT, 16400);
+    datagram(&mut d, &mut e, c, s, &invite);
+    let ok = sip("SIP/2.0 200 OK", SERVER, 30000);
+    datagram(&mut d, &mut e, s, c, &ok);
+    assert_eq!(received(&d, Direction::Outbound, "voice"), 1);
+    // RTP: the callee first, to the caller's port; the caller's reply, same connection
+    let rtp = [0x80, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1];
+    datagram(&mut d, &mut e, (SERVER, 30000), (CLIENT, 16400), &rtp);
+    datagram(&mut d, &mut e, (CLIENT, 16400), (SERVER, 30000), &rtp);
+    // RTCP on the next ports, the caller first
+    datagram(&mut d, &mut e, (CLIENT, 16401), (SERVER, 30001), &rtp);
+    assert_eq!(received(&d, Direction::Inbound, "voice"), 2);
+    assert_eq!(received(&d, Direction::Outbound, "voice"), 3);
+    // not announced
+    datagram(&mut d, &mut e, (CLIENT, 16500), (SERVER, 30100), &rtp);
+    assert_eq!(received(&d, Direction::Outbound, "bulk"), 1);
+    let st = d.app_stats().unwrap();
+    assert_eq!((st.sip, st.rtp), (1, 2), "{st:?}");
+    // media steered to a third host is refused
+    let bounce = sip("INVITE sip:x@y SIP/2.0", Ipv4Addr::new(192, 0, 2, 7), 4000);
+    datagram(&mut d, &mut e, c, s, &bounce);
+    assert!(d.app_stats().unwrap().refused_bounce >= 2);
+}
+
+/// A reload that reorders the conditions keeps each connection's verdicts; one that
+/// drops a condition drops its bit.
+#[test]
+fn a_reload_keeps_what_connections_earned() {
+    let (mut d, mut e) = (device(POLICY), Env::new());
+    handshake(&mut d, &mut e, 40000, 443);
+    let (c, s) = ((CLIENT, 40000), (SERVER, 443));
+    segment(
+        &mut d,
+        &mut e,
+        c,
+        s,
+        flags("ack|psh"),
+        101,
+        &hello(&sni_ext(b"a.example.org")),
+    );
+    // the same rules with the SNI rule first
+    let moved = POLICY.replace(
+        "[[rule]]\n    class = \"secure\"\n    tls.sni = \"*.example.org\"\n",
+        "",
+    );
+    let moved = moved.replacen(
+        "[[rule]]",
+        "[[rule]]\n    class = \"secure\"\n    tls.sni = \"*.example.org\"\n    [[rule]]",
+        1,
+    );
+    assert_ne!(moved, POLICY);
+    let p = Policy::parse("moved.toml", &moved).unwrap();
+    assert_eq!(p.l7.conds[0].kind, crate::app::l7::L7Kind::TlsSni);
+    d.replace_policy(&p, &mut e.cx(Instant::ZERO)).unwrap();
+    segment(&mut d, &mut e, s, c, flags("ack"), 501, &[0; 500]);
+    assert_eq!(received(&d, Direction::Inbound, "secure"), 1);
+}
+
+/// Garbage, a head longer than the limit and a non-HTTP reply are counted, never
+/// followed; the packets keep going by the port rule.
+#[test]
+fn unreadable_heads_are_counted() {
+    let (mut d, mut e) = (device(POLICY), Env::new());
+    handshake(&mut d, &mut e, 40000, 80);
+    let mut big = b"GET /video/x HTTP/1.1\r\nHost: a.example.com\r\nCookie: ".to_vec();
+    big.resize(5000, b'x');
+    req(&mut d, &mut e, 40000, 101, &big[..1400]);
+    req(&mut d, &mut e, 40000, 1501, &big[1400..2800]);
+    req(&mut d, &mut e, 40000, 2901, &big[2800..4200]);
+    req(&mut d, &mut e, 40000, 4301, &big[4200..]);
+    assert_eq!(received(&d, Direction::Outbound, "video"), 0);
+    assert_eq!(received(&d, Direction::Outbound, "web"), 5);
+    let s = d.app_stats().unwrap();
+    assert_eq!(
+        (s.http, s.heads_unread, s.http_requests),
+        (1, 1, 0),
+        "{s:?}"
+    );
+}
