@@ -24,6 +24,7 @@ pub mod classify;
 pub mod conn;
 pub mod device;
 pub mod diffserv;
+pub mod discover;
 pub mod emulate;
 pub mod flow;
 pub mod meter;

@@ -270,6 +270,11 @@ pub struct BridgeReport {
     pub wake: WakeStats,
 }
 
+/// Applications the published discovery tree lists (the rest summed into one entry).
+pub const DISCOVER_APPS: usize = 48;
+/// Servers per application it lists.
+pub const DISCOVER_SERVERS: usize = 8;
+
 #[derive(Serialize)]
 struct StatusDoc<'a> {
     lan: &'a str,
@@ -282,6 +287,9 @@ struct StatusDoc<'a> {
     top_talkers: &'a [weir_core::conn::talkers::Talker],
     /// Application tracking (FTP control and data connections); absent without a policy.
     apps: Option<weir_core::device::apps::AppStats>,
+    /// Traffic discovery: applications and their servers since weir started (the top
+    /// [`DISCOVER_APPS`] and [`DISCOVER_SERVERS`] each; totals exact).
+    discovery: Option<weir_core::discover::Report>,
     /// Admission control of the classes that have it.
     admission: Vec<weir_core::admission::ClassAdmission>,
     /// The adaptive controller (`[adapt]`), if the policy has one.
@@ -763,6 +771,7 @@ impl Bridge {
             let _ = p.flush();
         }
         let Some(server) = &self.stats else { return };
+        self.device.discovery_tick(now);
         if let Some(t) = self.device.connections() {
             self.talkers.sweep(t, TALKER_SLOTS_PER_PUBLISH, now);
         }
@@ -788,6 +797,7 @@ impl Bridge {
             connections: self.device.connection_stats(),
             top_talkers: self.talkers.top(),
             apps: self.device.app_stats(),
+            discovery: self.device.discovery(DISCOVER_APPS, DISCOVER_SERVERS),
             admission: self.device.admission_report(),
             adapt,
             wake: &self.wake,

@@ -6,6 +6,7 @@ pub mod bridge;
 pub mod clock;
 pub mod ethtool;
 pub mod pcap;
+pub mod pcap_read;
 pub mod signals;
 pub mod stats;
 pub mod wake;

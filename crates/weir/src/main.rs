@@ -8,6 +8,7 @@ use weir_core::policy::{Policy, Technique};
 
 mod check;
 mod demo;
+mod discover;
 mod emu;
 mod lab;
 mod reload;
@@ -84,6 +85,12 @@ enum Cmd {
         after_help = "Example:\n  sudo weir demo\n  sudo weir demo --duration 60s --http 127.0.0.1:9000"
     )]
     Demo(demo::Args),
+    /// What crosses a running weir, or a capture, by application and server (traffic
+    /// discovery); --suggest-policy prints a starting policy from it.
+    #[command(
+        after_help = "Example:\n  sudo weir discover\n  sudo weir discover --suggest-policy --rate 50Mbit\n  weir discover --pcap trace.pcap --json"
+    )]
+    Discover(discover::Args),
 }
 
 fn main() -> ExitCode {
@@ -103,6 +110,7 @@ fn main() -> ExitCode {
         Cmd::Stats(a) => stats::run(a),
         Cmd::Reload(a) => reload::run(a),
         Cmd::Demo(a) => demo::run(a),
+        Cmd::Discover(a) => discover::run(a),
     };
     match r {
         Ok(code) => code,

@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{have, in_ns, start_weir, stats, KillOnDrop, TempDir};
+use common::{curl, have, start_weir, stats, vsftpd, TempDir};
 use std::path::Path;
 use std::time::Duration;
 use weir_lab::topo::{skip_unless_root, BridgeTopo};
@@ -60,29 +60,8 @@ fn ftp_bytes(sock: &Path) -> u64 {
 /// last, seconds; bytes).
 fn download(t: &BridgeTopo, opts: &[&str]) -> (f64, u64) {
     let url = format!("ftp://{}/file.bin", BridgeTopo::RCV_ADDR);
-    let mut argv = vec![
-        "curl",
-        "-s",
-        "-o",
-        "/dev/null",
-        "-m",
-        "60",
-        "-w",
-        "%{time_starttransfer} %{time_total} %{size_download}",
-    ];
-    argv.extend_from_slice(opts);
-    argv.push(&url);
-    let out = in_ns(&t.snd, &argv).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "curl {opts:?}: {text} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let f: Vec<f64> = text
-        .split_whitespace()
-        .map(|x| x.parse().unwrap())
-        .collect();
+    let write_out = "%{time_starttransfer} %{time_total} %{size_download}";
+    let f = curl(&t.snd, opts, write_out, &url);
     (f[1] - f[0], f[2] as u64)
 }
 
@@ -94,35 +73,10 @@ fn ftp_data_connections_land_in_the_ftp_class() {
     }
     let t = BridgeTopo::new("ftp").unwrap();
     let dir = TempDir(std::env::temp_dir().join(format!("weir-ftp-{}", std::process::id())));
-    let root = dir.0.join("root");
-    let empty = dir.0.join("empty");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::create_dir_all(&empty).unwrap();
     let body: Vec<u8> = (0..FILE).map(|i| (i * 7 % 251) as u8).collect();
-    std::fs::write(root.join("file.bin"), &body).unwrap();
-    let conf = dir.0.join("vsftpd.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "listen=YES\nlisten_ipv6=NO\nbackground=NO\nanonymous_enable=YES\nlocal_enable=NO\n\
-             write_enable=NO\nno_anon_password=YES\nanon_root={}\nsecure_chroot_dir={}\n\
-             pasv_enable=YES\npasv_min_port=50000\npasv_max_port=50100\nport_enable=YES\n\
-             connect_from_port_20=YES\nseccomp_sandbox=NO\nxferlog_enable=NO\n",
-            root.display(),
-            empty.display()
-        ),
-    )
-    .unwrap();
+    let server = vsftpd(&t, &dir.0, &body);
     let policy = dir.0.join("ftp.toml");
     std::fs::write(&policy, POLICY).unwrap();
-    let server = KillOnDrop(Some(
-        in_ns(&t.rcv, &["vsftpd", conf.to_str().unwrap()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap(),
-    ));
-    std::thread::sleep(Duration::from_millis(500));
     let sock = dir.0.join("weir.sock");
     let w = start_weir(&t, &["run", "--policy", policy.to_str().unwrap()], &sock);
     let want_s = FILE as f64 * WIRE * 8.0 / RATE;

@@ -297,3 +297,55 @@ fn unreadable_heads_are_counted() {
         "{s:?}"
     );
 }
+
+/// Discovery: every frame counted once, under the application its connection turned out
+/// to be — the handshake that came before the request included.
+#[test]
+fn discovery_counts_every_frame_under_its_application() {
+    let (mut d, mut e) = (device(POLICY), Env::new());
+    handshake(&mut d, &mut e, 40000, 80);
+    req(
+        &mut d,
+        &mut e,
+        40000,
+        101,
+        b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n",
+    );
+    resp(&mut d, &mut e, 40000, 501, &[1; 1400]);
+    handshake(&mut d, &mut e, 40001, 5201);
+    let (c, s) = ((CLIENT, 40001), (SERVER, 5201));
+    segment(&mut d, &mut e, c, s, flags("ack|psh"), 101, &[0xa5; 1000]);
+    datagram(
+        &mut d,
+        &mut e,
+        (CLIENT, 5000),
+        (SERVER, 9),
+        b"not dns at all, just bytes",
+    );
+    let r = d.discovery(10, 10).unwrap();
+    let total: u64 = [Direction::Outbound, Direction::Inbound]
+        .iter()
+        .map(|&dir| {
+            let s = d.snapshot(dir, Instant::ZERO).unwrap();
+            s.classes
+                .iter()
+                .filter_map(|c| c.queue.as_ref())
+                .map(|q| q.received.bytes)
+                .sum::<u64>()
+        })
+        .sum();
+    assert_eq!(r.bytes, total, "{r:?}");
+    let names: Vec<(&str, u64, u64)> = r
+        .apps
+        .iter()
+        .map(|a| (a.name.as_str(), a.packets, a.sessions))
+        .collect();
+    assert_eq!(
+        names,
+        [("http", 4, 1), ("tcp/5201", 3, 1), ("udp/9", 1, 1)],
+        "{r}"
+    );
+    assert_eq!(r.apps[0].servers[0].name, "10.0.0.2");
+    let text = crate::discover::suggest::suggest(&r, 10_000_000, 0.01);
+    Policy::parse("suggested.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+}

@@ -308,6 +308,50 @@ impl Device {
         }
     }
 
+    /// A device that forwards nothing and watches everything: a connection table and
+    /// application tracking, no policy (`weir discover --pcap`: frames of a capture go
+    /// to [`Device::observe`]).
+    pub fn observer() -> Result<Device, String> {
+        let mut d = Device::passthrough();
+        d.conns = Some(ConnTable::new(ConnConfig::default())?);
+        d.apps = Some(apps::Apps::new(crate::app::l7::L7Set::default()));
+        Ok(d)
+    }
+
+    /// Track a frame seen at `now` (a capture's) without forwarding it: its connection,
+    /// its application, the discovery tree. Needs a connection table
+    /// ([`Device::observer`], or a policy that shapes); otherwise does nothing.
+    pub fn observe(&mut self, frame: &[u8], now: Instant) {
+        let (Some(t), Some(a)) = (&mut self.conns, &mut self.apps) else {
+            return;
+        };
+        match weir_wire::parse_frame(frame) {
+            Ok(p) => {
+                let (id, side) = track(t, &p, frame, now);
+                a.observe(t, (id, side), &p, frame, now);
+            }
+            Err(_) => a.unparsed(frame.len()),
+        }
+    }
+
+    /// Update the discovery tree's current rates (the statistics publisher calls this
+    /// about once a second).
+    pub fn discovery_tick(&mut self, now: Instant) {
+        if let Some(a) = &mut self.apps {
+            a.tick(now);
+        }
+    }
+
+    /// What discovery saw: at most `top_apps` applications with at most `top_servers`
+    /// servers each; `None` without a connection table.
+    pub fn discovery(
+        &self,
+        top_apps: usize,
+        top_servers: usize,
+    ) -> Option<crate::discover::Report> {
+        self.apps.as_ref().map(|a| a.report(top_apps, top_servers))
+    }
+
     /// The connection table (both directions), if this device keeps one.
     pub fn connections(&self) -> Option<&ConnTable> {
         self.conns.as_ref()
@@ -429,11 +473,14 @@ impl Device {
                 }
             }
             let data = cx.pool.data(pkt);
-            if let (Some(t), Ok(p)) = (&mut self.conns, &p) {
-                (conn, side) = track(t, p, data, cx.now);
-                if let Some(a) = &mut self.apps {
+            match (&mut self.conns, &p, &mut self.apps) {
+                (Some(t), Ok(p), Some(a)) => {
+                    (conn, side) = track(t, p, data, cx.now);
                     seen = a.observe(t, (conn, side), p, data, cx.now);
                 }
+                (Some(t), Ok(p), None) => (conn, side) = track(t, p, data, cx.now),
+                (_, Err(_), Some(a)) => a.unparsed(data.len()),
+                _ => {}
             }
             cx.pool.meta_mut(pkt).conn = conn.0;
             fields = Some(

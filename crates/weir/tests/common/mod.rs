@@ -145,3 +145,55 @@ pub fn stats(sock: &Path) -> serde_json::Value {
     assert_eq!(code, 0, "{err}");
     serde_json::from_str(&out).unwrap()
 }
+
+/// Debian's vsftpd on `t`'s receiver, anonymous and read-only, serving `file.bin` (`body`)
+/// from `dir/root`; passive ports 50000-50100, active mode from port 20. Given 500 ms to
+/// listen.
+pub fn vsftpd(t: &weir_lab::topo::BridgeTopo, dir: &Path, body: &[u8]) -> KillOnDrop {
+    let root = dir.join("root");
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&empty).unwrap();
+    std::fs::write(root.join("file.bin"), body).unwrap();
+    let conf = dir.join("vsftpd.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "listen=YES\nlisten_ipv6=NO\nbackground=NO\nanonymous_enable=YES\nlocal_enable=NO\n\
+             write_enable=NO\nno_anon_password=YES\nanon_root={}\nsecure_chroot_dir={}\n\
+             pasv_enable=YES\npasv_min_port=50000\npasv_max_port=50100\nport_enable=YES\n\
+             connect_from_port_20=YES\nseccomp_sandbox=NO\nxferlog_enable=NO\n",
+            root.display(),
+            empty.display()
+        ),
+    )
+    .unwrap();
+    let server = KillOnDrop(Some(
+        in_ns(&t.rcv, &["vsftpd", conf.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    std::thread::sleep(Duration::from_millis(500));
+    server
+}
+
+/// `curl` in `ns` fetches `url` to /dev/null (extra options `opts` before it) and returns
+/// the figures its `-w` format `write_out` names (seconds, sizes), as numbers; fails the
+/// test if curl fails.
+pub fn curl(ns: &weir_lab::topo::Netns, opts: &[&str], write_out: &str, url: &str) -> Vec<f64> {
+    let mut argv = vec!["curl", "-s", "-o", "/dev/null", "-m", "60", "-w", write_out];
+    argv.extend_from_slice(opts);
+    argv.push(url);
+    let out = in_ns(ns, &argv).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "curl {opts:?} {url}: {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text.split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect()
+}

@@ -12,6 +12,7 @@ use crate::app::l7::{L7Kind, L7Set};
 use crate::app::tls::{self, Sni};
 use crate::app::App;
 use crate::conn::{ConnId, ConnTable, Side};
+use crate::discover::Label;
 use crate::time::Instant;
 
 /// A head being gathered.
@@ -107,6 +108,14 @@ impl Apps {
                     tag.app = a;
                     tag.want = self.heads_wanted(a);
                     self.count(a);
+                    // the connection's bytes so far move to its application
+                    let c = t.get(id);
+                    let leaf = self.discovery.leaf(Label::App(a), Some(c.reply().0));
+                    let (o, r) = (Side::Orig, Side::Reply);
+                    let bytes = c.bytes(o) + c.bytes(r);
+                    let packets = u64::from(c.packets(o)) + u64::from(c.packets(r));
+                    self.discovery.relabel(tag.leaf, leaf, bytes, packets);
+                    tag.leaf = leaf;
                     if a == App::SIP {
                         let c = t.get(id);
                         let ends = [c.orig().0, c.reply().0];

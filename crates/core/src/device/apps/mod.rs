@@ -42,6 +42,7 @@ use crate::app::expect::{ExpectStats, Expectations};
 use crate::app::l7::{self, L7Set};
 use crate::app::App;
 use crate::conn::{ConnId, ConnTable, Side};
+use crate::discover::{Discovery, Label, Report, OTHER};
 use crate::time::{Duration, Instant};
 use control::Control;
 use heads::HeadBuf;
@@ -112,6 +113,8 @@ struct Tag {
     want: u8,
     /// Payload packets judged so far while unrecognised.
     tries: u8,
+    /// Its leaf in the discovery tree.
+    leaf: u32,
 }
 
 /// What [`Apps::observe`] found for a packet.
@@ -132,6 +135,7 @@ pub struct Apps {
     expect: Expectations,
     l7: L7Set,
     stats: AppStats,
+    discovery: Discovery,
 }
 
 impl Apps {
@@ -144,7 +148,23 @@ impl Apps {
             expect: Expectations::new(MAX_EXPECT, EXPECT_TIMEOUT),
             l7,
             stats: AppStats::default(),
+            discovery: Discovery::new(),
         }
+    }
+
+    /// Update the discovery tree's rates (about once a second).
+    pub(super) fn tick(&mut self, now: Instant) {
+        self.discovery.tick(now);
+    }
+
+    /// A frame that does not parse (counted as `other`).
+    pub(super) fn unparsed(&mut self, len: usize) {
+        self.discovery.count(OTHER, len as u64);
+    }
+
+    /// The discovery tree (see [`Discovery::report`]).
+    pub(super) fn report(&self, top_apps: usize, top_servers: usize) -> Report {
+        self.discovery.report(top_apps, top_servers)
     }
 
     pub(super) fn stats(&self) -> AppStats {
@@ -190,6 +210,7 @@ impl Apps {
         now: Instant,
     ) -> Seen {
         if id == ConnId::NONE || !t.is_live(id) {
+            self.discovery.count(OTHER, data.len() as u64);
             return Seen::default();
         }
         let c = t.get(id);
@@ -200,8 +221,10 @@ impl Apps {
             tag = self.classify_new(t, (id, stamp), p, now);
         }
         let Some(mut tag) = tag else {
+            self.discovery.count(OTHER, data.len() as u64);
             return Seen::default();
         };
+        self.discovery.count(tag.leaf, data.len() as u64);
         if p.payload_len() > 0 {
             if tag.want != 0 {
                 tag = self.read_first_bytes(t, (id, side), tag, p, data);
@@ -228,7 +251,6 @@ impl Apps {
         now: Instant,
     ) -> Option<Tag> {
         let (src, dst, proto) = (p.src_ip?, p.dst_ip?, p.protocol?);
-        let dport = p.dst_port?;
         let mut tag = Tag {
             stamp,
             l7: 0,
@@ -236,8 +258,13 @@ impl Apps {
             app: App::NONE,
             want: 0,
             tries: 0,
+            leaf: OTHER,
         };
-        if let Some(e) = self.expect.take(src, dst, dport, proto, now) {
+        let dport = p.dst_port.unwrap_or(0);
+        let expected = p
+            .dst_port
+            .and_then(|d| self.expect.take(src, dst, d, proto, now));
+        if let Some(e) = expected {
             match e.app {
                 App::FTP_DATA => self.stats.ftp_data += 1,
                 _ => self.stats.rtp += 1,
@@ -252,9 +279,11 @@ impl Apps {
             }
         } else if proto == 6 || proto == 17 {
             tag.want = WANT_ORIG | WANT_REPLY;
-        } else {
-            return None;
         }
+        tag.leaf = self
+            .discovery
+            .leaf(Label::of(tag.app, proto, p.dst_port), Some(dst));
+        self.discovery.session(tag.leaf);
         self.set_tag(id, tag);
         Some(tag)
     }
