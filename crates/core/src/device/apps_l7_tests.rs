@@ -349,3 +349,49 @@ fn discovery_counts_every_frame_under_its_application() {
     let text = crate::discover::suggest::suggest(&r, 10_000_000, 0.01);
     Policy::parse("suggested.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    /// Garbage on the ports weir reads (21, 80, 443 over TCP, 5060 over UDP), from either
+    /// side, in segments at any sequence numbers: never a panic, every frame counted once
+    /// in discovery, and nothing recognised that was not sent.
+    #[test]
+    fn garbage_on_watched_ports_is_forwarded_and_counted(
+        msgs in proptest::collection::vec(
+            (0usize..4, proptest::prelude::any::<bool>(), proptest::prelude::any::<u32>(),
+             proptest::collection::vec(proptest::prelude::any::<u8>(), 1..1400)),
+            1..24,
+        )
+    ) {
+        let (mut d, mut e) = (device(POLICY), Env::new());
+        let ports = [21u16, 80, 443, 5060];
+        for &p in &ports[..3] {
+            handshake(&mut d, &mut e, 40000 + p, p);
+        }
+        for (i, from_client, seq, bytes) in &msgs {
+            let p = ports[*i];
+            let (c, s) = ((CLIENT, 40000 + p), (SERVER, p));
+            let (a, z) = if *from_client { (c, s) } else { (s, c) };
+            if p == 5060 {
+                datagram(&mut d, &mut e, a, z, bytes);
+            } else {
+                segment(&mut d, &mut e, a, z, flags("ack|psh"), *seq, bytes);
+            }
+        }
+        let r = d.discovery(64, 64).unwrap();
+        let total: u64 = [Direction::Outbound, Direction::Inbound]
+            .iter()
+            .map(|&dir| {
+                let s = d.snapshot(dir, Instant::ZERO).unwrap();
+                s.classes
+                    .iter()
+                    .filter_map(|c| c.queue.as_ref())
+                    .map(|q| q.received.bytes)
+                    .sum::<u64>()
+            })
+            .sum();
+        proptest::prop_assert_eq!(r.bytes, total);
+        let s = d.app_stats().unwrap();
+        proptest::prop_assert_eq!(s.ftp_data + s.rtp + s.dns + s.quic, 0);
+    }
+}

@@ -238,7 +238,10 @@ impl Apps {
         if self.heads.len() >= MAX_BUFFERED {
             return false;
         }
-        let mut buf = self.spare.pop().unwrap_or_default();
+        let mut buf = self
+            .spare
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(MAX_HEAD));
         buf.extend_from_slice(&payload[..payload.len().min(MAX_HEAD)]);
         let next = Some(seq.wrapping_add(payload.len() as u32));
         self.heads.insert(key, HeadBuf { stamp, next, buf });
