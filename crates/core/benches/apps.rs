@@ -12,6 +12,7 @@
 //!     conditions: recognition, the head read, the conditions judged;
 //!   - `new_http`: the same with a policy without layer-7 conditions (recognition only);
 //!   - `new_opaque`: the same with a first payload no signature matches.
+//!
 //!   The differences between the `new_*` lines are what reading the head and judging the
 //!   conditions add per connection. Each batch of 10,000 connections runs on a fresh
 //!   device (made untimed), so the table never evicts.

@@ -11,6 +11,17 @@
 /// Longest head read (requests with large cookies are skipped: their rules see no host).
 pub const MAX_HEAD: usize = 4096;
 
+/// What follows a head (RFC 9112 §6.3): how the next message on the connection is found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// This many bytes (0: the next message follows the head at once).
+    Length(u64),
+    /// Chunked transfer coding: the next message is after the last chunk.
+    Chunked,
+    /// A response without a length: it ends when the connection closes.
+    UntilClose,
+}
+
 /// A request's or a response's head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Head<'a> {
@@ -20,14 +31,30 @@ pub enum Head<'a> {
         target: &'a str,
         /// The `Host` field, without a port; `None` if absent.
         host: Option<&'a str>,
+        /// The head's bytes, its empty line included.
+        len: usize,
+        body: Body,
     },
     Response {
         status: u16,
         /// The media type of `Content-Type`, without parameters (`text/html`).
         mime: Option<&'a str>,
+        len: usize,
+        /// The body as the head frames it; a response to `HEAD` has none whatever it
+        /// says (the caller knows the request).
+        body: Body,
     },
     Incomplete,
     NotHttp,
+}
+
+/// The fields a head is read for.
+#[derive(Default)]
+struct Fields<'a> {
+    host: Option<&'a str>,
+    content_type: Option<&'a str>,
+    content_length: Option<&'a str>,
+    transfer_encoding: Option<&'a str>,
 }
 
 /// The message head at the start of `b`.
@@ -45,24 +72,46 @@ pub fn head(b: &[u8]) -> Head<'_> {
     let Ok(text) = core::str::from_utf8(&b[..end]) else {
         return Head::NotHttp;
     };
+    let len = end + 4;
     let mut lines = text.split("\r\n");
     let start = lines.next().unwrap_or("");
-    let mut fields = lines.map(|l| {
+    let mut f = Fields::default();
+    for l in lines {
         if l.starts_with([' ', '\t']) {
-            return None; // obsolete line folding
+            return Head::NotHttp; // obsolete line folding
         }
-        let (k, v) = l.split_once(':')?;
-        (!k.is_empty() && !k.contains([' ', '\t'])).then(|| (k, v.trim()))
-    });
-    let mut field = |name: &str| -> Result<Option<&str>, ()> {
-        let mut found = None;
-        for f in fields.by_ref() {
-            let (k, v) = f.ok_or(())?;
-            if found.is_none() && k.eq_ignore_ascii_case(name) {
-                found = Some(v);
+        let Some((k, v)) = l.split_once(':') else {
+            return Head::NotHttp;
+        };
+        if k.is_empty() || k.contains([' ', '\t']) {
+            return Head::NotHttp;
+        }
+        let slot = match k.len() {
+            4 if k.eq_ignore_ascii_case("host") => &mut f.host,
+            12 if k.eq_ignore_ascii_case("content-type") => &mut f.content_type,
+            14 if k.eq_ignore_ascii_case("content-length") => &mut f.content_length,
+            17 if k.eq_ignore_ascii_case("transfer-encoding") => &mut f.transfer_encoding,
+            _ => continue,
+        };
+        if slot.is_none() {
+            *slot = Some(v.trim());
+        }
+    }
+    // RFC 9112 §6.3: a transfer coding wins over a length; chunked must be the last
+    let body = match (f.transfer_encoding, f.content_length) {
+        (Some(te), _) => {
+            let last = te.rsplit(',').next().unwrap_or("").trim();
+            if last.eq_ignore_ascii_case("chunked") {
+                Body::Chunked
+            } else {
+                Body::UntilClose
             }
         }
-        Ok(found)
+        (None, Some(cl)) => match cl.parse::<u64>() {
+            Ok(n) => Body::Length(n),
+            Err(_) => return Head::NotHttp, // a length that is not one number
+        },
+        (None, None) => Body::Length(0),
     };
     if let Some(rest) = start.strip_prefix("HTTP/1.") {
         // "HTTP/1.1 200 OK"
@@ -75,13 +124,21 @@ pub fn head(b: &[u8]) -> Head<'_> {
         let Some(status) = status else {
             return Head::NotHttp;
         };
-        let Ok(ct) = field("content-type") else {
-            return Head::NotHttp;
-        };
-        let mime = ct
+        let mime = f
+            .content_type
             .map(|v| v.split(';').next().unwrap_or("").trim())
             .filter(|m| !m.is_empty());
-        return Head::Response { status, mime };
+        let body = match (status, body) {
+            (100..=199 | 204 | 304, _) => Body::Length(0),
+            (_, Body::Length(0)) if f.content_length.is_none() => Body::UntilClose,
+            (_, b) => b,
+        };
+        return Head::Response {
+            status,
+            mime,
+            len,
+            body,
+        };
     }
     // "GET /path HTTP/1.1"
     let mut p = start.split(' ');
@@ -97,14 +154,18 @@ pub fn head(b: &[u8]) -> Head<'_> {
     {
         return Head::NotHttp;
     }
-    let Ok(host) = field("host") else {
-        return Head::NotHttp;
-    };
-    let host = host.map(strip_port).filter(|h| !h.is_empty());
+    let host = f.host.map(strip_port).filter(|h| !h.is_empty());
     Head::Request {
         method,
         target,
         host,
+        len,
+        // a request without a length has no body (RFC 9112 §6.3 item 6)
+        body: if body == Body::UntilClose {
+            return Head::NotHttp;
+        } else {
+            body
+        },
     }
 }
 
@@ -177,7 +238,9 @@ mod tests {
             Head::Request {
                 method: "GET",
                 target: "/video/a.mp4?x=1",
-                host: Some("Media.Example.com")
+                host: Some("Media.Example.com"),
+                len: r.len(),
+                body: Body::Length(0),
             }
         );
         // a request split anywhere before its empty line is incomplete
@@ -185,11 +248,13 @@ mod tests {
             assert_eq!(head(&r[..n]), Head::Incomplete, "{n} bytes");
         }
         assert_eq!(
-            head(b"POST / HTTP/1.0\r\n\r\nbody"),
+            head(b"POST / HTTP/1.0\r\nContent-Length: 4\r\n\r\nbody"),
             Head::Request {
                 method: "POST",
                 target: "/",
-                host: None
+                host: None,
+                len: 38,
+                body: Body::Length(4),
             }
         );
         assert_eq!(
@@ -197,24 +262,48 @@ mod tests {
             Head::Request {
                 method: "GET",
                 target: "/",
-                host: Some("[2001:db8::1]")
+                host: Some("[2001:db8::1]"),
+                len: 42,
+                body: Body::Length(0),
             }
         );
     }
 
     #[test]
     fn responses() {
+        let ok =
+            b"HTTP/1.1 200 OK\r\nContent-Type: video/mp4; codecs=avc1\r\nContent-Length: 9\r\n\r\n";
         assert_eq!(
-            head(b"HTTP/1.1 200 OK\r\nContent-Type: video/mp4; codecs=avc1\r\nContent-Length: 9\r\n\r\n"),
-            Head::Response { status: 200, mime: Some("video/mp4") }
+            head(ok),
+            Head::Response {
+                status: 200,
+                mime: Some("video/mp4"),
+                len: ok.len(),
+                body: Body::Length(9)
+            }
         );
         assert_eq!(
             head(b"HTTP/1.0 404 Not Found\r\n\r\n"),
             Head::Response {
                 status: 404,
-                mime: None
+                mime: None,
+                len: 26,
+                body: Body::UntilClose
             }
         );
+        // RFC 9112 §6.3: chunked wins over a length; 204 and 304 have no body
+        let framing = [
+            (&b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\nContent-Length: 5\r\n\r\n"[..], Body::Chunked),
+            (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", Body::UntilClose),
+            (b"HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n", Body::Length(0)),
+            (b"HTTP/1.1 204 No Content\r\n\r\n", Body::Length(0)),
+        ];
+        for (h, want) in framing {
+            let Head::Response { body, .. } = head(h) else {
+                panic!()
+            };
+            assert_eq!(body, want, "{}", String::from_utf8_lossy(h));
+        }
     }
 
     #[test]
@@ -228,6 +317,8 @@ mod tests {
             b"GET / HTTP/1.1\r\nHost: a\r\n folded\r\n\r\n",
             b"GET / HTTP/1.1\r\nno colon\r\n\r\n",
             b"HTTP/1.1 2000 OK\r\n\r\n",
+            b"POST / HTTP/1.1\r\nContent-Length: 1, 2\r\n\r\n",
+            b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n",
         ] {
             assert_eq!(head(b), Head::NotHttp, "{}", String::from_utf8_lossy(b));
         }

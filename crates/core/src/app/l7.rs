@@ -1,5 +1,5 @@
 //! Layer-7 conditions of rules (`http.host`, `http.path`, `http.method`, `http.mime`,
-//! `tls.sni`): what a connection carries, judged once per connection and kept as bits.
+//! `tls.sni`): what a connection carries, judged as its heads are read and kept as bits.
 //!
 //! * A policy's distinct conditions form one [`L7Set`] (at most [`MAX_CONDS`]): each
 //!   condition is a kind and a list of patterns (any may match), and has a bit.
@@ -7,10 +7,10 @@
 //!   packet carries the bits its connection has earned ([`crate::classify::Fields::l7`]);
 //!   the rule matches when all its bits are there. A connection whose head has not been
 //!   read yet has none, so its packets fall through to the rules below — the connection
-//!   is reclassified from the packet after its head, and what it had queued stays where
+//!   is reclassified from the packet that completes its head on, and what it had queued stays where
 //!   it is.
 //! * The device judges a request head ([`L7Set::request`]), a response head
-//!   ([`L7Set::response`]) and a ClientHello's server name ([`L7Set::sni`]) once each,
+//!   ([`L7Set::response`]) and a ClientHello's server name ([`L7Set::sni`]) as it reads them,
 //!   with the globs of [`super::http::glob`]: host names, server names and media types
 //!   case-insensitively, methods and paths exactly.
 //! * After a reload the kept connections' bits are renumbered ([`L7Set::renumber`]): a
@@ -121,6 +121,11 @@ impl L7Set {
     /// Whether any condition looks at `kind`.
     pub fn wants(&self, kind: L7Kind) -> bool {
         self.conds.iter().any(|c| c.kind == kind)
+    }
+
+    /// The bits of the conditions whose kind `f` accepts.
+    pub fn mask(&self, f: impl Fn(L7Kind) -> bool) -> u64 {
+        self.bits(|c| f(c.kind))
     }
 
     fn bits(&self, mut f: impl FnMut(&L7Cond) -> bool) -> u64 {

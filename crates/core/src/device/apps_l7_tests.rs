@@ -395,3 +395,50 @@ proptest::proptest! {
         proptest::prop_assert_eq!(s.ftp_data + s.rtp + s.dns + s.quic, 0);
     }
 }
+
+/// A kept-alive connection: each request is judged in turn (its body skipped by its
+/// length), and so is each response; a chunked response ends the reading of responses,
+/// the requests are still read.
+#[test]
+fn kept_alive_connections_are_judged_per_request() {
+    let (mut d, mut e) = (device(POLICY), Env::new());
+    handshake(&mut d, &mut e, 40000, 80);
+    let page = b"GET /index.html HTTP/1.1\r\nHost: media.example.com\r\n\r\n";
+    req(&mut d, &mut e, 40000, 101, page);
+    let body = [b'x'; 700];
+    let mut r1 =
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 1000\r\n\r\n".to_vec();
+    r1.extend_from_slice(&body);
+    resp(&mut d, &mut e, 40000, 501, &r1);
+    // the rest of the body, 300 bytes, then (a pipelined) second response in one segment
+    let mut r2 = vec![b'y'; 300];
+    let second = b"HTTP/1.1 200 OK\r\nContent-Type: video/mp4\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n";
+    r2.extend_from_slice(second);
+    let at = 501 + r1.len() as u32;
+    resp(&mut d, &mut e, 40000, at, &r2);
+    assert_eq!(
+        received(&d, Direction::Inbound, "web"),
+        2,
+        "the first response"
+    );
+    assert_eq!(
+        received(&d, Direction::Inbound, "video"),
+        1,
+        "the video/mp4 head"
+    );
+    // the second request, for a video path: its packet on
+    let video = b"GET /video/a.mp4 HTTP/1.1\r\nHost: media.example.com\r\n\r\n";
+    req(&mut d, &mut e, 40000, 101 + page.len() as u32, video);
+    assert_eq!(received(&d, Direction::Outbound, "video"), 1);
+    // a third, back to a page: the path rule no longer holds, but the MIME verdict stays
+    // (responses are no longer read after the chunked one)
+    let third = b"GET /about HTTP/1.1\r\nHost: media.example.com\r\n\r\n";
+    let seq = 101 + (page.len() + video.len()) as u32;
+    req(&mut d, &mut e, 40000, seq, third);
+    let html = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 0\r\n\r\n";
+    resp(&mut d, &mut e, 40000, at + r2.len() as u32, html);
+    assert_eq!(received(&d, Direction::Outbound, "video"), 2);
+    assert_eq!(received(&d, Direction::Inbound, "video"), 2);
+    let s = d.app_stats().unwrap();
+    assert_eq!((s.http_requests, s.http_responses), (3, 2), "{s:?}");
+}

@@ -15,11 +15,11 @@
 //!   [`crate::app::detect`]: HTTP, TLS, SSH, SIP, DNS, QUIC by content, on any port. TCP
 //!   to port 21 is FTP.
 //! * **Heads** (`heads.rs`): when the policy has layer-7 conditions, an HTTP
-//!   connection's first request head and first response head, and a TLS connection's
-//!   ClientHello, are read once (at most [`crate::app::http::MAX_HEAD`] bytes each, in
-//!   sequence order; one split over segments is gathered in a bounded buffer, at most
-//!   [`MAX_BUFFERED`] at once) and judged by [`L7Set`]. Later requests on a kept-alive
-//!   connection are not read: the connection keeps its first request's verdict.
+//!   connection's request heads (and response heads, if a rule has `http.mime`) are read
+//!   message by message, each judged by [`L7Set`] and replacing the previous one's
+//!   verdict; a TLS connection's ClientHello once. At most
+//!   [`crate::app::http::MAX_HEAD`] bytes a head, in sequence order; one split over
+//!   segments is gathered in a bounded buffer (at most [`MAX_BUFFERED`] at once).
 //! * **Control channels** (`control.rs`): FTP's (PORT/EPRT/227/229) and SIP's session
 //!   descriptions (`m=` ports) become [`Expectations`] (at most [`MAX_EXPECT`], each for
 //!   [`EXPECT_TIMEOUT`]; an address that is not one of the control connection's ends is
@@ -45,7 +45,7 @@ use crate::conn::{ConnId, ConnTable, Side};
 use crate::discover::{Discovery, Label, Report, OTHER};
 use crate::time::{Duration, Instant};
 use control::Control;
-use heads::HeadBuf;
+use heads::Follow;
 use serde::{Deserialize, Serialize};
 
 /// Control connections read at once.
@@ -94,6 +94,9 @@ pub struct AppStats {
     pub tls_hellos: u64,
     /// Heads not read: too long, malformed, or no buffer free for a split one.
     pub heads_unread: u64,
+    /// Connections whose later heads were not read: [`heads::MAX_STREAMS`] sides were
+    /// followed already.
+    pub streams_full: u64,
 }
 
 /// Sides still being read (`Tag::want`).
@@ -128,8 +131,12 @@ pub(super) struct Seen {
 pub struct Apps {
     tags: Vec<Option<Tag>>,
     control: HashMap<u32, Control>,
-    /// Heads split over segments, by (connection, side).
-    heads: HashMap<(u32, u8), HeadBuf>,
+    /// HTTP and TLS sides being followed, by (connection, side).
+    streams: HashMap<(u32, u8), Follow>,
+    /// Of those, the ones gathering a split head.
+    buffered: usize,
+    /// Refusals left before the next sweep of `streams` for sides that are gone.
+    scan_credit: usize,
     /// Buffers of finished heads, for reuse.
     spare: Vec<Vec<u8>>,
     expect: Expectations,
@@ -143,7 +150,9 @@ impl Apps {
         Apps {
             tags: Vec::new(),
             control: HashMap::new(),
-            heads: HashMap::new(),
+            streams: HashMap::new(),
+            buffered: 0,
+            scan_credit: 0,
             spare: Vec::new(),
             expect: Expectations::new(MAX_EXPECT, EXPECT_TIMEOUT),
             l7,
