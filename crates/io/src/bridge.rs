@@ -274,6 +274,8 @@ pub struct BridgeReport {
 pub const DISCOVER_APPS: usize = 48;
 /// Servers per application it lists.
 pub const DISCOVER_SERVERS: usize = 8;
+/// What the tree's current rates are measured over.
+pub const DISCOVER_RATE_WINDOW: Duration = Duration::from_secs(1);
 
 #[derive(Serialize)]
 struct StatusDoc<'a> {
@@ -341,6 +343,9 @@ pub struct Bridge {
     adapt_swaps: u64,
     /// Top talkers, swept a bounded number of table slots per publish.
     talkers: weir_core::conn::talkers::Talkers,
+    /// When the discovery tree's rates are next updated (every [`DISCOVER_RATE_WINDOW`]:
+    /// its rates are per second, the publisher runs every 250 ms).
+    discovery_due: Instant,
     /// A capture shared by both directions.
     pcap_both: Option<PcapWriter>,
     /// Timer wake-ups and the catch-up after late ones.
@@ -440,6 +445,7 @@ impl Bridge {
             adapt_fallback: false,
             adapt_swaps: 0,
             talkers: weir_core::conn::talkers::Talkers::new(TOP_TALKERS),
+            discovery_due: Instant::ZERO,
             pcap_both,
             wake: WakeStats::new(cfg.catch_up),
             catch_up: cfg.catch_up,
@@ -771,7 +777,10 @@ impl Bridge {
             let _ = p.flush();
         }
         let Some(server) = &self.stats else { return };
-        self.device.discovery_tick(now);
+        if now >= self.discovery_due {
+            self.device.discovery_tick(now);
+            self.discovery_due = now + DISCOVER_RATE_WINDOW;
+        }
         if let Some(t) = self.device.connections() {
             self.talkers.sweep(t, TALKER_SLOTS_PER_PUBLISH, now);
         }
