@@ -96,14 +96,7 @@ impl PcapReader {
             }
             m => return Err(bad(format!("not a pcap file (magic {m:08x})"))),
         };
-        let word = |i: usize| {
-            let b = [h[i], h[i + 1], h[i + 2], h[i + 3]];
-            if swapped {
-                u32::from_be_bytes(b)
-            } else {
-                u32::from_le_bytes(b)
-            }
-        };
+        let word = |i: usize| word(&h, i, swapped);
         let linktype = word(20) & 0x0fff_ffff;
         if linktype != LINKTYPE_ETHERNET && linktype != LINKTYPE_SLL {
             return Err(bad(format!(
@@ -144,14 +137,7 @@ impl PcapReader {
             Ok(n) => return Err(self.cut(n, 16)),
             Err(e) => return Err(self.io("cannot read the capture", e)),
         }
-        let word = |i: usize| {
-            let b = [h[i], h[i + 1], h[i + 2], h[i + 3]];
-            if self.swapped {
-                u32::from_be_bytes(b)
-            } else {
-                u32::from_le_bytes(b)
-            }
-        };
+        let word = |i: usize| word(&h, i, self.swapped);
         let (sec, frac, incl, orig) = (word(0), word(4), word(8), word(12));
         if incl > self.snaplen {
             return Err(PcapReadError::Format {
@@ -229,6 +215,16 @@ impl PcapReader {
                 self.offset
             ),
         }
+    }
+}
+
+/// The 32-bit word at `b[i..i + 4]` in the file's byte order (`swapped`: big-endian).
+fn word(b: &[u8], i: usize, swapped: bool) -> u32 {
+    let w = [b[i], b[i + 1], b[i + 2], b[i + 3]];
+    if swapped {
+        u32::from_be_bytes(w)
+    } else {
+        u32::from_le_bytes(w)
     }
 }
 

@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::{curl, have, in_ns, start_weir, stats, vsftpd, weir, TempDir};
+use common::{class_bytes, curl, have, in_ns, start_weir, stats, vsftpd, weir, Counted, TempDir};
 use std::time::Duration;
 use weir_core::discover::Report;
 use weir_lab::topo::{skip_unless_root, BridgeTopo};
@@ -72,27 +72,8 @@ class = "icmp"
 proto = "icmp"
 "#;
 
-/// Each class's bytes, both directions: those its queue received (`sent` false) or
-/// those it sent.
-fn class_bytes(v: &serde_json::Value, name: &str, sent: bool) -> u64 {
-    ["outbound", "inbound"]
-        .iter()
-        .map(|d| {
-            let c = v[*d]["pipeline"]["classes"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|c| c["name"] == name)
-                .unwrap();
-            let n = if sent {
-                &c["sent"]
-            } else {
-                &c["queue"]["received"]
-            };
-            n["bytes"].as_u64().unwrap()
-        })
-        .sum()
-}
+/// Both directions of `weir stats`.
+const BOTH: &[&str] = &["outbound", "inbound"];
 
 fn app_bytes(r: &Report, names: &[&str]) -> u64 {
     r.apps
@@ -202,7 +183,10 @@ fn discovery_lists_every_application_with_its_bytes() {
     ];
     let mut lines = Vec::new();
     for (apps, class) in checks {
-        let (found, truth) = (app_bytes(&live, apps), class_bytes(&v, class, false));
+        let (found, truth) = (
+            app_bytes(&live, apps),
+            class_bytes(&v, BOTH, class, Counted::Received),
+        );
         let line = format!(
             "{apps:?}: discovered {found} bytes, class {class} {truth} bytes ({:+.2} %)",
             (found as f64 / truth.max(1) as f64 - 1.0) * 100.0
@@ -245,7 +229,10 @@ fn discovery_lists_every_application_with_its_bytes() {
         assert!((0.98..=1.02).contains(&r), "{line}");
     }
     for (apps, class) in checks {
-        let (a, b) = (app_bytes(&offline, apps), class_bytes(&v, class, true));
+        let (a, b) = (
+            app_bytes(&offline, apps),
+            class_bytes(&v, BOTH, class, Counted::Sent),
+        );
         let r = a as f64 / b.max(1) as f64;
         eprintln!(
             "{apps:?}: from the capture {a} bytes, class {class} sent {b} ({:+.2} %)",

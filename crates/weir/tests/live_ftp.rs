@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{curl, have, start_weir, stats, vsftpd, TempDir};
+use common::{class_bytes, curl, have, start_weir, stats, vsftpd, Counted, TempDir};
 use std::path::Path;
 use std::time::Duration;
 use weir_lab::topo::{skip_unless_root, BridgeTopo};
@@ -46,14 +46,7 @@ port = 21
 
 /// The inbound `ftp` class's sent bytes from `weir stats --json`.
 fn ftp_bytes(sock: &Path) -> u64 {
-    stats(sock)["inbound"]["pipeline"]["classes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "ftp")
-        .unwrap()["sent"]["bytes"]
-        .as_u64()
-        .unwrap()
+    class_bytes(&stats(sock), &["inbound"], "ftp", Counted::Sent)
 }
 
 /// `curl` downloads the file (extra options `opts`): (time from the first byte to the

@@ -129,7 +129,9 @@ impl HttpServer {
         let addr = SocketAddr::from((BridgeTopo::RCV_ADDR, 80));
         let listener = t.rcv.run(move || TcpListener::bind(addr)).unwrap();
         // accepted connections inherit it
-        set_congestion_control(&listener, "cubic");
+        socket2::SockRef::from(&listener)
+            .set_tcp_congestion(b"cubic")
+            .unwrap();
         // polled, so that the accepting thread sees `stop`
         listener.set_nonblocking(true).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
@@ -176,27 +178,6 @@ impl Drop for HttpServer {
     }
 }
 
-/// Set `socket`'s TCP congestion control (TCP_CONGESTION; root may pick any the kernel
-/// has, allowed list or not).
-fn set_congestion_control(socket: &impl std::os::fd::AsRawFd, name: &str) {
-    // SAFETY: a valid socket descriptor and a buffer of the given length.
-    let r = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            name.as_ptr().cast(),
-            name.len() as libc::socklen_t,
-        )
-    };
-    assert_eq!(
-        r,
-        0,
-        "TCP_CONGESTION {name}: {}",
-        std::io::Error::last_os_error()
-    );
-}
-
 /// One connection: read each request head (up to the empty line) and answer it, until
 /// the client closes.
 fn serve(mut s: TcpStream, routes: &Routes) -> std::io::Result<()> {
@@ -239,15 +220,8 @@ fn serve(mut s: TcpStream, routes: &Routes) -> std::io::Result<()> {
 }
 
 /// The inbound sent bytes of class `name`, from `weir stats --json`.
-fn class_bytes(sock: &Path, name: &str) -> u64 {
-    stats(sock)["inbound"]["pipeline"]["classes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no class {name}"))["sent"]["bytes"]
-        .as_u64()
-        .unwrap()
+fn sent_bytes(sock: &Path, name: &str) -> u64 {
+    common::class_bytes(&stats(sock), &["inbound"], name, common::Counted::Sent)
 }
 
 /// What curl reports of a download: seconds from its start to the TLS handshake's end
@@ -345,11 +319,11 @@ fn http_and_tls_rules_hold_each_download_to_its_class() {
 
     let resolve = format!("media.example.com:80:{}", BridgeTopo::RCV_ADDR);
     for (class, rate, target, _) in HTTP {
-        let before = class_bytes(&sock, class);
+        let before = sent_bytes(&sock, class);
         let url = format!("http://media.example.com{target}");
         let f = download(&t, &["--resolve", &resolve], &url);
         std::thread::sleep(Duration::from_millis(1200)); // one statistics publish
-        let bytes = class_bytes(&sock, class) - before;
+        let bytes = sent_bytes(&sock, class) - before;
         assert_eq!(f.size, BODY as u64, "{url}: curl got {} bytes", f.size);
         let secs = f.total - f.starttransfer;
         let want_s = wire * 8.0 / rate;
@@ -372,7 +346,7 @@ fn http_and_tls_rules_hold_each_download_to_its_class() {
     // weir follows the connection from one request to the next (the first response's
     // body skipped by its Content-Length) and moves it from docs to video with the second
     // request.
-    let before = (class_bytes(&sock, "docs"), class_bytes(&sock, "video"));
+    let before = (sent_bytes(&sock, "docs"), sent_bytes(&sock, "video"));
     let write_out = "%{time_starttransfer} %{time_total} %{size_download} %{num_connects}\n";
     let urls =
         ["/docs/manual.pdf", "/video/clip.mp4"].map(|p| format!("http://media.example.com{p}"));
@@ -383,7 +357,7 @@ fn http_and_tls_rules_hold_each_download_to_its_class() {
         &urls[1],
     );
     std::thread::sleep(Duration::from_millis(1200));
-    let after = (class_bytes(&sock, "docs"), class_bytes(&sock, "video"));
+    let after = (sent_bytes(&sock, "docs"), sent_bytes(&sock, "video"));
     assert_eq!((f[2], f[6]), (BODY as f64, BODY as f64), "{f:?}");
     assert_eq!(f[7], 0.0, "curl opened a second connection: {f:?}");
     for (i, (class, rate, bytes)) in [
@@ -417,7 +391,7 @@ fn http_and_tls_rules_hold_each_download_to_its_class() {
     // (a tenth of the file: -10 % against the file's time, measured). The time expected
     // is that of the bytes the class counted, which also hold the handshake's server
     // flight, sent before the window: an upper bound by about 1 %.
-    let before = class_bytes(&sock, "secure");
+    let before = sent_bytes(&sock, "secure");
     let resolve = format!("video.example.org:443:{}", BridgeTopo::RCV_ADDR);
     let f = download(
         &t,
@@ -425,7 +399,7 @@ fn http_and_tls_rules_hold_each_download_to_its_class() {
         "https://video.example.org/file.bin",
     );
     std::thread::sleep(Duration::from_millis(1200));
-    let bytes = class_bytes(&sock, "secure") - before;
+    let bytes = sent_bytes(&sock, "secure") - before;
     assert_eq!(f.size, BODY as u64, "https: curl got {} bytes", f.size);
     let secs = f.total - f.appconnect;
     let want_s = bytes as f64 * 8.0 / SECURE_RATE;
@@ -445,7 +419,7 @@ fn http_and_tls_rules_hold_each_download_to_its_class() {
     });
 
     // HTTPS, a name the rule does not match: bulk, at the link's pace
-    let (secure0, bulk0) = (class_bytes(&sock, "secure"), class_bytes(&sock, "bulk"));
+    let (secure0, bulk0) = (sent_bytes(&sock, "secure"), sent_bytes(&sock, "bulk"));
     let resolve = format!("files.example.net:443:{}", BridgeTopo::RCV_ADDR);
     let f = download(
         &t,
@@ -453,8 +427,8 @@ fn http_and_tls_rules_hold_each_download_to_its_class() {
         "https://files.example.net/file.bin",
     );
     std::thread::sleep(Duration::from_millis(1200));
-    let other_secure = class_bytes(&sock, "secure") - secure0;
-    let other_bulk = class_bytes(&sock, "bulk") - bulk0;
+    let other_secure = sent_bytes(&sock, "secure") - secure0;
+    let other_bulk = sent_bytes(&sock, "bulk") - bulk0;
     assert_eq!(f.size, BODY as u64, "https: curl got {} bytes", f.size);
     let other_secs = f.total - f.appconnect;
     let other = format!(

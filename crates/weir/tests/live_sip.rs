@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::{start_weir, stats, TempDir};
+use common::{class_bytes, start_weir, stats, Counted, TempDir};
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 use weir_lab::topo::{skip_unless_root, BridgeTopo};
@@ -60,22 +60,8 @@ fn sdp_message(first_line: &str, addr: &str, port: u16) -> Vec<u8> {
     .into_bytes()
 }
 
-/// Both directions' bytes of a class.
-fn class_bytes(v: &serde_json::Value, name: &str) -> u64 {
-    ["outbound", "inbound"]
-        .iter()
-        .map(|d| {
-            v[*d]["pipeline"]["classes"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|c| c["name"] == name)
-                .unwrap()["queue"]["received"]["bytes"]
-                .as_u64()
-                .unwrap()
-        })
-        .sum()
-}
+/// Both directions of `weir stats`.
+const BOTH: &[&str] = &["outbound", "inbound"];
 
 /// A random even port in 20000-59998 (RTP uses even ports, RTCP the next).
 fn random_port() -> u16 {
@@ -134,9 +120,10 @@ fn sip_calls_media_on_random_ports_is_voice() {
         .unwrap();
     let sock = dir.0.join("weir.sock");
     let w = start_weir(&t, &["run", "--policy", policy.to_str().unwrap()], &sock);
+    let v0 = stats(&sock);
     let before = (
-        class_bytes(&stats(&sock), "voice"),
-        class_bytes(&stats(&sock), "bulk"),
+        class_bytes(&v0, BOTH, "voice", Counted::Received),
+        class_bytes(&v0, BOTH, "bulk", Counted::Received),
     );
     // the call: INVITE with the caller's offer, 200 OK with the callee's answer
     let invite = sdp_message(
@@ -157,8 +144,8 @@ fn sip_calls_media_on_random_ports_is_voice() {
     std::thread::sleep(Duration::from_millis(1300)); // one statistics publish
     let v = stats(&sock);
     drop(w);
-    let got_voice = class_bytes(&v, "voice") - before.0;
-    let got_bulk = class_bytes(&v, "bulk") - before.1;
+    let got_voice = class_bytes(&v, BOTH, "voice", Counted::Received) - before.0;
+    let got_bulk = class_bytes(&v, BOTH, "bulk", Counted::Received) - before.1;
     let apps = &v["apps"];
     let line = format!(
         "RTP {port_a} <-> {port_b}: class voice +{got_voice} bytes of the call's {voice} ({:+.2} %); \

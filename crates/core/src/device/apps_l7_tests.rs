@@ -298,6 +298,21 @@ fn unreadable_heads_are_counted() {
     );
 }
 
+/// Bytes every class's queue received, both directions.
+fn received_by_classes(d: &Device) -> u64 {
+    [Direction::Outbound, Direction::Inbound]
+        .iter()
+        .map(|&dir| {
+            let s = d.snapshot(dir, Instant::ZERO).unwrap();
+            s.classes
+                .iter()
+                .filter_map(|c| c.queue.as_ref())
+                .map(|q| q.received.bytes)
+                .sum::<u64>()
+        })
+        .sum()
+}
+
 /// Discovery: every frame counted once, under the application its connection turned out
 /// to be — the handshake that came before the request included.
 #[test]
@@ -323,17 +338,7 @@ fn discovery_counts_every_frame_under_its_application() {
         b"not dns at all, just bytes",
     );
     let r = d.discovery(10, 10).unwrap();
-    let total: u64 = [Direction::Outbound, Direction::Inbound]
-        .iter()
-        .map(|&dir| {
-            let s = d.snapshot(dir, Instant::ZERO).unwrap();
-            s.classes
-                .iter()
-                .filter_map(|c| c.queue.as_ref())
-                .map(|q| q.received.bytes)
-                .sum::<u64>()
-        })
-        .sum();
+    let total = received_by_classes(&d);
     assert_eq!(r.bytes, total, "{r:?}");
     let names: Vec<(&str, u64, u64)> = r
         .apps
@@ -379,17 +384,7 @@ proptest::proptest! {
             }
         }
         let r = d.discovery(64, 64).unwrap();
-        let total: u64 = [Direction::Outbound, Direction::Inbound]
-            .iter()
-            .map(|&dir| {
-                let s = d.snapshot(dir, Instant::ZERO).unwrap();
-                s.classes
-                    .iter()
-                    .filter_map(|c| c.queue.as_ref())
-                    .map(|q| q.received.bytes)
-                    .sum::<u64>()
-            })
-            .sum();
+        let total = received_by_classes(&d);
         proptest::prop_assert_eq!(r.bytes, total);
         let s = d.app_stats().unwrap();
         proptest::prop_assert_eq!(s.ftp_data + s.rtp + s.dns + s.quic, 0);

@@ -322,16 +322,29 @@ impl Device {
     /// its application, the discovery tree. Needs a connection table
     /// ([`Device::observer`], or a policy that shapes); otherwise does nothing.
     pub fn observe(&mut self, frame: &[u8], now: Instant) {
-        let (Some(t), Some(a)) = (&mut self.conns, &mut self.apps) else {
-            return;
-        };
-        match weir_wire::parse_frame(frame) {
-            Ok(p) => {
-                let (id, side) = track(t, &p, frame, now);
-                a.observe(t, (id, side), &p, frame, now);
+        self.watch(&weir_wire::parse_frame(frame), frame, now);
+    }
+
+    /// A frame `data` (parsed as `p`) seen at `now`: its connection tracked, its
+    /// application observed, a frame that does not parse counted for discovery. What
+    /// [`Device::ingress`] and [`Device::observe`] both do first.
+    fn watch(
+        &mut self,
+        p: &weir_wire::Result<weir_wire::Parsed>,
+        data: &[u8],
+        now: Instant,
+    ) -> (ConnId, Side, apps::Seen) {
+        let (mut conn, mut side, mut seen) = (ConnId::NONE, Side::Orig, apps::Seen::default());
+        match (&mut self.conns, p, &mut self.apps) {
+            (Some(t), Ok(p), Some(a)) => {
+                (conn, side) = track(t, p, data, now);
+                seen = a.observe(t, (conn, side), p, data, now);
             }
-            Err(_) => a.unparsed(frame.len()),
+            (Some(t), Ok(p), None) => (conn, side) = track(t, p, data, now),
+            (_, Err(_), Some(a)) => a.unparsed(data.len()),
+            _ => {}
         }
+        (conn, side, seen)
     }
 
     /// Update the discovery tree's current rates (the statistics publisher calls this
@@ -472,16 +485,7 @@ impl Device {
                     return Ok(());
                 }
             }
-            let data = cx.pool.data(pkt);
-            match (&mut self.conns, &p, &mut self.apps) {
-                (Some(t), Ok(p), Some(a)) => {
-                    (conn, side) = track(t, p, data, cx.now);
-                    seen = a.observe(t, (conn, side), p, data, cx.now);
-                }
-                (Some(t), Ok(p), None) => (conn, side) = track(t, p, data, cx.now),
-                (_, Err(_), Some(a)) => a.unparsed(data.len()),
-                _ => {}
-            }
+            (conn, side, seen) = self.watch(&p, cx.pool.data(pkt), cx.now);
             cx.pool.meta_mut(pkt).conn = conn.0;
             fields = Some(
                 p.as_ref()

@@ -197,3 +197,32 @@ pub fn curl(ns: &weir_lab::topo::Netns, opts: &[&str], write_out: &str, url: &st
         .map(|x| x.parse().unwrap())
         .collect()
 }
+
+/// Which byte counter of a class [`class_bytes`] reads.
+#[derive(Clone, Copy)]
+pub enum Counted {
+    /// What the class's queue received (before its drops).
+    Received,
+    /// What the class sent.
+    Sent,
+}
+
+/// Bytes of class `name` in the directions `dirs` ("outbound", "inbound") of a `weir
+/// stats --json` document, summed; fails the test if the class is missing.
+pub fn class_bytes(v: &serde_json::Value, dirs: &[&str], name: &str, what: Counted) -> u64 {
+    dirs.iter()
+        .map(|d| {
+            let c = v[*d]["pipeline"]["classes"]
+                .as_array()
+                .unwrap_or_else(|| panic!("no {d} pipeline: {v}"))
+                .iter()
+                .find(|c| c["name"] == name)
+                .unwrap_or_else(|| panic!("no class {name}"));
+            let n = match what {
+                Counted::Received => &c["queue"]["received"],
+                Counted::Sent => &c["sent"],
+            };
+            n["bytes"].as_u64().unwrap()
+        })
+        .sum()
+}
