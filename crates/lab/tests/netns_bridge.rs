@@ -210,6 +210,14 @@ fn sender_deadlines_hold() {
         let e = TcpSender::start(&topo.snd, opts).unwrap_err();
         assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
         assert!(e.to_string().contains("connect"), "{e}");
+        // `until` bounds the connect too: a 30 s timeout gives up at a stop time 300 ms on
+        let mut opts = SenderOpts::new(dst, Duration::from_secs(1), "cubic");
+        opts.connect_timeout = Duration::from_secs(30);
+        opts.until = Some(Instant::now() + Duration::from_millis(300));
+        let t = Instant::now();
+        let e = TcpSender::start(&topo.snd, opts).unwrap_err();
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+        assert!(e.to_string().contains("connect"), "{e}");
 
         // A sender whose receiver never reads: writing stops at the deadline anyway,
         // and the drain ends at its timeout.
@@ -229,6 +237,17 @@ fn sender_deadlines_hold() {
         let took = t.elapsed();
         assert!(took < Duration::from_millis(1500), "{took:?}");
         assert!(!r.drained);
+        assert!(r.bytes_written > 0);
+        // a 30 s sender with a stop time 300 ms on writes until then
+        let mut opts = SenderOpts::new(
+            SocketAddr::new(IpAddr::V4(BridgeTopo::RCV_ADDR), 5002),
+            Duration::from_secs(30),
+            "cubic",
+        );
+        opts.drain_timeout = Duration::from_millis(200);
+        opts.until = Some(Instant::now() + Duration::from_millis(300));
+        let r = TcpSender::start(&topo.snd, opts).unwrap().join();
+        assert!(r.write_time < Duration::from_millis(1000), "{r:?}");
         assert!(r.bytes_written > 0);
         drop(listener);
     }

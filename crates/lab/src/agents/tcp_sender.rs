@@ -25,8 +25,13 @@ pub struct SenderOpts {
     pub src: Option<IpAddr>,
     /// Where to connect.
     pub dst: SocketAddr,
-    /// How long to write.
+    /// How long to write, from the moment the connection is established.
     pub duration: Duration,
+    /// The latest instant to write until, whenever the connection was established (a
+    /// plan's stop time: a session whose SYN was lost still stops on time). `None`: only
+    /// `duration` counts.
+    #[serde(skip)]
+    pub until: Option<Instant>,
     /// Congestion control, set with `TCP_CONGESTION` ("cubic", "reno", "bbr", …).
     pub cc: String,
     /// `TCP_MAXSEG` before connecting (clamps the MSS we announce and use).
@@ -42,7 +47,7 @@ pub struct SenderOpts {
     pub notsent_lowat: Option<u32>,
     /// Bytes per `send`.
     pub write_size: usize,
-    /// Longest wait for the connection to be established.
+    /// Longest wait for the connection to be established (never past `until`).
     pub connect_timeout: Duration,
     /// After `duration`: longest wait for the peer to read everything and close.
     pub drain_timeout: Duration,
@@ -56,6 +61,7 @@ impl SenderOpts {
             src: None,
             dst,
             duration,
+            until: None,
             cc: cc.to_string(),
             mss: None,
             sndbuf: None,
@@ -236,7 +242,13 @@ fn connect_sender(o: &SenderOpts) -> Result<Socket> {
         s.bind(&SockAddr::from(SocketAddr::new(src, 0)))
             .map_err(|e| ctx(&format!("bind {src}"), e))?;
     }
-    s.connect_timeout(&dst.into(), o.connect_timeout)
+    // no later than `until`: a session not connected by its stop time is over
+    let timeout = o.until.map_or(o.connect_timeout, |u| {
+        o.connect_timeout
+            .min(u.saturating_duration_since(Instant::now()))
+            .max(Duration::from_millis(1))
+    });
+    s.connect_timeout(&dst.into(), timeout)
         .map_err(|e| ctx("connect", e))?;
     s.set_nonblocking(true).map_err(|e| ctx("O_NONBLOCK", e))?;
     Ok(s)
@@ -253,7 +265,9 @@ fn sender_loop(
     let cc = congestion_in_use(&sock);
     let buf: Vec<u8> = (0..o.write_size.max(1)).map(|i| (i % 251) as u8).collect();
     let start = Instant::now();
-    let deadline = start + o.duration;
+    let deadline = o
+        .until
+        .map_or(start + o.duration, |u| u.min(start + o.duration));
     let mut written: u64 = 0;
     let mut error = None;
     let fd = sock.as_raw_fd();

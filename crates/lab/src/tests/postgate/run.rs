@@ -406,6 +406,7 @@ fn run_device(
         let mut o = SenderOpts::new(dst, Duration::from_secs_f64(stop_s - start), &c.cc);
         o.notsent_lowat = Some(16 * 1024);
         o.drain_timeout = Duration::from_secs(2);
+        o.until = Some(t0 + Duration::from_secs_f64(*stop_s));
         match TcpSender::start(&topo.rcv, o) {
             Ok(s) => senders.push(s),
             Err(e) => errors.push(format!("flow to {dst}: {e}")),

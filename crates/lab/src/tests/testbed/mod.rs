@@ -596,6 +596,9 @@ pub fn run_plan(
             o.notsent_lowat = Some(16_384);
             o.connect_timeout = Duration::from_secs(30);
             o.drain_timeout = Duration::from_secs(2);
+            // the plan's stop time, also for a session whose SYN was lost (it connected
+            // late: writing for the whole duration from then ran runs seconds long)
+            o.until = Some(t0 + Duration::from_secs_f64(s.stop_s));
             let start = Duration::from_secs_f64(s.start_s);
             let ns = &topo.snd;
             handles.push(
@@ -631,8 +634,8 @@ pub fn run_plan(
                 })
                 .collect::<Vec<std::result::Result<SenderReport, String>>>()
         };
-        // A sender writes for its duration from the moment it connected, so it ends a
-        // handshake after the plan's end, then drains (at most 2 s): the sink keeps
+        // A sender writes until its stop time (`until`; at most its duration from the
+        // moment it connected), then drains (at most 2 s): the sink keeps
         // reading until every sender is done. Closing it first reset the connections
         // mid-write (every session ended with "send: Broken pipe"). A run cut short
         // stops the sink first, so the senders fail at once.
