@@ -2,8 +2,9 @@
 //!
 //! * **Parsers**, per call: `detect::tcp` on a curl-like request, `detect::udp` on a DNS
 //!   query, `http::head` on that request, `tls::client_hello_sni` on a 517-byte
-//!   ClientHello (what curl sends, padded), and `L7Set::request` judging a request against
-//!   16 host/path conditions.
+//!   ClientHello (what curl sends, padded), a QUIC client Initial opened and its hello's
+//!   name read (RFC 9001 A.2's 1,200-byte packet: keys, header protection, AES-GCM,
+//!   frames), and `L7Set::request` judging a request against 16 host/path conditions.
 //! * **Through a device** (`Device::observe`: parse, connection tracking, application
 //!   tracking and discovery; no queueing), per packet or per connection:
 //!   - `steady`: a data packet of one of 1,000 recognised HTTP connections (round-robin):
@@ -26,7 +27,7 @@ use criterion::{Criterion, Throughput};
 use std::hint::black_box;
 use std::net::Ipv4Addr;
 use weir_core::app::l7::{L7Cond, L7Kind, L7Set};
-use weir_core::app::{detect, http, tls};
+use weir_core::app::{detect, http, quic, tls};
 use weir_core::policy::Policy;
 use weir_core::{Duration, Instant};
 use weir_wire::build::{self, EthSpec, Ipv4Spec, TcpSpec};
@@ -149,6 +150,28 @@ fn parsers(c: &mut Criterion) {
     g.bench_function("http_head", |b| b.iter(|| http::head(black_box(REQUEST))));
     g.bench_function("tls_sni_517B", |b| {
         b.iter(|| tls::client_hello_sni(black_box(&hello)))
+    });
+    // RFC 9001 A.2's client Initial: keys from its DCID, header protection, AES-GCM over
+    // 1,162 bytes, the frames, the hello's name
+    let hex = include_str!("../src/app/testdata/rfc9001-a2-client-initial.hex").trim();
+    let initial: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    let mut scratch = quic::Scratch::default();
+    let mut open_initial = |d: &[u8]| {
+        let mut n = 0;
+        let mut asm = quic::Assembly::default();
+        quic::client_initial(d, &mut scratch, |o, b| {
+            if let quic::Progress::Complete(k) = asm.add(o, b) {
+                n = k;
+            }
+        });
+        matches!(tls::handshake_sni(&asm.bytes()[..n]), tls::Sni::Name(_))
+    };
+    assert!(open_initial(&initial));
+    g.bench_function("quic_initial_sni_1200B", |b| {
+        b.iter(|| open_initial(black_box(&initial)))
     });
     g.bench_function("l7_request_16_conditions", |b| {
         b.iter(|| {

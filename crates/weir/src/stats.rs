@@ -70,9 +70,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 if found.iter().any(|&(_, n)| n > 0) {
                     let list: Vec<String> = found.iter().map(|(k, n)| format!("{k} {n}")).collect();
                     println!(
-                        "applications recognised (connections): {}; heads read: {} requests, {} responses, {} ClientHellos, {} unread; {} connections not followed (table full)",
+                        "applications recognised (connections): {}; heads read: {} requests, {} responses, {} ClientHellos ({} over QUIC), {} unread; {} connections not followed (table full)",
                         list.join(", "),
-                        a.http_requests, a.http_responses, a.tls_hellos, a.heads_unread, a.streams_full
+                        a.http_requests, a.http_responses, a.tls_hellos + a.quic_hellos, a.quic_hellos, a.heads_unread, a.streams_full
                     );
                 }
             }

@@ -18,18 +18,6 @@ use weir_lab::topo::{skip_unless_root, BridgeTopo};
 
 const PORT: &str = "9000";
 
-/// The Chromium binary Debian installs, if any.
-fn chromium() -> Option<&'static str> {
-    ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|c| {
-            Command::new(c)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-}
-
 /// A fresh topology labelled `label` with `weir run` of the Basic Test policy between its
 /// hosts, `web` options added: (topology, statistics socket, weir).
 fn web_weir(label: &str, web: &[&str]) -> (BridgeTopo, std::path::PathBuf, KillOnDrop) {
@@ -126,18 +114,14 @@ fn chromium_page(
 ) -> (String, String) {
     let profile = std::env::temp_dir().join(format!("weir-chromium-{}", std::process::id()));
     let _rm = common::TempDir(profile.clone());
-    let common_args = [
-        browser,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
+    let mut common_args = vec![browser];
+    common_args.extend(common::CHROMIUM_HEADLESS);
+    common_args.extend([
         "--enable-logging=stderr",
         "--v=0",
         "--virtual-time-budget=4000",
         "--window-size=1280,1100",
-    ];
+    ]);
     let user_dir = format!("--user-data-dir={}", profile.display());
     let mut argv: Vec<&str> = common_args.to_vec();
     argv.push(&user_dir);
@@ -167,7 +151,7 @@ fn the_live_view_and_metrics_match_weir_stats() {
     if skip_unless_root(test) || !have(test, "iperf3") || !have(test, "curl") {
         return;
     }
-    let browser = chromium();
+    let browser = common::chromium();
     if browser.is_none() {
         assert!(
             std::env::var_os("CI").is_none(),

@@ -10,6 +10,7 @@
 //! | [`http`] | HTTP/1.x heads: a request's method, target and host, a response's MIME type; globs |
 //! | [`tls`] | TLS: the server name (SNI) of a ClientHello |
 //! | [`detect`] | applications by their first bytes on any port: HTTP, TLS, SSH, SIP, DNS, QUIC |
+//! | [`quic`] | the ClientHello in a QUIC client's Initial packets (RFC 9001 §5), put together from its fragments |
 //! | [`l7`] | rules' layer-7 conditions (`http.host`, `tls.sni`, ...) as bits per connection |
 //! | [`sdp`] | SIP's session descriptions: the media (RTP) ports a call announces |
 //!
@@ -21,6 +22,7 @@ pub mod expect;
 pub mod ftp;
 pub mod http;
 pub mod l7;
+pub mod quic;
 pub mod sdp;
 pub mod tls;
 

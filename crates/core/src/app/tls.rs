@@ -81,6 +81,29 @@ pub fn client_hello_sni(stream: &[u8]) -> Sni<'_> {
     }
 }
 
+/// The server name of a bare ClientHello handshake message (type 1, 24-bit length,
+/// body: what a QUIC client's CRYPTO frames carry, with no record layer; RFC 9001 §4).
+pub fn handshake_sni(msg: &[u8]) -> Sni<'_> {
+    let Some(h) = msg.get(..4) else {
+        return if msg.first().is_some_and(|&t| t != 1) {
+            Sni::NotTls
+        } else {
+            Sni::Incomplete
+        };
+    };
+    if h[0] != 1 {
+        return Sni::NotTls;
+    }
+    let n = (usize::from(h[1]) << 16) | (usize::from(h[2]) << 8) | usize::from(h[3]);
+    if n > MAX_HELLO {
+        return Sni::NotTls;
+    }
+    match msg.get(4..4 + n) {
+        Some(hello) => parse_hello(hello),
+        None => Sni::Incomplete,
+    }
+}
+
 /// A cursor over a byte slice; every read is checked.
 struct Cur<'a>(&'a [u8]);
 
@@ -217,6 +240,18 @@ pub(crate) mod tests {
         let mut bad = sni_ext(b"example.org");
         bad[3] += 5;
         assert_eq!(client_hello_sni(&hello(&bad)), Sni::NotTls);
+    }
+
+    #[test]
+    fn a_bare_handshake_message_is_read() {
+        let rec = hello(&sni_ext(b"quic.example"));
+        let msg = &rec[5..];
+        assert_eq!(handshake_sni(msg), Sni::Name("quic.example"));
+        for n in 0..msg.len() {
+            assert_eq!(handshake_sni(&msg[..n]), Sni::Incomplete, "{n} bytes");
+        }
+        assert_eq!(handshake_sni(&rec), Sni::NotTls); // a record is not a bare message
+        assert_eq!(handshake_sni(&[1, 0xff, 0, 0]), Sni::NotTls); // over MAX_HELLO
     }
 
     proptest::proptest! {

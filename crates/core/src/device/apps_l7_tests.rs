@@ -143,6 +143,58 @@ fn tls_server_names() {
     assert_eq!((s.tls, s.tls_hellos), (2, 2), "{s:?}");
 }
 
+/// QUIC: the ClientHello in the client's Initial packets picks the class (`tls.sni`
+/// rules apply to QUIC as to TLS over TCP), from the datagram that completes it on.
+#[test]
+fn quic_server_names() {
+    use crate::app::quic::tests::{crypto_frame, seal};
+    use crate::app::quic::V1;
+    let (mut d, mut e) = (device(POLICY), Env::new());
+    let (c, s) = ((CLIENT, 50000), (SERVER, 443));
+    // one Initial datagram with the whole hello: "secure" at once, and the reply too
+    let msg = hello(&sni_ext(b"cdn.example.org"))[5..].to_vec();
+    datagram(
+        &mut d,
+        &mut e,
+        c,
+        s,
+        &seal(V1, &[1; 8], 0, &crypto_frame(0, &msg), 1200),
+    );
+    assert_eq!(received(&d, Direction::Outbound, "secure"), 1);
+    datagram(&mut d, &mut e, s, c, &[0x40; 300]);
+    assert_eq!(received(&d, Direction::Inbound, "secure"), 1);
+    // a hello over two datagrams, its second half first: the port rule until the
+    // datagram that completes it
+    let (c2, cut) = ((CLIENT, 50001), msg.len() / 2);
+    let first = seal(V1, &[2; 8], 0, &crypto_frame(cut as u64, &msg[cut..]), 1200);
+    let second = seal(V1, &[2; 8], 1, &crypto_frame(0, &msg[..cut]), 1200);
+    datagram(&mut d, &mut e, c2, s, &first);
+    assert_eq!(received(&d, Direction::Outbound, "web"), 1);
+    datagram(&mut d, &mut e, c2, s, &second);
+    assert_eq!(received(&d, Direction::Outbound, "secure"), 2);
+    // a name no rule matches, and a datagram that does not open: the port rule
+    let (c3, c4) = ((CLIENT, 50002), (CLIENT, 50003));
+    let other = hello(&sni_ext(b"www.example.net"))[5..].to_vec();
+    datagram(
+        &mut d,
+        &mut e,
+        c3,
+        s,
+        &seal(V1, &[3; 8], 0, &crypto_frame(0, &other), 1200),
+    );
+    let mut bad = seal(V1, &[4; 8], 0, &crypto_frame(0, &msg), 1200);
+    bad[600] ^= 1;
+    datagram(&mut d, &mut e, c4, s, &bad);
+    assert_eq!(received(&d, Direction::Outbound, "web"), 3);
+    assert_eq!(received(&d, Direction::Outbound, "secure"), 2);
+    let st = d.app_stats().unwrap();
+    assert_eq!(
+        (st.quic, st.quic_hellos, st.quic_unopened),
+        (4, 3, 1),
+        "{st:?}"
+    );
+}
+
 /// Applications by content on ports no rule names: an `app` rule finds HTTP on 8080 and
 /// SSH whose server speaks first; garbage is left unrecognised.
 #[test]

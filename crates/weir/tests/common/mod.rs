@@ -124,6 +124,28 @@ pub fn have(test: &str, program: &str) -> bool {
     false
 }
 
+/// The Chromium binary Debian installs, if any.
+pub fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|c| {
+            Command::new(c)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+}
+
+/// Chromium's options for a headless run as root in a namespace (no sandbox, no GPU, no
+/// /dev/shm, no first-run pages).
+pub const CHROMIUM_HEADLESS: [&str; 5] = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+];
+
 /// An iperf3 server for one test (`-1`) on port 5201 of `t`'s receiver, given 300 ms to
 /// listen.
 pub fn iperf3_server(t: &weir_lab::topo::BridgeTopo) -> KillOnDrop {

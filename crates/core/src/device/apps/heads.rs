@@ -39,7 +39,7 @@ pub(super) struct Follow {
 
 /// Which heads a side carries.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum What {
+pub(super) enum What {
     Request,
     Response,
     Hello,
@@ -125,7 +125,7 @@ impl Apps {
                 let reply = l7.wants(L7Kind::HttpMime);
                 (if orig { WANT_ORIG } else { 0 }) | (if reply { WANT_REPLY } else { 0 })
             }
-            App::TLS if l7.wants(L7Kind::TlsSni) => WANT_ORIG,
+            App::TLS | App::QUIC if l7.wants(L7Kind::TlsSni) => WANT_ORIG,
             _ => 0,
         }
     }
@@ -160,6 +160,7 @@ impl Apps {
                 Verdict::App(a) => {
                     tag.app = a;
                     tag.want = self.heads_wanted(a);
+                    tag.tries = 0; // from here: QUIC datagrams read for the ClientHello
                     self.count(a);
                     // the connection's bytes so far move to its application
                     let c = t.get(id);
@@ -187,6 +188,9 @@ impl Apps {
         if tag.app != App::NONE && tag.want & bit != 0 {
             match seq {
                 Some(seq) => tag = self.read_head(t, (id, side), tag, bit, (seq, payload)),
+                None if tag.app == App::QUIC && side == Side::Orig => {
+                    tag = self.read_quic(t, id, tag, payload)
+                }
                 None => tag.want = 0,
             }
         }
@@ -328,7 +332,7 @@ fn release(f: Follow, buffered: &mut usize, spare: &mut Vec<Vec<u8>>) {
 
 /// The bits of a connection after a head of kind `what` earned `bits`: they replace
 /// what the previous head of that kind earned.
-fn earned(l7: &L7Set, what: What, bits_before: u64, bits: u64) -> u64 {
+pub(super) fn earned(l7: &L7Set, what: What, bits_before: u64, bits: u64) -> u64 {
     let mask = l7.mask(|k| match what {
         What::Request => matches!(k, L7Kind::HttpHost | L7Kind::HttpPath | L7Kind::HttpMethod),
         What::Response => k == L7Kind::HttpMime,

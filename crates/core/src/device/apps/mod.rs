@@ -17,7 +17,8 @@
 //! * **Heads** (`heads.rs`): when the policy has layer-7 conditions, an HTTP
 //!   connection's request heads (and response heads, if a rule has `http.mime`) are read
 //!   message by message, each judged by [`L7Set`] and replacing the previous one's
-//!   verdict; a TLS connection's ClientHello once. At most
+//!   verdict; a TLS connection's ClientHello once; a QUIC connection's ClientHello from
+//!   the client's Initial datagrams, put together from its fragments (`quic.rs`). At most
 //!   [`crate::app::http::MAX_HEAD`] bytes a head, in sequence order; one split over
 //!   segments is gathered in a bounded buffer (at most [`MAX_BUFFERED`] at once).
 //! * **Control channels** (`control.rs`): FTP's (PORT/EPRT/227/229) and SIP's session
@@ -35,6 +36,7 @@
 
 mod control;
 mod heads;
+mod quic;
 
 use std::collections::HashMap;
 
@@ -92,6 +94,10 @@ pub struct AppStats {
     pub http_requests: u64,
     pub http_responses: u64,
     pub tls_hellos: u64,
+    /// ClientHellos read from QUIC Initial packets, and QUIC packets that did not open
+    /// (not a client's first flight, or corrupted).
+    pub quic_hellos: u64,
+    pub quic_unopened: u64,
     /// Heads not read: too long, malformed, or no buffer free for a split one.
     pub heads_unread: u64,
     /// Connections whose later heads were not read: [`heads::MAX_STREAMS`] sides were
@@ -139,6 +145,8 @@ pub struct Apps {
     scan_credit: usize,
     /// Buffers of finished heads, for reuse.
     spare: Vec<Vec<u8>>,
+    /// QUIC ClientHellos being put together, by connection (see `quic.rs`).
+    hellos: quic::Hellos,
     expect: Expectations,
     l7: L7Set,
     stats: AppStats,
@@ -154,6 +162,7 @@ impl Apps {
             buffered: 0,
             scan_credit: 0,
             spare: Vec::new(),
+            hellos: quic::Hellos::default(),
             expect: Expectations::new(MAX_EXPECT, EXPECT_TIMEOUT),
             l7,
             stats: AppStats::default(),
