@@ -1,13 +1,13 @@
 //! Hot policy reload under load, in network namespaces (root; skips otherwise): one TCP
-//! flow (cubic, the hosts' default offloads) through `weir run`, 24 reloads with
-//! `weir reload` — the link alternating 10 ↔ 5 Mbit/s, one reload removing the flow's
-//! class and the next adding it back — then a broken policy by `weir reload` and by
-//! SIGHUP. Checks: no packet lost to a reload, the flow's rate follows each policy within
-//! a second (every phase within 15 % of the new rate, the mean over the phases within a
-//! few percent), the broken policies leave weir running with the old one, `weir stats`
-//! shows the generation and the reload counts. weir sleeps between packets (no
-//! `--busy-poll`), as a user's would: its late wake-ups are made up by catch-up (without
-//! it, CI measured phases 30–84 % short on a busy host).
+//! flow (cubic, the hosts' default offloads) through `weir run`, 50 reloads with `weir
+//! reload`, one a second — the link alternating 10 ↔ 5 Mbit/s, one reload removing the
+//! flow's class and the next adding it back — then a broken policy by `weir reload` and
+//! by SIGHUP. Checks: no packet lost to a reload, the flow's rate follows each policy
+//! within a second (every phase's last half second within 20 % of the new rate, the mean
+//! over the phases within a few percent), the broken policies leave weir running with
+//! the old one, `weir stats` shows the generation and the reload counts. weir sleeps
+//! between packets (no `--busy-poll`), as a user's would: its late wake-ups are made up
+//! by catch-up (without it, CI measured phases 30–84 % short on a busy host).
 
 mod common;
 
@@ -18,11 +18,11 @@ use std::time::{Duration, Instant};
 use weir_lab::agents::{SenderOpts, TcpSender, TcpSink};
 use weir_lab::topo::{skip_unless_root, BridgeTopo};
 /// Seconds between reloads; the rate is checked over the last `PHASE - SETTLE` of each.
-const PHASE: f64 = 1.5;
+const PHASE: f64 = 1.0;
 const SETTLE: f64 = 0.5;
-const RELOADS: usize = 24;
+const RELOADS: usize = 50;
 /// The reload that removes the flow's class (the next one adds it back).
-const REMOVE_AT: usize = 13;
+const REMOVE_AT: usize = 25;
 /// Seconds before the first reload: slow start's overshoot and its recovery are over.
 const WARMUP: f64 = 3.0;
 
@@ -81,7 +81,9 @@ fn reloads_under_load_lose_nothing_and_the_rate_follows() {
     wait_for(&sock, Duration::from_secs(5), "weir run did not start");
 
     let sink_addr = SocketAddr::new(IpAddr::V4(BridgeTopo::RCV_ADDR), 5001);
-    let sink = TcpSink::start(&t.rcv, sink_addr, Duration::from_millis(100)).unwrap();
+    // 10 ms bins: a phase's half-second window is 50 of them (100 ms bins put up to
+    // 10 % of quantisation into it)
+    let sink = TcpSink::start(&t.rcv, sink_addr, Duration::from_millis(10)).unwrap();
     let t0 = Instant::now();
     let total = Duration::from_secs_f64(WARMUP + PHASE * RELOADS as f64 + 1.5);
     let snd = TcpSender::start(&t.snd, SenderOpts::new(sink_addr, total, "cubic")).unwrap();
@@ -205,7 +207,7 @@ fn reloads_under_load_lose_nothing_and_the_rate_follows() {
     eprintln!("weir's {wake}");
     assert!(wake["timer_wakeups"].as_u64().unwrap() > 1000, "{wake}");
 
-    // the rate follows: over the last second of each phase, the goodput the link carries
+    // the rate follows: over the last half second of each phase, the goodput the link carries
     let conn = rep.conns.first().expect("a connection");
     let mut worst: f64 = 0.0;
     let mut bad = Vec::new();
@@ -227,10 +229,12 @@ fn reloads_under_load_lose_nothing_and_the_rate_follows() {
         );
         eprintln!("{line}");
         // the flow is at the new policy's rate, not the old one's (5 and 10 Mbit/s are
-        // -50 % / +100 % apart); a one-second window of one TCP flow also moves with its
-        // own loss recovery (the receiver releases buffered data when a hole fills):
-        // measured within 5 % on this host, hence a 15 % band
-        if !(-0.15..=0.15).contains(&err) {
+        // -50 % / +100 % apart); a half-second window of one TCP flow also moves with its
+        // own loss recovery (after a 10 -> 5 Mbit/s step cubic's window is too large for
+        // the new rate: RED drops, the window halves, the rate dips; the receiver releases
+        // buffered data when a hole fills): measured within 9.7-11.2 % over three runs on
+        // this host (within 2.5 % with 1.5 s phases and 1 s windows), hence a 20 % band
+        if !(-0.20..=0.20).contains(&err) {
             bad.push(line);
         }
         sums[(mbit == 10) as usize].0 += got;
