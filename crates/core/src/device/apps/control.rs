@@ -63,11 +63,12 @@ impl Apps {
         stamp: Instant,
         ends: [IpAddr; 2],
     ) -> bool {
-        if self.control.len() >= MAX_CONTROL {
+        if self.control.len() >= MAX_CONTROL && self.control_room.sweep_due(MAX_CONTROL) {
             // make room from connections that are gone
             self.control.retain(|&k, c| t.is_same(ConnId(k), c.stamp));
         }
         if self.control.len() >= MAX_CONTROL {
+            self.control_room.refused();
             return false;
         }
         self.control.insert(

@@ -277,10 +277,7 @@ impl Apps {
     /// Start following side `key` of a connection; `false` if [`MAX_STREAMS`] are
     /// followed (after dropping those whose connections are gone).
     fn follow(&mut self, t: &ConnTable, key: (u32, u8), stamp: Instant) -> bool {
-        if self.streams.len() >= MAX_STREAMS && self.scan_credit == 0 {
-            // a sweep for the sides of connections that are gone, at most once per
-            // MAX_STREAMS / 4 refusals: a table full of live sides costs O(1) a refusal
-            self.scan_credit = MAX_STREAMS / 4;
+        if self.streams.len() >= MAX_STREAMS && self.streams_room.sweep_due(MAX_STREAMS) {
             let gone: Vec<(u32, u8)> = self
                 .streams
                 .iter()
@@ -292,7 +289,7 @@ impl Apps {
             }
         }
         if self.streams.len() >= MAX_STREAMS {
-            self.scan_credit = self.scan_credit.saturating_sub(1);
+            self.streams_room.refused();
             return false;
         }
         let f = Follow {

@@ -133,6 +133,32 @@ pub(super) struct Seen {
     pub l7: u64,
 }
 
+/// Sweeps of a full side table (`streams`, `control`, QUIC hellos) for the entries of
+/// connections that are gone, at most one per `max / 4` refusals: a table full of live
+/// entries costs O(1) a refusal, not a walk over it each time.
+#[derive(Default)]
+pub(super) struct Room {
+    /// Refusals left before the next sweep.
+    credit: usize,
+}
+
+impl Room {
+    /// Whether the caller's table, full at `max`, is to be swept now.
+    pub(super) fn sweep_due(&mut self, max: usize) -> bool {
+        if self.credit == 0 {
+            self.credit = max / 4;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The table is still full: an entry was refused.
+    pub(super) fn refused(&mut self) {
+        self.credit = self.credit.saturating_sub(1);
+    }
+}
+
 /// See the module comment.
 pub struct Apps {
     tags: Vec<Option<Tag>>,
@@ -141,8 +167,10 @@ pub struct Apps {
     streams: HashMap<(u32, u8), Follow>,
     /// Of those, the ones gathering a split head.
     buffered: usize,
-    /// Refusals left before the next sweep of `streams` for sides that are gone.
-    scan_credit: usize,
+    /// When `streams` is full: its sweeps for sides that are gone.
+    streams_room: Room,
+    /// The same for `control`.
+    control_room: Room,
     /// Buffers of finished heads, for reuse.
     spare: Vec<Vec<u8>>,
     /// QUIC ClientHellos being put together, by connection (see `quic.rs`).
@@ -160,7 +188,8 @@ impl Apps {
             control: HashMap::new(),
             streams: HashMap::new(),
             buffered: 0,
-            scan_credit: 0,
+            streams_room: Room::default(),
+            control_room: Room::default(),
             spare: Vec::new(),
             hellos: quic::Hellos::default(),
             expect: Expectations::new(MAX_EXPECT, EXPECT_TIMEOUT),
@@ -354,5 +383,22 @@ impl Apps {
             .get(&tag.owner)
             .and_then(|c| c.class[d])
             .unwrap_or(class)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Room;
+
+    #[test]
+    fn a_full_table_is_swept_once_per_quarter_of_its_size_in_refusals() {
+        let mut r = Room::default();
+        assert!(r.sweep_due(256), "the first time it is full");
+        for i in 0..64 {
+            assert!(!r.sweep_due(256), "refusal {i}");
+            r.refused();
+        }
+        assert!(r.sweep_due(256), "after 64 refusals");
+        assert!(!r.sweep_due(256));
     }
 }

@@ -2,14 +2,14 @@
 //! [`crate::app::quic`]): each datagram the client sends while its hello is wanted is
 //! opened, its CRYPTO fragments put together per connection, and the hello judged as a
 //! TLS ClientHello over TCP is. At most [`MAX_QUIC_PACKETS`] datagrams a connection and
-//! [`MAX_BUFFERED`] hellos being put together at once (a sweep drops those of
-//! connections that are gone before a new one is refused); the packets are forwarded
+//! [`MAX_BUFFERED`] hellos being put together at once (when full, a sweep drops those of
+//! connections that are gone, at most once per 64 refusals); the packets are forwarded
 //! and classified as usual whatever happens here.
 
 use std::collections::HashMap;
 
 use super::heads::{earned, What};
-use super::{Apps, Tag, MAX_BUFFERED};
+use super::{Apps, Room, Tag, MAX_BUFFERED};
 use crate::app::quic::{self, Assembly, Progress, Scratch};
 use crate::app::tls::{self, Sni};
 use crate::conn::{ConnId, ConnTable};
@@ -26,6 +26,7 @@ pub(super) struct Hellos {
     open: HashMap<u32, (Instant, Assembly)>,
     spare: Vec<Assembly>,
     scratch: Scratch,
+    room: Room,
 }
 
 impl Hellos {
@@ -53,10 +54,11 @@ impl Apps {
         let h = &mut self.hellos;
         let known = h.open.get(&id.0).is_some_and(|(s, _)| *s == tag.stamp);
         if !known {
-            if h.open.len() >= MAX_BUFFERED {
+            if h.open.len() >= MAX_BUFFERED && h.room.sweep_due(MAX_BUFFERED) {
                 h.open.retain(|&k, (s, _)| t.is_same(ConnId(k), *s));
             }
             if h.open.len() >= MAX_BUFFERED {
+                h.room.refused();
                 self.stats.heads_unread += 1;
                 tag.want = 0;
                 return tag;
