@@ -162,7 +162,7 @@ fn parsers(c: &mut Criterion) {
     let mut open_initial = |d: &[u8]| {
         let mut n = 0;
         let mut asm = quic::Assembly::default();
-        quic::client_initial(d, &mut scratch, |o, b| {
+        quic::client_initial(d, &mut scratch, &mut None, |o, b| {
             if let quic::Progress::Complete(k) = asm.add(o, b) {
                 n = k;
             }

@@ -19,16 +19,18 @@
 //!   16 bytes 4 after the packet number's start; the first byte's low 4 bits and the
 //!   packet number's bytes are XORed with the mask;
 //! * the payload opened with AEAD_AES_128_GCM (§5.3): nonce = iv XOR the packet number,
-//!   associated data = the unprotected header; a packet that does not authenticate (not
-//!   the client's first flight, corrupted, or not QUIC) is skipped;
+//!   associated data = the unprotected header; a packet that does not authenticate
+//!   (under keys of another DCID than the ones tried, corrupted, or not QUIC) is skipped;
 //! * the frames (RFC 9000 §19; an Initial carries PADDING, PING, ACK, CRYPTO and
 //!   CONNECTION_CLOSE): each CRYPTO frame's offset and bytes go to the caller.
 //!
 //! Packet numbers are taken as sent (truncated): right for a client's first flight,
 //! which numbers from 0. The datagram is never written (it is forwarded as it came); the
 //! plaintext goes to a caller's reusable buffer ([`Scratch`]), so nothing is allocated
-//! once that has grown. Cost per Initial packet: 10 HMAC-SHA256 for the keys, one AES
-//! block and AES-GCM over the packet (about 1,200 bytes).
+//! once that has grown. Cost per datagram: the keys once (5 HMAC-SHA256: one extract,
+//! four expands), then per Initial packet (at most [`MAX_INITIALS`]) one AES block and
+//! AES-GCM over the packet (about 1,200 bytes); the header is checked to hold the
+//! protection sample before anything is derived.
 //!
 //! [`Assembly`] puts the ClientHello together from CRYPTO fragments in any order and
 //! across packets: Chromium's ClientHello (post-quantum key share) spans two Initial
@@ -146,37 +148,72 @@ pub struct Scratch {
 pub struct Read {
     /// Initial packets opened.
     pub opened: u32,
-    /// Initial packets that did not authenticate or were malformed.
+    /// Initial packets that did not open (not authentic under the keys tried, or too
+    /// short), or opened to malformed frames.
     pub failed: u32,
 }
 
+/// Initial packets of one datagram tried at most (a client coalesces one or two; more
+/// only multiplies the work a forged datagram costs).
+pub const MAX_INITIALS: u32 = 4;
+
 /// The Initial packets of `datagram` (see the module comment): `crypto(offset, bytes)` for
 /// each CRYPTO frame of each packet that opens, in the order they come.
+///
+/// `keys` are the connection's Initial keys if known: a client keeps the keys of its
+/// first Destination Connection ID when it switches to the server's (RFC 9001 §5.2), so a
+/// retransmitted part of its hello after the server's first reply opens only with them.
+/// They are tried first; then the keys of the packet's own DCID (derived once per
+/// datagram: coalesced packets share the DCID, RFC 9000 §12.2, and a packet with another
+/// one is skipped). When `keys` is `None`, it gets the keys of the first packet that
+/// opens.
 pub fn client_initial(
     datagram: &[u8],
     scratch: &mut Scratch,
+    keys: &mut Option<Keys>,
     mut crypto: impl FnMut(u64, &[u8]),
 ) -> Read {
     let mut read = Read::default();
     let mut rest = datagram;
-    // a packet of a coalesced datagram is at least a header and a tag; the loop ends at
-    // a short header, padding (zeros), or anything unreadable
-    while rest.len() > 7 && rest[0] & 0x80 != 0 {
+    let mut dcid_seen: Option<&[u8]> = None;
+    let mut derived: Option<Option<Keys>> = None;
+    // the loop ends at a short header, padding (zeros), or anything unreadable; 7 bytes
+    // is the least a long header's version and connection id lengths take
+    while rest.len() > 7 && rest[0] & 0x80 != 0 && read.opened + read.failed < MAX_INITIALS {
         let Some((end, initial)) = packet_span(rest) else {
             break;
         };
-        if initial {
-            match open(&rest[..end], scratch) {
-                Some(()) => {
-                    read.opened += 1;
-                    if frames(&scratch.plain, &mut crypto).is_none() {
-                        read.failed += 1;
-                    }
+        let p = &rest[..end];
+        rest = &rest[end..];
+        if !initial {
+            continue;
+        }
+        let Some(h) = Header::of(p) else {
+            read.failed += 1;
+            continue;
+        };
+        if dcid_seen.is_some_and(|d| d != h.dcid) {
+            continue;
+        }
+        dcid_seen = Some(h.dcid);
+        let mut opened = keys.as_ref().is_some_and(|k| open(p, &h, k, scratch));
+        if !opened {
+            let own = derived.get_or_insert_with(|| client_keys(h.version, h.dcid));
+            if let Some(k) = own.as_ref().filter(|k| keys.as_ref() != Some(*k)) {
+                opened = open(p, &h, k, scratch);
+                if opened && keys.is_none() {
+                    *keys = Some(k.clone());
                 }
-                None => read.failed += 1,
             }
         }
-        rest = &rest[end..];
+        if !opened {
+            read.failed += 1;
+            continue;
+        }
+        read.opened += 1;
+        if frames(&scratch.plain, &mut crypto).is_none() {
+            read.failed += 1;
+        }
     }
     read
 }
@@ -226,33 +263,61 @@ fn packet_span(p: &[u8]) -> Option<(usize, bool)> {
     (end <= p.len()).then_some((end, initial))
 }
 
-/// Remove the header protection of the Initial packet `p` (exactly one packet) and open
-/// its payload into `scratch.plain`.
-fn open(p: &[u8], scratch: &mut Scratch) -> Option<()> {
-    let (version, dcid, pos) = long_header(p)?;
-    let keys = client_keys(version, dcid)?;
-    let (token, n) = varint(p.get(pos..)?)?;
-    let pos = pos + n + usize::try_from(token).ok()?;
-    let (_, n) = varint(p.get(pos..)?)?;
-    let pn_at = pos + n;
-    let sample = p.get(pn_at + 4..pn_at + 4 + SAMPLE_LEN)?;
-    let hp = Aes128::new_from_slice(&keys.hp).ok()?;
+/// What opening an Initial packet needs of its header.
+struct Header<'a> {
+    version: u32,
+    dcid: &'a [u8],
+    /// Where the (protected) packet number starts.
+    pn_at: usize,
+}
+
+impl<'a> Header<'a> {
+    /// The header of the Initial packet `p` (exactly one packet, as [`packet_span`] cut
+    /// it), if the packet is long enough to hold the header protection sample: checked
+    /// before any key is derived.
+    fn of(p: &'a [u8]) -> Option<Header<'a>> {
+        let (version, dcid, pos) = long_header(p)?;
+        let (token, n) = varint(p.get(pos..)?)?;
+        let pos = pos
+            .checked_add(n)?
+            .checked_add(usize::try_from(token).ok()?)?;
+        let (_, n) = varint(p.get(pos..)?)?;
+        let pn_at = pos + n;
+        if p.len() < pn_at + 4 + SAMPLE_LEN {
+            return None;
+        }
+        Some(Header {
+            version,
+            dcid,
+            pn_at,
+        })
+    }
+}
+
+/// Remove the header protection of the Initial packet `p` with `keys` and open its
+/// payload into `scratch.plain`: whether it authenticated.
+fn open(p: &[u8], h: &Header<'_>, keys: &Keys, scratch: &mut Scratch) -> bool {
+    let pn_at = h.pn_at;
+    let sample = &p[pn_at + 4..pn_at + 4 + SAMPLE_LEN];
+    let Ok(hp) = Aes128::new_from_slice(&keys.hp) else {
+        return false;
+    };
     let mut mask = GenericArray::clone_from_slice(sample);
     hp.encrypt_block(&mut mask);
     let first = p[0] ^ (mask[0] & 0x0f);
     let pn_len = usize::from(first & 3) + 1;
     let payload_at = pn_at + pn_len;
     if p.len() < payload_at + TAG_LEN {
-        return None;
+        return false;
     }
-    let h = &mut scratch.header;
-    h.clear();
-    h.extend_from_slice(&p[..payload_at]);
-    h[0] = first;
+    let hd = &mut scratch.header;
+    hd.clear();
+    hd.extend_from_slice(&p[..payload_at]);
+    hd[0] = first;
     let mut pn = 0u64;
     for i in 0..pn_len {
-        h[pn_at + i] ^= mask[1 + i];
-        pn = (pn << 8) | u64::from(h[pn_at + i]);
+        hd[pn_at + i] ^= mask[1 + i];
+        pn = (pn << 8) | u64::from(hd[pn_at + i]);
     }
     let mut nonce = keys.iv;
     for (i, b) in pn.to_be_bytes().iter().enumerate() {
@@ -261,14 +326,16 @@ fn open(p: &[u8], scratch: &mut Scratch) -> Option<()> {
     let (body, tag) = p[payload_at..].split_at(p.len() - payload_at - TAG_LEN);
     scratch.plain.clear();
     scratch.plain.extend_from_slice(body);
-    let aead = Aes128Gcm::new_from_slice(&keys.key).ok()?;
+    let Ok(aead) = Aes128Gcm::new_from_slice(&keys.key) else {
+        return false;
+    };
     aead.decrypt_in_place_detached(
         GenericArray::from_slice(&nonce),
         &scratch.header,
         &mut scratch.plain,
         GenericArray::from_slice(tag),
     )
-    .ok()
+    .is_ok()
 }
 
 /// Walk the frames of an opened Initial payload; `None` at a frame an Initial may not

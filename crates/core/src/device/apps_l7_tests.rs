@@ -147,7 +147,7 @@ fn tls_server_names() {
 /// rules apply to QUIC as to TLS over TCP), from the datagram that completes it on.
 #[test]
 fn quic_server_names() {
-    use crate::app::quic::tests::{crypto_frame, seal};
+    use crate::app::quic::tests::{crypto_frame, seal, seal_as};
     use crate::app::quic::V1;
     let (mut d, mut e) = (device(POLICY), Env::new());
     let (c, s) = ((CLIENT, 50000), (SERVER, 443));
@@ -172,6 +172,21 @@ fn quic_server_names() {
     assert_eq!(received(&d, Direction::Outbound, "web"), 1);
     datagram(&mut d, &mut e, c2, s, &second);
     assert_eq!(received(&d, Direction::Outbound, "secure"), 2);
+    // the same, the second half retransmitted after the server's reply: to the server's
+    // connection id, under the first one's keys
+    let c5 = (CLIENT, 50004);
+    let first = seal(V1, &[5; 8], 0, &crypto_frame(cut as u64, &msg[cut..]), 1200);
+    let later = seal_as(
+        V1,
+        (&[5; 8], &[9; 4]),
+        2,
+        &crypto_frame(0, &msg[..cut]),
+        1200,
+    );
+    datagram(&mut d, &mut e, c5, s, &first);
+    datagram(&mut d, &mut e, s, c5, &[0xc0; 200]);
+    datagram(&mut d, &mut e, c5, s, &later);
+    assert_eq!(received(&d, Direction::Outbound, "secure"), 3);
     // a name no rule matches, and a datagram that does not open: the port rule
     let (c3, c4) = ((CLIENT, 50002), (CLIENT, 50003));
     let other = hello(&sni_ext(b"www.example.net"))[5..].to_vec();
@@ -185,12 +200,12 @@ fn quic_server_names() {
     let mut bad = seal(V1, &[4; 8], 0, &crypto_frame(0, &msg), 1200);
     bad[600] ^= 1;
     datagram(&mut d, &mut e, c4, s, &bad);
-    assert_eq!(received(&d, Direction::Outbound, "web"), 3);
-    assert_eq!(received(&d, Direction::Outbound, "secure"), 2);
+    assert_eq!(received(&d, Direction::Outbound, "web"), 4);
+    assert_eq!(received(&d, Direction::Outbound, "secure"), 3);
     let st = d.app_stats().unwrap();
     assert_eq!(
         (st.quic, st.quic_hellos, st.quic_unopened),
-        (4, 3, 1),
+        (5, 4, 1),
         "{st:?}"
     );
 }

@@ -32,7 +32,19 @@ pub(crate) fn crypto_frame(offset: u64, data: &[u8]) -> Vec<u8> {
 /// A client Initial packet of `size` bytes (the frames, then PADDING) protected as RFC
 /// 9001 §5 says: what a client sends, built the other way round from [`client_initial`].
 pub(crate) fn seal(version: u32, dcid: &[u8], pn: u32, frames: &[u8], size: usize) -> Vec<u8> {
-    let keys = client_keys(version, dcid).unwrap();
+    seal_as(version, (dcid, dcid), pn, frames, size)
+}
+
+/// As [`seal`], with the keys of the first DCID and the second in the header: a client's
+/// Initial after it switched to the server's connection id (RFC 9001 §5.2).
+pub(crate) fn seal_as(
+    version: u32,
+    (keys_of, dcid): (&[u8], &[u8]),
+    pn: u32,
+    frames: &[u8],
+    size: usize,
+) -> Vec<u8> {
+    let keys = client_keys(version, keys_of).unwrap();
     let ty: u8 = if version == V2 { 1 } else { 0 };
     let mut h = vec![0xc0 | (ty << 4) | 3]; // 4-byte packet number
     h.extend_from_slice(&version.to_be_bytes());
@@ -72,7 +84,9 @@ pub(crate) fn seal(version: u32, dcid: &[u8], pn: u32, frames: &[u8], size: usiz
 /// The CRYPTO fragments of a datagram, and what was read.
 fn fragments(d: &[u8]) -> (Vec<(u64, Vec<u8>)>, Read) {
     let mut out = Vec::new();
-    let r = client_initial(d, &mut Scratch::default(), |o, b| out.push((o, b.to_vec())));
+    let r = client_initial(d, &mut Scratch::default(), &mut None, |o, b| {
+        out.push((o, b.to_vec()))
+    });
     (out, r)
 }
 
@@ -235,6 +249,94 @@ fn coalesced_packets_and_other_bytes() {
     ] {
         let (frags, r) = fragments(&d);
         assert!(frags.is_empty() && r.opened == 0, "{r:?}");
+    }
+}
+
+/// After the server's first reply the client sends to the server's connection id but
+/// keeps the keys of its first one: such a packet opens with the keys the first one
+/// gave, not with its own DCID's.
+#[test]
+fn a_later_initial_opens_with_the_first_packets_keys() {
+    let (first, server) = ([5u8; 8], [6u8; 4]);
+    let hello = crypto_frame(0, b"\x01\x00\x00\x05hello");
+    let later = seal_as(V1, (&first, &server), 4, &hello, 1200);
+    let mut sc = Scratch::default();
+    let mut keys = None;
+    let r = client_initial(&later, &mut sc, &mut keys, |_, _| {});
+    assert_eq!(
+        (r, keys.is_none()),
+        (
+            Read {
+                opened: 0,
+                failed: 1
+            },
+            true
+        )
+    );
+    let r = client_initial(
+        &seal(V1, &first, 0, &[1], 1200),
+        &mut sc,
+        &mut keys,
+        |_, _| {},
+    );
+    assert_eq!(
+        r,
+        Read {
+            opened: 1,
+            failed: 0
+        }
+    );
+    assert_eq!(keys, client_keys(V1, &first));
+    let mut got = Vec::new();
+    let r = client_initial(&later, &mut sc, &mut keys, |o, b| got.push((o, b.to_vec())));
+    assert_eq!(
+        r,
+        Read {
+            opened: 1,
+            failed: 0
+        }
+    );
+    assert_eq!(got, vec![(0, b"\x01\x00\x00\x05hello".to_vec())]);
+}
+
+/// A forged datagram of many tiny coalesced "Initials" costs at most MAX_INITIALS tries
+/// (and packets too short for the protection sample cost no key derivation); a packet
+/// with another DCID than the first is skipped.
+#[test]
+fn forged_datagrams_cost_little() {
+    // the least an Initial with an 8-byte DCID can be and still hold a sample: 20 bytes
+    // after the packet number's start
+    let mut tiny = vec![0xc3, 0, 0, 0, 1, 8, 9, 9, 9, 9, 9, 9, 9, 9, 0, 0];
+    put_varint(&mut tiny, 20);
+    tiny.extend_from_slice(&[0x33; 20]);
+    let d: Vec<u8> = tiny.iter().copied().cycle().take(tiny.len() * 10).collect();
+    let (frags, r) = fragments(&d);
+    assert!(frags.is_empty());
+    assert_eq!(
+        r,
+        Read {
+            opened: 0,
+            failed: MAX_INITIALS
+        }
+    );
+    // too short for a sample: refused before anything is derived
+    let mut short = vec![0xc3, 0, 0, 0, 1, 8, 9, 9, 9, 9, 9, 9, 9, 9, 0, 0];
+    put_varint(&mut short, 10);
+    short.extend_from_slice(&[0x33; 10]);
+    assert_eq!(
+        fragments(&short).1,
+        Read {
+            opened: 0,
+            failed: 1
+        }
+    );
+    // two real Initials in one datagram: with the same DCID both open, with another the
+    // second is skipped
+    let h = crypto_frame(0, b"\x01");
+    for (second, opened) in [([1; 8], 2), ([2; 8], 1)] {
+        let mut d = seal(V1, &[1; 8], 0, &h, 600);
+        d.extend(seal(V1, &second, 1, &h, 600));
+        assert_eq!(fragments(&d).1, Read { opened, failed: 0 }, "{second:?}");
     }
 }
 

@@ -94,8 +94,9 @@ pub struct AppStats {
     pub http_requests: u64,
     pub http_responses: u64,
     pub tls_hellos: u64,
-    /// ClientHellos read from QUIC Initial packets, and QUIC packets that did not open
-    /// (not a client's first flight, or corrupted).
+    /// ClientHellos read from QUIC Initial packets, and Initial packets that did not
+    /// open (not authentic under the connection's keys: forged or corrupted) or held
+    /// malformed frames.
     pub quic_hellos: u64,
     pub quic_unopened: u64,
     /// Heads not read: too long, malformed, or no buffer free for a split one.

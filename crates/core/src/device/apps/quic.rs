@@ -10,32 +10,39 @@ use std::collections::HashMap;
 
 use super::heads::{earned, What};
 use super::{Apps, Room, Tag, MAX_BUFFERED};
-use crate::app::quic::{self, Assembly, Progress, Scratch};
+use crate::app::quic::{self, Assembly, Keys, Progress, Scratch};
 use crate::app::tls::{self, Sni};
 use crate::conn::{ConnId, ConnTable};
 use crate::time::Instant;
 
-/// Client datagrams of a QUIC connection read before its hello is given up on (a first
-/// flight is one to three Initial datagrams, more with retransmissions).
+/// Client datagrams of a QUIC connection read before its hello is given up on, whatever
+/// they hold (a first flight is one to three Initial datagrams, more with
+/// retransmissions; once the handshake moves on the client's datagrams are Handshake and
+/// short-header packets, which count too).
 pub const MAX_QUIC_PACKETS: u8 = 8;
+
+/// A hello being put together: its connection's stamp, Initial keys and fragments.
+struct Open {
+    stamp: Instant,
+    keys: Option<Keys>,
+    asm: Assembly,
+}
 
 /// Hellos being put together, and what they reuse.
 #[derive(Default)]
 pub(super) struct Hellos {
-    /// By connection slot: the connection's first-seen stamp and its assembly.
-    open: HashMap<u32, (Instant, Assembly)>,
+    /// By connection slot.
+    open: HashMap<u32, Open>,
     spare: Vec<Assembly>,
     scratch: Scratch,
     room: Room,
 }
 
 impl Hellos {
-    fn finish(&mut self, id: u32) {
-        if let Some((_, mut a)) = self.open.remove(&id) {
-            if self.spare.len() < 16 {
-                a.clear();
-                self.spare.push(a);
-            }
+    fn recycle(&mut self, mut a: Assembly) {
+        if self.spare.len() < 16 {
+            a.clear();
+            self.spare.push(a);
         }
     }
 }
@@ -43,6 +50,11 @@ impl Hellos {
 impl Apps {
     /// A datagram `payload` the client of QUIC connection `id` sent while its hello is
     /// wanted. Returns the tag as updated (the caller stores it).
+    ///
+    /// A hello that one datagram completes (the usual case) never takes an entry; one
+    /// that needs more datagrams takes one only once a packet has opened (a datagram that
+    /// opens nothing reserves nothing). An entry of an older connection in the same slot
+    /// is dropped first.
     pub(super) fn read_quic(
         &mut self,
         t: &ConnTable,
@@ -52,36 +64,30 @@ impl Apps {
     ) -> Tag {
         tag.tries = tag.tries.saturating_add(1);
         let h = &mut self.hellos;
-        let known = h.open.get(&id.0).is_some_and(|(s, _)| *s == tag.stamp);
-        if !known {
-            if h.open.len() >= MAX_BUFFERED && h.room.sweep_due(MAX_BUFFERED) {
-                h.open.retain(|&k, (s, _)| t.is_same(ConnId(k), *s));
+        let mut entry = match h.open.remove(&id.0) {
+            Some(e) if e.stamp == tag.stamp => Some(e),
+            Some(stale) => {
+                h.recycle(stale.asm);
+                None
             }
-            if h.open.len() >= MAX_BUFFERED {
-                h.room.refused();
-                self.stats.heads_unread += 1;
-                tag.want = 0;
-                return tag;
-            }
-            let a = h.spare.pop().unwrap_or_default();
-            if let Some((_, mut old)) = h.open.insert(id.0, (tag.stamp, a)) {
-                old.clear(); // an older connection in the same slot
-            }
-        }
-        let Hellos { open, scratch, .. } = h;
-        let Some((_, asm)) = open.get_mut(&id.0) else {
-            return tag;
+            None => None,
         };
+        let kept = entry.is_some();
+        let mut e = entry.take().unwrap_or_else(|| Open {
+            stamp: tag.stamp,
+            keys: None,
+            asm: h.spare.pop().unwrap_or_default(),
+        });
         let mut progress = Progress::More;
-        let read = quic::client_initial(payload, scratch, |offset, bytes| {
+        let read = quic::client_initial(payload, &mut h.scratch, &mut e.keys, |offset, bytes| {
             if progress == Progress::More {
-                progress = asm.add(offset, bytes);
+                progress = e.asm.add(offset, bytes);
             }
         });
         self.stats.quic_unopened += u64::from(read.failed);
         let done = match progress {
             Progress::Complete(n) => {
-                let bits = match tls::handshake_sni(&asm.bytes()[..n]) {
+                let bits = match tls::handshake_sni(&e.asm.bytes()[..n]) {
                     Sni::Name(name) => Some(self.l7.sni(Some(name))),
                     Sni::NoName => Some(0),
                     Sni::Incomplete | Sni::NotTls => None,
@@ -105,10 +111,39 @@ impl Apps {
             }
             Progress::More => false,
         };
+        let h = &mut self.hellos;
         if done {
             tag.want = 0;
-            self.hellos.finish(id.0);
+            h.recycle(e.asm);
+            return tag;
         }
+        if !kept && e.keys.is_none() {
+            h.recycle(e.asm); // nothing opened: nothing to keep
+            return tag;
+        }
+        if !kept {
+            if h.open.len() >= MAX_BUFFERED && h.room.sweep_due(MAX_BUFFERED) {
+                let mut gone = Vec::new();
+                h.open.retain(|&k, o| {
+                    let live = t.is_same(ConnId(k), o.stamp);
+                    if !live {
+                        gone.push(std::mem::take(&mut o.asm));
+                    }
+                    live
+                });
+                for a in gone {
+                    h.recycle(a);
+                }
+            }
+            if h.open.len() >= MAX_BUFFERED {
+                h.room.refused();
+                h.recycle(e.asm);
+                self.stats.heads_unread += 1;
+                tag.want = 0;
+                return tag;
+            }
+        }
+        h.open.insert(id.0, e);
         tag
     }
 }
