@@ -1,9 +1,9 @@
 //! Hot policy reload under load, in network namespaces (root; skips otherwise): one TCP
 //! flow (cubic, the hosts' default offloads) through `weir run`, 50 reloads with `weir
-//! reload`, one a second — the link alternating 10 ↔ 5 Mbit/s, one reload removing the
+//! reload`, one every 1.5 s — the link alternating 10 ↔ 5 Mbit/s, one reload removing the
 //! flow's class and the next adding it back — then a broken policy by `weir reload` and
 //! by SIGHUP. Checks: no packet lost to a reload, the flow's rate follows each policy
-//! within a second (every phase's last half second within 20 % of the new rate, the mean
+//! within half a second (every phase's last second within 15 % of the new rate, the mean
 //! over the phases within a few percent), the broken policies leave weir running with
 //! the old one, `weir stats` shows the generation and the reload counts. weir sleeps
 //! between packets (no `--busy-poll`), as a user's would: its late wake-ups are made up
@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use weir_lab::agents::{SenderOpts, TcpSender, TcpSink};
 use weir_lab::topo::{skip_unless_root, BridgeTopo};
 /// Seconds between reloads; the rate is checked over the last `PHASE - SETTLE` of each.
-const PHASE: f64 = 1.0;
+const PHASE: f64 = 1.5;
 const SETTLE: f64 = 0.5;
 const RELOADS: usize = 50;
 /// The reload that removes the flow's class (the next one adds it back).
@@ -81,8 +81,7 @@ fn reloads_under_load_lose_nothing_and_the_rate_follows() {
     wait_for(&sock, Duration::from_secs(5), "weir run did not start");
 
     let sink_addr = SocketAddr::new(IpAddr::V4(BridgeTopo::RCV_ADDR), 5001);
-    // 10 ms bins: a phase's half-second window is 50 of them (100 ms bins put up to
-    // 10 % of quantisation into it)
+    // 10 ms bins: a phase's one-second window is 100 of them
     let sink = TcpSink::start(&t.rcv, sink_addr, Duration::from_millis(10)).unwrap();
     let t0 = Instant::now();
     let total = Duration::from_secs_f64(WARMUP + PHASE * RELOADS as f64 + 1.5);
@@ -207,7 +206,7 @@ fn reloads_under_load_lose_nothing_and_the_rate_follows() {
     eprintln!("weir's {wake}");
     assert!(wake["timer_wakeups"].as_u64().unwrap() > 1000, "{wake}");
 
-    // the rate follows: over the last half second of each phase, the goodput the link carries
+    // the rate follows: over the last second of each phase, the goodput the link carries
     let conn = rep.conns.first().expect("a connection");
     let mut worst: f64 = 0.0;
     let mut bad = Vec::new();
@@ -229,12 +228,11 @@ fn reloads_under_load_lose_nothing_and_the_rate_follows() {
         );
         eprintln!("{line}");
         // the flow is at the new policy's rate, not the old one's (5 and 10 Mbit/s are
-        // -50 % / +100 % apart); a half-second window of one TCP flow also moves with its
-        // own loss recovery (after a 10 -> 5 Mbit/s step cubic's window is too large for
-        // the new rate: RED drops, the window halves, the rate dips; the receiver releases
-        // buffered data when a hole fills): measured within 9.7-11.2 % over three runs on
-        // this host (within 2.5 % with 1.5 s phases and 1 s windows), hence a 20 % band
-        if !(-0.20..=0.20).contains(&err) {
+        // -50 % / +100 % apart); a one-second window of one TCP flow also moves with its
+        // own loss recovery (the receiver releases buffered data when a hole fills):
+        // measured within 2.5 % on this host, hence a 15 % band. Half-second windows (1 s
+        // phases) were too short: one loss recovery took a 10 Mbit/s phase to -41 % in CI
+        if !(-0.15..=0.15).contains(&err) {
             bad.push(line);
         }
         sums[(mbit == 10) as usize].0 += got;
