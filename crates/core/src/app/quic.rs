@@ -90,9 +90,10 @@ fn expand_label(secret: &Hkdf<Sha256>, label: &str, out: &mut [u8]) {
 
 /// The client's Initial keys for `dcid` under `version` (`None`: not v1 or v2).
 pub fn client_keys(version: u32, dcid: &[u8]) -> Option<Keys> {
-    let (salt, prefix) = match version {
-        V1 => (&SALT_V1, "quic"),
-        V2 => (&SALT_V2, "quicv2"),
+    // the labels of key, iv and hp
+    let (salt, labels) = match version {
+        V1 => (&SALT_V1, ["quic key", "quic iv", "quic hp"]),
+        V2 => (&SALT_V2, ["quicv2 key", "quicv2 iv", "quicv2 hp"]),
         _ => return None,
     };
     let (_, initial) = Hkdf::<Sha256>::extract(Some(salt), dcid);
@@ -104,23 +105,9 @@ pub fn client_keys(version: u32, dcid: &[u8]) -> Option<Keys> {
         iv: [0; 12],
         hp: [0; 16],
     };
-    let label = |what: &str| {
-        let mut s = [0u8; 16];
-        let n = prefix.len() + 1 + what.len();
-        s[..prefix.len()].copy_from_slice(prefix.as_bytes());
-        s[prefix.len()] = b' ';
-        s[prefix.len() + 1..n].copy_from_slice(what.as_bytes());
-        (s, n)
-    };
-    for (what, out) in [
-        ("key", &mut k.key[..]),
-        ("iv", &mut k.iv[..]),
-        ("hp", &mut k.hp[..]),
-    ] {
-        let (s, n) = label(what);
-        // ASCII by construction
-        expand_label(&secret, core::str::from_utf8(&s[..n]).unwrap_or(""), out);
-    }
+    expand_label(&secret, labels[0], &mut k.key);
+    expand_label(&secret, labels[1], &mut k.iv);
+    expand_label(&secret, labels[2], &mut k.hp);
     Some(k)
 }
 
@@ -180,18 +167,19 @@ pub fn client_initial(
     // the loop ends at a short header, padding (zeros), or anything unreadable; 7 bytes
     // is the least a long header's version and connection id lengths take
     while rest.len() > 7 && rest[0] & 0x80 != 0 && read.opened + read.failed < MAX_INITIALS {
-        let Some((end, initial)) = packet_span(rest) else {
+        let Some((end, header)) = packet_span(rest) else {
             break;
         };
         let p = &rest[..end];
         rest = &rest[end..];
-        if !initial {
-            continue;
-        }
-        let Some(h) = Header::of(p) else {
-            read.failed += 1;
+        let Some(h) = header else {
             continue;
         };
+        // the header protection sample must be there: checked before any key is derived
+        if p.len() < h.pn_at + 4 + SAMPLE_LEN {
+            read.failed += 1;
+            continue;
+        }
         if dcid_seen.is_some_and(|d| d != h.dcid) {
             continue;
         }
@@ -238,31 +226,6 @@ fn is_initial(first: u8, version: u32) -> bool {
     matches!((version, ty), (V1, 0) | (V2, 1))
 }
 
-/// The length of the long-header packet at the start of `p`, and whether it is an
-/// Initial of v1 or v2 (`None`: unreadable, or a version whose lengths are unknown).
-fn packet_span(p: &[u8]) -> Option<(usize, bool)> {
-    let (version, _, mut pos) = long_header(p)?;
-    if version != V1 && version != V2 {
-        return None;
-    }
-    let initial = is_initial(p[0], version);
-    let retry = matches!((version, (p[0] >> 4) & 3), (V1, 3) | (V2, 0));
-    if retry {
-        return Some((p.len(), false)); // a Retry fills the rest of its datagram
-    }
-    if initial {
-        let (token, n) = varint(p.get(pos..)?)?;
-        pos = pos
-            .checked_add(n)?
-            .checked_add(usize::try_from(token).ok()?)?;
-    }
-    let (len, n) = varint(p.get(pos..)?)?;
-    let end = pos
-        .checked_add(n)?
-        .checked_add(usize::try_from(len).ok()?)?;
-    (end <= p.len()).then_some((end, initial))
-}
-
 /// What opening an Initial packet needs of its header.
 struct Header<'a> {
     version: u32,
@@ -271,31 +234,38 @@ struct Header<'a> {
     pn_at: usize,
 }
 
-impl<'a> Header<'a> {
-    /// The header of the Initial packet `p` (exactly one packet, as [`packet_span`] cut
-    /// it), if the packet is long enough to hold the header protection sample: checked
-    /// before any key is derived.
-    fn of(p: &'a [u8]) -> Option<Header<'a>> {
-        let (version, dcid, pos) = long_header(p)?;
+/// The length of the long-header packet at the start of `p` and, for an Initial of v1
+/// or v2, its header (`None`: unreadable, or a version whose lengths are unknown).
+fn packet_span(p: &[u8]) -> Option<(usize, Option<Header<'_>>)> {
+    let (version, dcid, mut pos) = long_header(p)?;
+    if version != V1 && version != V2 {
+        return None;
+    }
+    let initial = is_initial(p[0], version);
+    let retry = matches!((version, (p[0] >> 4) & 3), (V1, 3) | (V2, 0));
+    if retry {
+        return Some((p.len(), None)); // a Retry fills the rest of its datagram
+    }
+    if initial {
         let (token, n) = varint(p.get(pos..)?)?;
-        let pos = pos
+        pos = pos
             .checked_add(n)?
             .checked_add(usize::try_from(token).ok()?)?;
-        let (_, n) = varint(p.get(pos..)?)?;
-        let pn_at = pos + n;
-        if p.len() < pn_at + 4 + SAMPLE_LEN {
-            return None;
-        }
-        Some(Header {
-            version,
-            dcid,
-            pn_at,
-        })
     }
+    let (len, n) = varint(p.get(pos..)?)?;
+    let pn_at = pos + n;
+    let end = pn_at.checked_add(usize::try_from(len).ok()?)?;
+    let header = initial.then_some(Header {
+        version,
+        dcid,
+        pn_at,
+    });
+    (end <= p.len()).then_some((end, header))
 }
 
-/// Remove the header protection of the Initial packet `p` with `keys` and open its
-/// payload into `scratch.plain`: whether it authenticated.
+/// Remove the header protection of the Initial packet `p` (its header `h`, the sample
+/// checked to be there) with `keys` and open its payload into `scratch.plain`: whether it
+/// authenticated.
 fn open(p: &[u8], h: &Header<'_>, keys: &Keys, scratch: &mut Scratch) -> bool {
     let pn_at = h.pn_at;
     let sample = &p[pn_at + 4..pn_at + 4 + SAMPLE_LEN];

@@ -63,12 +63,11 @@ impl Apps {
         stamp: Instant,
         ends: [IpAddr; 2],
     ) -> bool {
-        if self.control.len() >= MAX_CONTROL && self.control_room.sweep_due(MAX_CONTROL) {
-            // make room from connections that are gone
-            self.control.retain(|&k, c| t.is_same(ConnId(k), c.stamp));
-        }
-        if self.control.len() >= MAX_CONTROL {
-            self.control_room.refused();
+        let live = |k: u32, c: &Control| t.is_same(ConnId(k), c.stamp);
+        if !self
+            .control_room
+            .make_room(&mut self.control, MAX_CONTROL, live, drop)
+        {
             return false;
         }
         self.control.insert(

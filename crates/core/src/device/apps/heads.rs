@@ -58,6 +58,15 @@ enum Judged {
     Unreadable,
 }
 
+/// The `tls.sni` bits a ClientHello earns (over TCP or QUIC); `None`: not readable.
+pub(super) fn sni_bits(l7: &L7Set, sni: Sni<'_>) -> Option<u64> {
+    match sni {
+        Sni::Name(n) => Some(l7.sni(Some(n))),
+        Sni::NoName => Some(0),
+        Sni::Incomplete | Sni::NotTls => None,
+    }
+}
+
 fn judge(what: What, b: &[u8], l7: &L7Set) -> Judged {
     let follow = |body| match body {
         Body::Length(n) => Some(n),
@@ -65,20 +74,16 @@ fn judge(what: What, b: &[u8], l7: &L7Set) -> Judged {
     };
     match what {
         What::Hello => match tls::client_hello_sni(b) {
-            Sni::Name(n) => Judged::Head {
-                bits: l7.sni(Some(n)),
-                len: b.len(),
-                body: None,
-                head_request: false,
-            },
-            Sni::NoName => Judged::Head {
-                bits: 0,
-                len: b.len(),
-                body: None,
-                head_request: false,
-            },
             Sni::Incomplete if b.len() < MAX_HEAD => Judged::Incomplete,
-            Sni::Incomplete | Sni::NotTls => Judged::Unreadable,
+            sni => match sni_bits(l7, sni) {
+                Some(bits) => Judged::Head {
+                    bits,
+                    len: b.len(),
+                    body: None,
+                    head_request: false,
+                },
+                None => Judged::Unreadable,
+            },
         },
         _ => match (what, http::head(b)) {
             (
@@ -277,19 +282,15 @@ impl Apps {
     /// Start following side `key` of a connection; `false` if [`MAX_STREAMS`] are
     /// followed (after dropping those whose connections are gone).
     fn follow(&mut self, t: &ConnTable, key: (u32, u8), stamp: Instant) -> bool {
-        if self.streams.len() >= MAX_STREAMS && self.streams_room.sweep_due(MAX_STREAMS) {
-            let gone: Vec<(u32, u8)> = self
-                .streams
-                .iter()
-                .filter(|(&(k, _), f)| !t.is_same(ConnId(k), f.stamp))
-                .map(|(&k, _)| k)
-                .collect();
-            for k in gone {
-                self.unfollow(k);
-            }
-        }
-        if self.streams.len() >= MAX_STREAMS {
-            self.streams_room.refused();
+        let Apps {
+            streams,
+            streams_room,
+            buffered,
+            spare,
+            ..
+        } = self;
+        let live = |(k, _): (u32, u8), f: &Follow| t.is_same(ConnId(k), f.stamp);
+        if !streams_room.make_room(streams, MAX_STREAMS, live, |f| release(f, buffered, spare)) {
             return false;
         }
         let f = Follow {

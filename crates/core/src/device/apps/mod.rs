@@ -39,6 +39,7 @@ mod heads;
 mod quic;
 
 use std::collections::HashMap;
+use std::hash::Hash;
 
 use crate::app::expect::{ExpectStats, Expectations};
 use crate::app::l7::{self, L7Set};
@@ -144,19 +145,27 @@ pub(super) struct Room {
 }
 
 impl Room {
-    /// Whether the caller's table, full at `max`, is to be swept now.
-    pub(super) fn sweep_due(&mut self, max: usize) -> bool {
-        if self.credit == 0 {
+    /// Room for one more entry in `map`, full at `max`: when it is full and a sweep is
+    /// due, the entries that are not `live` are taken out and handed to `gone`; `false`
+    /// if it is still full (the entry is refused).
+    pub(super) fn make_room<K: Copy + Eq + Hash, V>(
+        &mut self,
+        map: &mut HashMap<K, V>,
+        max: usize,
+        live: impl Fn(K, &V) -> bool,
+        mut gone: impl FnMut(V),
+    ) -> bool {
+        if map.len() >= max && self.credit == 0 {
             self.credit = max / 4;
-            true
-        } else {
-            false
+            for (_, v) in map.extract_if(|&k, v| !live(k, v)) {
+                gone(v);
+            }
         }
-    }
-
-    /// The table is still full: an entry was refused.
-    pub(super) fn refused(&mut self) {
-        self.credit = self.credit.saturating_sub(1);
+        if map.len() >= max {
+            self.credit = self.credit.saturating_sub(1);
+            return false;
+        }
+        true
     }
 }
 
@@ -393,13 +402,29 @@ mod tests {
 
     #[test]
     fn a_full_table_is_swept_once_per_quarter_of_its_size_in_refusals() {
+        use std::collections::HashMap;
         let mut r = Room::default();
-        assert!(r.sweep_due(256), "the first time it is full");
+        // 256 entries, the even ones live
+        let mut map: HashMap<u32, u32> = (0..256).map(|k| (k, k)).collect();
+        let live = |k: u32, _: &u32| k.is_multiple_of(2);
+        let mut gone = Vec::new();
+        assert!(
+            r.make_room(&mut map, 256, live, |v| gone.push(v)),
+            "swept the first time"
+        );
+        assert_eq!((map.len(), gone.len()), (128, 128));
+        // full of live entries: refused, with no sweep for 64 refusals
+        map.extend((256..384).map(|k| (k * 2, k)));
+        let swept = std::cell::Cell::new(0);
+        let count = |_: u32, _: &u32| {
+            swept.set(swept.get() + 1);
+            true
+        };
         for i in 0..64 {
-            assert!(!r.sweep_due(256), "refusal {i}");
-            r.refused();
+            assert!(!r.make_room(&mut map, 256, count, drop), "refusal {i}");
         }
-        assert!(r.sweep_due(256), "after 64 refusals");
-        assert!(!r.sweep_due(256));
+        assert_eq!(swept.get(), 0, "no sweep within 64 refusals");
+        assert!(!r.make_room(&mut map, 256, count, drop));
+        assert_eq!(swept.get(), 256, "one sweep after 64 refusals");
     }
 }

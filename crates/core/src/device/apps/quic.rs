@@ -8,10 +8,10 @@
 
 use std::collections::HashMap;
 
-use super::heads::{earned, What};
+use super::heads::{earned, sni_bits, What};
 use super::{Apps, Room, Tag, MAX_BUFFERED};
 use crate::app::quic::{self, Assembly, Keys, Progress, Scratch};
-use crate::app::tls::{self, Sni};
+use crate::app::tls;
 use crate::conn::{ConnId, ConnTable};
 use crate::time::Instant;
 
@@ -38,12 +38,11 @@ pub(super) struct Hellos {
     room: Room,
 }
 
-impl Hellos {
-    fn recycle(&mut self, mut a: Assembly) {
-        if self.spare.len() < 16 {
-            a.clear();
-            self.spare.push(a);
-        }
+/// A finished assembly back to the spares (at most 16 kept).
+fn recycle(spare: &mut Vec<Assembly>, mut a: Assembly) {
+    if spare.len() < 16 {
+        a.clear();
+        spare.push(a);
     }
 }
 
@@ -63,23 +62,29 @@ impl Apps {
         payload: &[u8],
     ) -> Tag {
         tag.tries = tag.tries.saturating_add(1);
-        let h = &mut self.hellos;
-        let mut entry = match h.open.remove(&id.0) {
-            Some(e) if e.stamp == tag.stamp => Some(e),
-            Some(stale) => {
-                h.recycle(stale.asm);
-                None
+        let Hellos {
+            open,
+            spare,
+            scratch,
+            room,
+        } = &mut self.hellos;
+        let (mut e, kept) = match open.remove(&id.0) {
+            Some(e) if e.stamp == tag.stamp => (e, true),
+            stale => {
+                if let Some(s) = stale {
+                    recycle(spare, s.asm);
+                }
+                let asm = spare.pop().unwrap_or_default();
+                let e = Open {
+                    stamp: tag.stamp,
+                    keys: None,
+                    asm,
+                };
+                (e, false)
             }
-            None => None,
         };
-        let kept = entry.is_some();
-        let mut e = entry.take().unwrap_or_else(|| Open {
-            stamp: tag.stamp,
-            keys: None,
-            asm: h.spare.pop().unwrap_or_default(),
-        });
         let mut progress = Progress::More;
-        let read = quic::client_initial(payload, &mut h.scratch, &mut e.keys, |offset, bytes| {
+        let read = quic::client_initial(payload, scratch, &mut e.keys, |offset, bytes| {
             if progress == Progress::More {
                 progress = e.asm.add(offset, bytes);
             }
@@ -87,12 +92,7 @@ impl Apps {
         self.stats.quic_unopened += u64::from(read.failed);
         let done = match progress {
             Progress::Complete(n) => {
-                let bits = match tls::handshake_sni(&e.asm.bytes()[..n]) {
-                    Sni::Name(name) => Some(self.l7.sni(Some(name))),
-                    Sni::NoName => Some(0),
-                    Sni::Incomplete | Sni::NotTls => None,
-                };
-                match bits {
+                match sni_bits(&self.l7, tls::handshake_sni(&e.asm.bytes()[..n])) {
                     Some(bits) => {
                         tag.l7 = earned(&self.l7, What::Hello, tag.l7, bits);
                         self.stats.quic_hellos += 1;
@@ -111,39 +111,23 @@ impl Apps {
             }
             Progress::More => false,
         };
-        let h = &mut self.hellos;
         if done {
             tag.want = 0;
-            h.recycle(e.asm);
+            recycle(spare, e.asm);
             return tag;
         }
         if !kept && e.keys.is_none() {
-            h.recycle(e.asm); // nothing opened: nothing to keep
+            recycle(spare, e.asm); // nothing opened: nothing to keep
             return tag;
         }
-        if !kept {
-            if h.open.len() >= MAX_BUFFERED && h.room.sweep_due(MAX_BUFFERED) {
-                let mut gone = Vec::new();
-                h.open.retain(|&k, o| {
-                    let live = t.is_same(ConnId(k), o.stamp);
-                    if !live {
-                        gone.push(std::mem::take(&mut o.asm));
-                    }
-                    live
-                });
-                for a in gone {
-                    h.recycle(a);
-                }
-            }
-            if h.open.len() >= MAX_BUFFERED {
-                h.room.refused();
-                h.recycle(e.asm);
-                self.stats.heads_unread += 1;
-                tag.want = 0;
-                return tag;
-            }
+        let live = |k: u32, o: &Open| t.is_same(ConnId(k), o.stamp);
+        if !kept && !room.make_room(open, MAX_BUFFERED, live, |o| recycle(spare, o.asm)) {
+            recycle(spare, e.asm);
+            self.stats.heads_unread += 1;
+            tag.want = 0;
+            return tag;
         }
-        h.open.insert(id.0, e);
+        open.insert(id.0, e);
         tag
     }
 }
