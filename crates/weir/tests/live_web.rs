@@ -151,16 +151,7 @@ fn the_live_view_and_metrics_match_weir_stats() {
     if skip_unless_root(test) || !have(test, "iperf3") || !have(test, "curl") {
         return;
     }
-    let browser = common::chromium();
-    if browser.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{test}: chromium is missing (scripts/test installs it)"
-        );
-        eprintln!(
-            "SKIP (the page part): {test}: chromium not installed (run scripts/test as root)"
-        );
-    }
+    let browser = common::chromium(test, " (the page part)");
     let http = format!("127.0.0.1:{PORT}");
     let (t, sock, w) = web_weir("web", &["--http", &http]);
     let _load = traffic(&t, 25);

@@ -124,16 +124,26 @@ pub fn have(test: &str, program: &str) -> bool {
     false
 }
 
-/// The Chromium binary Debian installs, if any.
-pub fn chromium() -> Option<&'static str> {
-    ["chromium", "chromium-browser", "google-chrome"]
+/// The Chromium binary Debian installs, if any. Missing: a failure under CI (`CI` set:
+/// `scripts/test` installs it), else `SKIP{part}: {test}: …` (`part` names what is
+/// skipped when the test goes on without it, e.g. " (the page part)") and `None`.
+pub fn chromium(test: &str, part: &str) -> Option<&'static str> {
+    let found = ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()
         .find(|c| {
             Command::new(c)
                 .arg("--version")
                 .output()
                 .is_ok_and(|o| o.status.success())
-        })
+        });
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: chromium is missing (scripts/test installs it)"
+        );
+        eprintln!("SKIP{part}: {test}: chromium not installed (run scripts/test as root)");
+    }
+    found
 }
 
 /// Chromium's options for a headless run as root in a namespace (no sandbox, no GPU, no
