@@ -34,6 +34,7 @@ pub mod queue;
 pub mod sched;
 pub mod sim;
 pub mod snapshot;
+pub mod stage;
 pub mod stats;
 pub mod tcp;
 pub mod units;

@@ -1,38 +1,39 @@
-//! One direction's engine: classifier → an ordered list of stages.
+//! One direction's engine: label (classify) → an ordered list of [`Stage`]s → ready.
 //!
-//! `ingress` reads the frame's headers (with `weir-wire`), classifies it, stamps the
-//! packet's metadata (class, rule, direction-independent flow hash, arrival time) and
-//! enqueues it into the first stage. Frames the parser rejects (truncated or malformed
+//! The device hands a frame to its direction's pipeline after parsing it once:
+//! [`Pipeline::label`] classifies it (class, rule, direction-independent flow hash,
+//! arrival), then [`Pipeline::run`] passes it through the stages in order (see
+//! [`crate::stage`]: rewrites and gates first, then the holding stages — the shaper and
+//! its leaf queues, the emulator). Frames the parser rejects (truncated or malformed
 //! headers) are not dropped: they go to the default class and are counted in
-//! `malformed`, so unknown traffic still flows.
+//! `malformed`, so unknown traffic still flows. A pipeline without a classifier (a
+//! direction the policy neither shapes nor emulates) labels nothing; one without stages
+//! forwards everything in order.
 //!
-//! Between the classifier and the first stage, the DiffServ conditioner (if the policy
-//! has meters or is an interior router) colours each packet and marks or polices it
-//! ([`crate::diffserv`]); packets carried over by a reload are not metered again.
+//! [`Pipeline::poll`] moves what each holding stage has due into the stages after it,
+//! front to back, and returns the first packet that has passed them all; packets that
+//! passed every stage on arrival (and frames that bypass a shaper, and packets a reload
+//! had nowhere else to put) wait in `ready` and go first. `next_wakeup` is the earliest of
+//! the stages' wake-ups. Packets a later stage refuses on the way are reported through
+//! `Ctx::drop_later`, so the driver frees and counts them like any other late drop.
 //!
-//! A stage holds, drops or releases packets ([`Stage`]): today the shaper (per-class
-//! queues under the link-sharing scheduler) and the link emulator; the policy decides
-//! which a direction has, in which order (a WAN behind a bandwidth manager: shaper, then
-//! emulator). With no stage, packets pass through a FIFO that never drops (the
-//! classifier's counters still count them). `dequeue` moves everything a stage releases
-//! into the next one, front to back, then releases what the last stage has due;
-//! `next_wakeup` is the earliest of the stages' wake-ups. Packets a later stage refuses on
-//! the way (loss, queue limit) are reported through `Ctx::drop_later`, so the driver frees
-//! and counts them like any other late drop.
-//!
-//! Time: a packet reaches the first stage at its arrival (`ingress_at`: e.g. the kernel's
+//! Time: a packet reaches the first holding stage at its arrival (e.g. the kernel's
 //! receive timestamp, a little before the driver reads it) and every later stage at the
-//! release time of the one before it (`cx.now`). An emulator times a packet from when it
-//! reached it; a shaper always works on `cx.now` (its clock never runs backwards).
+//! release time of the one before it (`cx.now`).
+//!
+//! A pipeline built on its own by [`crate::policy::Policy::build`] (the simulator, `weir
+//! sim`, `weir check`) has no device around it: [`Pipeline::ingress`] and
+//! [`Pipeline::dequeue`] drive it with empty shared state.
 
 use crate::classify::{Classifier, Fields};
 use crate::diffserv::Conditioner;
-use crate::emulate::Emulator;
-use crate::pool::PktId;
-use crate::qdisc::{Count, Ctx, DropCause, Qdisc};
-use crate::queue::fifo::Fifo;
+use crate::pool::{PktId, PktQueue};
+use crate::qdisc::{Count, Ctx, DropCause};
 use crate::sched::linkshare::LinkShare;
+use crate::stage::{Carried, Packet, Rank, Shared, Stage, Step};
 use crate::time::Instant;
+
+pub use crate::stage::EmuStage;
 
 /// The header fields of a frame that classification uses, or the error that stopped the
 /// parse.
@@ -56,285 +57,242 @@ pub fn parsed_fields(p: &weir_wire::Parsed) -> Fields {
     }
 }
 
-/// The emulation stage: the emulator and its profiles' names (index = profile).
-pub struct EmuStage {
-    pub emu: Emulator,
-    pub names: Vec<String>,
-}
+/// Seed of the flow hash (per-flow queuing buckets).
+pub const FLOW_SEED: u64 = 0x5eed_f10e;
 
-/// One stage of a pipeline.
-pub enum Stage {
-    /// Per-class queues under the hierarchical link-sharing scheduler.
-    Shape(LinkShare),
-    /// The WAN link emulator.
-    Emulate(EmuStage),
-}
-
-impl Stage {
-    /// A short name for reports: `shape`, `emulate`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Stage::Shape(_) => "shape",
-            Stage::Emulate(_) => "emulate",
-        }
-    }
-
-    /// Take `pkt`, which reached this stage at `at` (≤ `cx.now`).
-    #[inline]
-    fn enqueue(&mut self, pkt: PktId, cx: &mut Ctx<'_>, at: Instant) -> Result<(), DropCause> {
-        match self {
-            Stage::Shape(s) => s.enqueue(pkt, cx),
-            Stage::Emulate(e) => e.emu.enqueue_at(pkt, cx, at),
-        }
-    }
-
-    #[inline]
-    fn dequeue(&mut self, cx: &mut Ctx<'_>) -> Option<PktId> {
-        match self {
-            Stage::Shape(s) => s.dequeue(cx),
-            Stage::Emulate(e) => e.emu.dequeue(cx),
-        }
-    }
-
-    fn next_wakeup(&self) -> Option<Instant> {
-        match self {
-            Stage::Shape(s) => s.next_wakeup(),
-            Stage::Emulate(e) => e.emu.next_wakeup(),
-        }
-    }
-
-    /// Packets held.
-    pub fn len(&self) -> usize {
-        match self {
-            Stage::Shape(s) => s.len(),
-            Stage::Emulate(e) => e.emu.len(),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    fn purge(&mut self, cx: &mut Ctx<'_>, cause: DropCause) {
-        match self {
-            Stage::Shape(s) => s.purge(cx, cause),
-            Stage::Emulate(e) => e.emu.purge(cx, cause),
-        }
-    }
-}
-
+/// One direction: a classifier, its stages and the packets ready to leave.
 pub struct Pipeline {
-    pub classifier: Classifier,
-    /// The stages, in the order a packet crosses them.
-    pub stages: Vec<Stage>,
-    /// Work-conserving pass-through: all packets when there is no stage; otherwise only
-    /// packets carried over from a replaced policy that no stage takes.
-    pass: Fifo,
-    /// Seed of the flow hash (per-flow queuing buckets).
-    pub flow_seed: u64,
+    /// `None`: the direction is not classified (no policy stage applies to it).
+    classifier: Option<Classifier>,
+    /// The stages, in the order a packet crosses them (ascending [`Rank`]).
+    stages: Vec<Box<dyn Stage>>,
+    /// Packets that passed every stage, frames that bypassed the shaper, and packets a
+    /// reload had no stage for: sent first, in order.
+    ready: PktQueue,
     /// Frames whose headers could not be parsed (sent to the default class).
-    pub malformed: Count,
-    /// DiffServ meters and markers, between the classifier and the first stage (`None`:
-    /// every packet stays green and keeps its DSCP).
-    pub conditioner: Option<Conditioner>,
+    malformed: Count,
+    /// Frames that are not IP that bypassed this direction's shaper.
+    bypassed: Count,
 }
 
 impl Pipeline {
-    pub fn new(classifier: Classifier, stages: Vec<Stage>, flow_seed: u64) -> Self {
+    /// A direction with `classifier` (if it classifies) and `stages`, which must be in
+    /// ascending rank.
+    pub(crate) fn new(classifier: Option<Classifier>, stages: Vec<Box<dyn Stage>>) -> Self {
+        debug_assert!(stages.windows(2).all(|w| w[0].rank() <= w[1].rank()));
         Pipeline {
             classifier,
             stages,
-            pass: Fifo::new(u32::MAX, u64::MAX),
-            flow_seed,
+            ready: PktQueue::new(),
             malformed: Count::default(),
-            conditioner: None,
+            bypassed: Count::default(),
         }
+    }
+
+    /// Whether this direction classifies its packets (the policy shapes or emulates it).
+    pub fn classifies(&self) -> bool {
+        self.classifier.is_some()
+    }
+
+    /// The classifier and its rule counters, if this direction classifies.
+    pub fn classifier(&self) -> Option<&Classifier> {
+        self.classifier.as_ref()
+    }
+
+    /// The stages' names, in order.
+    pub fn stage_names(&self) -> Vec<&'static str> {
+        self.stages.iter().map(|s| s.name()).collect()
+    }
+
+    /// The stage of type `T`, if this direction has one.
+    pub fn stage<T: Stage>(&self) -> Option<&T> {
+        self.stages
+            .iter()
+            .find_map(|s| s.as_ref().as_any().downcast_ref::<T>())
+    }
+
+    /// The stage of type `T`, mutable.
+    pub fn stage_mut<T: Stage>(&mut self) -> Option<&mut T> {
+        self.stages
+            .iter_mut()
+            .find_map(|s| s.as_mut().as_any_mut().downcast_mut::<T>())
     }
 
     /// The shaping stage, if this pipeline has one.
     pub fn shaper(&self) -> Option<&LinkShare> {
-        self.stages.iter().find_map(|s| match s {
-            Stage::Shape(l) => Some(l),
-            _ => None,
-        })
+        self.stage::<LinkShare>()
     }
 
     /// The shaping stage, mutable.
     pub fn shaper_mut(&mut self) -> Option<&mut LinkShare> {
-        self.stages.iter_mut().find_map(|s| match s {
-            Stage::Shape(l) => Some(l),
-            _ => None,
-        })
+        self.stage_mut::<LinkShare>()
     }
 
     /// The emulation stage, if this pipeline has one.
     pub fn emulator(&self) -> Option<&EmuStage> {
-        self.stages.iter().find_map(|s| match s {
-            Stage::Emulate(e) => Some(e),
-            _ => None,
-        })
+        self.stage::<EmuStage>()
     }
 
-    /// The emulation stage, mutable.
-    pub fn emulator_mut(&mut self) -> Option<&mut EmuStage> {
-        self.stages.iter_mut().find_map(|s| match s {
-            Stage::Emulate(e) => Some(e),
-            _ => None,
-        })
+    /// The DiffServ conditioner, if this pipeline has one.
+    pub fn conditioner(&self) -> Option<&Conditioner> {
+        self.stage::<Conditioner>()
     }
 
-    /// Classify the frame held in `pkt` and enqueue it, arriving now. `Err` means it was
-    /// dropped (the caller frees it); its cause is counted by the stage that refused it.
-    pub fn ingress(&mut self, pkt: PktId, cx: &mut Ctx<'_>) -> Result<(), DropCause> {
-        let now = cx.now;
-        self.ingress_at(pkt, cx, now)
+    /// Frames whose headers could not be parsed (sent to the default class).
+    pub fn malformed(&self) -> Count {
+        self.malformed
     }
 
-    /// [`Pipeline::ingress`] for a frame that arrived at `arrival` (≤ `cx.now`), e.g. the
-    /// kernel's receive timestamp of a frame the driver reads a little later. The arrival
-    /// is recorded in the packet's metadata, and the first stage takes the packet as
-    /// reaching it then (see the module comment).
-    pub fn ingress_at(
+    /// Frames that are not IP that bypassed this direction's shaper.
+    pub fn bypassed(&self) -> Count {
+        self.bypassed
+    }
+
+    /// Classify the frame in `pkt` from its header `fields` (`None`: it did not parse;
+    /// counted, default class) and stamp its metadata: class, rule, flow hash, arrival (≤
+    /// `cx.now`). A direction that does not classify only stamps the arrival.
+    pub(crate) fn label(
         &mut self,
         pkt: PktId,
+        fields: Option<&Fields>,
         cx: &mut Ctx<'_>,
         arrival: Instant,
-    ) -> Result<(), DropCause> {
-        let fields = match frame_fields(cx.pool.data(pkt)) {
-            Ok(f) => f,
-            Err(_) => {
-                self.malformed.add(cx.pool.len(pkt));
-                Fields::default()
-            }
-        };
-        self.ingress_fields(pkt, &fields, cx, arrival)
-    }
-
-    /// [`Pipeline::ingress_at`] for a frame whose header fields the caller has parsed.
-    pub fn ingress_fields(
-        &mut self,
-        pkt: PktId,
-        fields: &Fields,
-        cx: &mut Ctx<'_>,
-        arrival: Instant,
-    ) -> Result<(), DropCause> {
-        self.label(pkt, fields, cx, arrival);
-        self.admit(pkt, cx)
-    }
-
-    /// The first half of [`Pipeline::ingress_fields`]: classify and stamp the metadata
-    /// (class, rule, flow hash, arrival ≤ `cx.now`), so that the caller can act on the
-    /// class (e.g. MSS clamping) before [`Pipeline::admit`].
-    pub fn label(&mut self, pkt: PktId, fields: &Fields, cx: &mut Ctx<'_>, arrival: Instant) {
+    ) {
         let len = cx.pool.len(pkt);
-        let (class, rule) = self.classifier.classify(fields, len);
+        let arrival = arrival.min(cx.now);
+        let Some(c) = &mut self.classifier else {
+            cx.pool.meta_mut(pkt).arrival = arrival;
+            return;
+        };
+        let unparsed = Fields::default();
+        let f = fields.unwrap_or_else(|| {
+            self.malformed.add(len);
+            &unparsed
+        });
+        let (class, rule) = c.classify(f, len);
         let m = cx.pool.meta_mut(pkt);
         m.class = class;
         m.rule = rule;
-        m.flow = fields.flow_hash(self.flow_seed);
-        m.arrival = arrival.min(cx.now);
+        m.flow = f.flow_hash(FLOW_SEED);
+        m.arrival = arrival;
     }
 
-    /// The second half of [`Pipeline::ingress_fields`]: a labelled packet through the
-    /// DiffServ conditioner (colour, remark, police) into the first stage, reaching it at
-    /// its arrival.
-    pub fn admit(&mut self, pkt: PktId, cx: &mut Ctx<'_>) -> Result<(), DropCause> {
-        if let Some(c) = &mut self.conditioner {
-            c.apply(pkt, cx)?;
-        }
-        let arrival = cx.pool.meta(pkt).arrival;
-        match self.stages.first_mut() {
-            Some(s) => s.enqueue(pkt, cx, arrival),
-            None => self.pass.enqueue(pkt, cx),
-        }
+    /// A frame that bypasses the stages (not IP, in a shaped direction): it leaves with
+    /// the packets ready now, counted in `bypassed`.
+    pub(crate) fn bypass(&mut self, pkt: PktId, cx: &mut Ctx<'_>) {
+        self.bypassed.add(cx.pool.len(pkt));
+        self.ready.push_back(cx.pool, pkt);
     }
 
-    /// Index of the shaping stage, if any.
-    pub fn shaper_index(&self) -> Option<usize> {
-        self.stages
-            .iter()
-            .position(|s| matches!(s, Stage::Shape(_)))
-    }
-
-    /// Index of the emulation stage, if any.
-    pub fn emulator_index(&self) -> Option<usize> {
-        self.stages
-            .iter()
-            .position(|s| matches!(s, Stage::Emulate(_)))
-    }
-
-    /// Take a packet carried over from a replaced policy: label it with this pipeline's
-    /// rules (class, rule, flow hash; no hit is counted) — in class `keep_class` instead
-    /// when it keeps a class of the same name — and put it into stage `stage` as reaching
-    /// it now (`None`, or past the last stage: released as it is due). `Err`: the stage
-    /// had no room (the caller drops it).
-    pub fn readmit(
+    /// Pass the labelled `pkt` through the stages from the first, reaching the first
+    /// holding one at its arrival. `Err`: refused (the caller frees it; the stage that
+    /// refused it counted the cause).
+    pub(crate) fn run(
         &mut self,
         pkt: PktId,
+        pk: &Packet<'_>,
+        sh: &mut Shared,
         cx: &mut Ctx<'_>,
-        keep_class: Option<u32>,
-        stage: Option<usize>,
     ) -> Result<(), DropCause> {
-        let fields = frame_fields(cx.pool.data(pkt)).unwrap_or_default();
-        let (class, rule) = self.classifier.lookup(&fields);
-        let m = cx.pool.meta_mut(pkt);
-        m.class = keep_class.unwrap_or(class);
-        m.rule = rule;
-        m.flow = fields.flow_hash(self.flow_seed);
-        let now = cx.now;
-        match stage.and_then(|i| self.stages.get_mut(i)) {
-            Some(s) => s.enqueue(pkt, cx, now),
-            None => self.pass.enqueue(pkt, cx),
+        let at = cx.pool.meta(pkt).arrival;
+        match self.run_from(0, pkt, at, pk, sh, cx) {
+            Step::Drop(c) => Err(c),
+            Step::Held => Ok(()),
+            Step::Next => {
+                self.ready.push_back(cx.pool, pkt);
+                Ok(())
+            }
         }
     }
 
-    /// The next packet due now, if any.
-    pub fn dequeue(&mut self, cx: &mut Ctx<'_>) -> Option<PktId> {
-        // the pass-through FIFO: everything when there is no stage, else packets carried
-        // over from a replaced policy with no stage to go to
-        if !self.pass.is_empty() {
-            return self.pass.dequeue(cx);
+    /// `pkt` through stages `from..`; what the stages release on the way (ahead of it)
+    /// goes on through the stages after the one that released it.
+    fn run_from(
+        &mut self,
+        from: usize,
+        pkt: PktId,
+        at: Instant,
+        pk: &Packet<'_>,
+        sh: &mut Shared,
+        cx: &mut Ctx<'_>,
+    ) -> Step {
+        for i in from..self.stages.len() {
+            let step = self.stages[i].input(pkt, at, pk, sh, cx);
+            while let Some(r) = self.stages[i].take_released(sh, cx) {
+                let now = cx.now;
+                self.forward(i + 1, r, now, sh, cx);
+            }
+            if step != Step::Next {
+                return step;
+            }
         }
-        let (last, front) = self.stages.split_last_mut()?;
-        // move what each stage releases into the next one, front to back
-        for i in 0..front.len() {
-            let (a, b) = front.split_at_mut(i + 1);
-            let next = b.first_mut().unwrap_or(&mut *last);
-            let now = cx.now;
-            while let Some(p) = a[i].dequeue(cx) {
-                if let Err(cause) = next.enqueue(p, cx, now) {
-                    cx.drop_later(p, cause);
+        Step::Next
+    }
+
+    /// A packet released at `at` by the stage before `from`: through the stages from
+    /// `from`, into `ready` if it passes them all; a refusal is a late drop.
+    fn forward(&mut self, from: usize, pkt: PktId, at: Instant, sh: &mut Shared, cx: &mut Ctx<'_>) {
+        match self.run_from(from, pkt, at, &Packet::RELEASED, sh, cx) {
+            Step::Next => self.ready.push_back(cx.pool, pkt),
+            Step::Held => {}
+            Step::Drop(c) => cx.drop_later(pkt, c),
+        }
+    }
+
+    /// A packet released now by a stage of `rank` that this pipeline may not have (a
+    /// reload took it away): through the stages of higher rank, as [`Pipeline::poll`]
+    /// would pass it on.
+    pub(crate) fn enter_after(
+        &mut self,
+        rank: Rank,
+        pkt: PktId,
+        sh: &mut Shared,
+        cx: &mut Ctx<'_>,
+    ) {
+        let from = self
+            .stages
+            .iter()
+            .position(|s| s.rank() > rank)
+            .unwrap_or(self.stages.len());
+        let now = cx.now;
+        self.forward(from, pkt, now, sh, cx);
+    }
+
+    /// The next packet due at `cx.now`, if any. Late drops land in `cx.dropped`.
+    pub(crate) fn poll(&mut self, sh: &mut Shared, cx: &mut Ctx<'_>) -> Option<PktId> {
+        if let Some(p) = self.ready.pop_front(cx.pool) {
+            return Some(p);
+        }
+        let now = cx.now;
+        for i in 0..self.stages.len() {
+            if !self.stages[i].holds() {
+                continue;
+            }
+            while let Some(p) = self.stages[i].poll(sh, cx) {
+                match self.run_from(i + 1, p, now, &Packet::RELEASED, sh, cx) {
+                    // passed every stage after it: it leaves now
+                    Step::Next => return Some(p),
+                    Step::Held => {}
+                    Step::Drop(c) => cx.drop_later(p, c),
                 }
             }
         }
-        last.dequeue(cx)
+        self.ready.pop_front(cx.pool)
     }
 
+    /// The earliest instant a stage has something due (`None`: nothing waits for time;
+    /// what is in `ready` is due now). State in [`Shared`] is the device's to add.
     pub fn next_wakeup(&self) -> Option<Instant> {
-        // the pass-through FIFO is work-conserving: it never needs a wake-up
-        self.stages.iter().filter_map(Stage::next_wakeup).min()
+        self.stages.iter().filter_map(|s| s.next_wakeup()).min()
     }
 
-    /// Packets held by all stages.
+    /// Packets held by the stages and ready to leave (not counting [`Shared`] state).
     pub fn len(&self) -> usize {
-        self.stages.iter().map(Stage::len).sum::<usize>() + self.pass.len()
+        self.stages.iter().map(|s| s.len()).sum::<usize>() + self.ready.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// Discard what stage `k` holds into `cx.dropped` with `cause` (a policy reload takes
-    /// the packets from there).
-    pub fn purge_stage(&mut self, k: usize, cx: &mut Ctx<'_>, cause: DropCause) {
-        if let Some(s) = self.stages.get_mut(k) {
-            s.purge(cx, cause);
-        }
-    }
-
-    /// The next packet of the pass-through FIFO, if any.
-    pub fn dequeue_passed(&mut self, cx: &mut Ctx<'_>) -> Option<PktId> {
-        self.pass.dequeue(cx)
     }
 
     /// Discard everything held (e.g. at shutdown), reporting each packet through
@@ -343,7 +301,202 @@ impl Pipeline {
         for s in &mut self.stages {
             s.purge(cx, cause);
         }
-        self.pass.purge(cx, cause);
+        while let Some(p) = self.ready.pop_front(cx.pool) {
+            cx.drop_later(p, cause);
+        }
+    }
+
+    /// A pipeline of its own, without a device: classify the frame in `pkt` (parsed
+    /// here) and pass it through the stages, arriving now. `Err`: dropped (the caller
+    /// frees it).
+    pub fn ingress(&mut self, pkt: PktId, cx: &mut Ctx<'_>) -> Result<(), DropCause> {
+        let now = cx.now;
+        self.ingress_at(pkt, cx, now)
+    }
+
+    /// [`Pipeline::ingress`] for a frame that arrived at `arrival` (≤ `cx.now`).
+    pub fn ingress_at(
+        &mut self,
+        pkt: PktId,
+        cx: &mut Ctx<'_>,
+        arrival: Instant,
+    ) -> Result<(), DropCause> {
+        let fields = frame_fields(cx.pool.data(pkt)).ok();
+        self.label(pkt, fields.as_ref(), cx, arrival);
+        let labelled = Packet {
+            labelled: self.classifies(),
+            ..Packet::RELEASED
+        };
+        self.run(pkt, &labelled, &mut Shared::default(), cx)
+    }
+
+    /// A pipeline of its own: the next packet due at `cx.now`.
+    pub fn dequeue(&mut self, cx: &mut Ctx<'_>) -> Option<PktId> {
+        self.poll(&mut Shared::default(), cx)
+    }
+
+    /// Hot reload: take over what `old` (this direction under the replaced policy)
+    /// holds. First each stage takes over its namesake's state that survives
+    /// ([`Stage::carry_from`]); then every packet the old stages hold, stage by stage in
+    /// queue order, re-enters this pipeline at the first holding stage of the same or a
+    /// later rank — a shaper's packet in the class of the same name when this shaper has
+    /// that leaf, else classified by this pipeline's rules (no hit counted) — or `ready`
+    /// when there is none. Packets the new limits refuse land in `cx.dropped` with
+    /// `DropCause::Reload`.
+    pub(crate) fn take_over(
+        &mut self,
+        mut old: Pipeline,
+        sh: &mut Shared,
+        cx: &mut Ctx<'_>,
+        rep: &mut LaneReload,
+    ) {
+        let (old_names, new_names) = (class_names(old.shaper()), class_names(self.shaper()));
+        rep.classes_added = new_names
+            .iter()
+            .filter(|n| !old_names.contains(n))
+            .cloned()
+            .collect();
+        rep.classes_removed = old_names
+            .iter()
+            .filter(|n| !new_names.contains(n))
+            .cloned()
+            .collect();
+        let mut carried = Carried::default();
+        for s in &mut self.stages {
+            let tid = s.as_ref().as_any().type_id();
+            if let Some(o) = old
+                .stages
+                .iter_mut()
+                .find(|o| o.as_ref().as_any().type_id() == tid)
+            {
+                s.carry_from(o.as_mut(), cx, &mut carried);
+            }
+        }
+        rep.profiles_kept = carried.profiles_kept;
+        for k in 0..old.stages.len() {
+            let rank = old.stages[k].rank();
+            let names = class_names(old.stages[k].as_ref().as_any().downcast_ref());
+            let mark = cx.dropped.len();
+            old.stages[k].purge(cx, DropCause::Reload);
+            let held: Vec<PktId> = cx.dropped.drain(mark..).map(|(p, _)| p).collect();
+            for pkt in held {
+                let name = names.get(cx.pool.meta(pkt).class as usize);
+                match self.readmit(pkt, rank, name.map(String::as_str), sh, cx) {
+                    Ok(Readmitted::Kept) => rep.kept += 1,
+                    Ok(Readmitted::Reclassified) => rep.reclassified += 1,
+                    Ok(Readmitted::Ready) if rank < Rank::Emulate => rep.reclassified += 1,
+                    Ok(Readmitted::Ready | Readmitted::Emulated) => rep.re_emulated += 1,
+                    Err(_) => {
+                        rep.dropped += 1;
+                        cx.drop_later(pkt, DropCause::Reload);
+                    }
+                }
+            }
+        }
+        while let Some(p) = old.ready.pop_front(cx.pool) {
+            self.ready.push_back(cx.pool, p);
+        }
+    }
+
+    /// A packet carried over from a stage of `rank` (in a shaper: its class named
+    /// `class_name`) of a replaced policy, re-entering this pipeline now (see
+    /// [`Pipeline::take_over`]).
+    fn readmit(
+        &mut self,
+        pkt: PktId,
+        rank: Rank,
+        class_name: Option<&str>,
+        sh: &mut Shared,
+        cx: &mut Ctx<'_>,
+    ) -> Result<Readmitted, DropCause> {
+        let Some(i) = self
+            .stages
+            .iter()
+            .position(|s| s.holds() && s.rank() >= rank)
+        else {
+            self.ready.push_back(cx.pool, pkt);
+            return Ok(Readmitted::Ready);
+        };
+        let fields = frame_fields(cx.pool.data(pkt)).unwrap_or_default();
+        let (class, rule) = self.classifier.as_ref().map_or(
+            (cx.pool.meta(pkt).class, crate::classify::DEFAULT_RULE),
+            |c| c.lookup(&fields),
+        );
+        let keep = self.stages[i]
+            .as_ref()
+            .as_any()
+            .downcast_ref::<LinkShare>()
+            .and_then(|s| {
+                class_name
+                    .and_then(|n| s.class_id(n))
+                    .filter(|&c| s.is_leaf(c))
+            });
+        let m = cx.pool.meta_mut(pkt);
+        m.class = keep.unwrap_or(class);
+        m.rule = rule;
+        m.flow = fields.flow_hash(FLOW_SEED);
+        let now = cx.now;
+        let kind = match (keep, self.stages[i].rank()) {
+            (Some(_), _) => Readmitted::Kept,
+            (None, Rank::Emulate) => Readmitted::Emulated,
+            (None, _) => Readmitted::Reclassified,
+        };
+        match self.stages[i].input(pkt, now, &Packet::RELEASED, sh, cx) {
+            Step::Drop(c) => Err(c),
+            Step::Held => Ok(kind),
+            Step::Next => {
+                self.forward(i + 1, pkt, now, sh, cx);
+                Ok(kind)
+            }
+        }
+    }
+}
+
+/// The class names of a shaper, by class id (none without one).
+fn class_names(s: Option<&LinkShare>) -> Vec<String> {
+    s.map(|s| {
+        (0..s.num_classes() as u32)
+            .map(|c| s.name(c).to_string())
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// Where a carried packet went.
+enum Readmitted {
+    /// Into the class of the same name.
+    Kept,
+    /// Classified by the new rules, into a shaper (or a queue before the emulator).
+    Reclassified,
+    /// Into the new emulator.
+    Emulated,
+    /// No stage to take it: straight to `ready`.
+    Ready,
+}
+
+/// What a reload did in one direction.
+#[derive(Clone, Debug, Default, serde::Serialize, PartialEq)]
+pub struct LaneReload {
+    /// Packets that stayed in a class of the same name.
+    pub kept: u64,
+    /// Packets of classes the new policy does not have, classified by its rules.
+    pub reclassified: u64,
+    /// Emulation profiles kept with their queues and delay lines (same name).
+    pub profiles_kept: Vec<String>,
+    /// Packets held in delay lines of profiles that are gone, sent through the new
+    /// emulator (or released).
+    pub re_emulated: u64,
+    /// Packets the new policy's limits had no room for: dropped (`reload_limit`).
+    pub dropped: u64,
+    /// Classes of the new tree with no namesake in the old one, and the other way round.
+    pub classes_added: Vec<String>,
+    pub classes_removed: Vec<String>,
+}
+
+impl LaneReload {
+    /// Packets carried into the new policy (not dropped).
+    pub fn carried(&self) -> u64 {
+        self.kept + self.reclassified + self.re_emulated
     }
 }
 
@@ -431,9 +584,9 @@ mod tests {
         );
         assert_ne!(cx.pool.meta(web).flow, cx.pool.meta(ssh).flow);
         assert_eq!(cx.pool.meta(web).arrival, Instant(7));
-        assert_eq!(pipe.malformed.packets, 1);
-        assert_eq!(pipe.classifier.hits[0].packets, 2);
-        assert_eq!(pipe.classifier.default_hits.packets, 2);
+        assert_eq!(pipe.malformed().packets, 1);
+        assert_eq!(pipe.classifier().unwrap().hits[0].packets, 2);
+        assert_eq!(pipe.classifier().unwrap().default_hits.packets, 2);
         let mut out = 0;
         while let Some(p) = pipe.dequeue(&mut cx) {
             cx.pool.free(p);

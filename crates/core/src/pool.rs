@@ -36,6 +36,15 @@ impl Direction {
         }
     }
 
+    /// The index of this direction in per-direction arrays: outbound 0, inbound 1.
+    #[inline]
+    pub const fn index(self) -> usize {
+        match self {
+            Direction::Outbound => 0,
+            Direction::Inbound => 1,
+        }
+    }
+
     /// `"outbound"` or `"inbound"`, as the policy writes it.
     pub fn name(self) -> &'static str {
         match self {

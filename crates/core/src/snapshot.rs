@@ -222,19 +222,19 @@ pub fn snapshot(p: &Pipeline, at: Instant) -> PipelineSnapshot {
                 .collect()
         })
         .unwrap_or_default();
-    let cl = &p.classifier;
+    let cl = p.classifier();
     let rules = cl
-        .rules
         .iter()
+        .flat_map(|cl| cl.rules.iter().zip(&cl.hits))
         .enumerate()
-        .map(|(i, r)| RuleSnapshot {
+        .map(|(i, (r, hits))| RuleSnapshot {
             name: if r.name.is_empty() {
                 format!("rule {}", i + 1)
             } else {
                 r.name.clone()
             },
             class: class_name(r.class),
-            hits: cl.hits.get(i).copied().unwrap_or_default(),
+            hits: *hits,
             emulate: emu_name(i as u16),
         })
         .collect();
@@ -242,13 +242,13 @@ pub fn snapshot(p: &Pipeline, at: Instant) -> PipelineSnapshot {
         at_ns: at.as_nanos(),
         classes,
         rules,
-        default_rule: cl.default_hits,
-        default_class: class_name(cl.default_class),
-        malformed: p.malformed,
+        default_rule: cl.map(|c| c.default_hits).unwrap_or_default(),
+        default_class: cl.map(|c| class_name(c.default_class)).unwrap_or_default(),
+        malformed: p.malformed(),
         emulators,
         meters: p
-            .conditioner
-            .iter()
+            .conditioner()
+            .into_iter()
             .flat_map(|c| c.meters())
             .map(|(d, st)| MeterSnapshot {
                 name: d.name.clone(),

@@ -40,14 +40,15 @@
 
 use std::net::IpAddr;
 
-use super::{dir_index, Lane};
 use crate::adapt::autorate::Autorate;
 use crate::adapt::postgate::{ClassSample, Postgate};
-use crate::policy::{AdaptDef, AdaptMode, Policy};
+use crate::adapt::{AdaptConfig, AdaptDef, AdaptMode};
+use crate::pipeline::Pipeline;
 use crate::pool::{Direction, PktId};
 use crate::qdisc::Ctx;
 use crate::rate::Rate;
 use crate::sched::linkshare::ClassId;
+use crate::stage::Shared;
 use crate::tcp::tcr::Tcr;
 use crate::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
@@ -274,14 +275,13 @@ pub(super) struct Adapt {
 }
 
 impl Adapt {
-    /// The controller of `def` (from `policy`) over the shaper of `lanes`' shaped
-    /// direction.
+    /// The controller of `cfg` over the shaper of `lanes`' shaped direction.
     pub(super) fn new(
-        def: &AdaptDef,
-        policy: &Policy,
-        lanes: &[Lane; 2],
+        cfg: &AdaptConfig,
+        lanes: &[Pipeline; 2],
         now: Instant,
     ) -> Result<Adapt, String> {
+        let def = &cfg.def;
         let (ctl, probed) = match &def.mode {
             AdaptMode::Postgate(c) => (Ctl::Postgate(Postgate::new(c.clone(), now)?), 1),
             AdaptMode::Autorate(c) => (
@@ -289,26 +289,23 @@ impl Adapt {
                 c.pingers,
             ),
         };
-        let sched = lanes[dir_index(def.shaped)]
-            .pipe
-            .as_ref()
-            .and_then(|p| p.shaper())
+        let sched = lanes[def.shaped.index()]
+            .shaper()
             .ok_or("[adapt]: the shaped direction has no shaper")?;
         let id = |name: &str| {
             sched
                 .class_id(name)
                 .ok_or_else(|| format!("[adapt]: the shaper has no class '{name}'"))
         };
-        let root = &policy.classes[0];
-        let leaves = def
-            .classes
+        let root = &cfg.root;
+        let leaves = cfg
+            .leaves
             .iter()
-            .map(|&i| {
-                let c = &policy.classes[i];
+            .map(|c| {
                 Ok(Leaf {
                     name: c.name.clone(),
                     id: id(&c.name)?,
-                    index: i,
+                    index: c.index,
                     rate: c.rate,
                     ceil: c.ceil,
                     bursts: (c.burst, c.cburst),
@@ -335,7 +332,7 @@ impl Adapt {
         Ok(Adapt {
             root: (id(&root.name)?, (root.burst, root.cburst)),
             leaves,
-            overhead: policy.overhead,
+            overhead: cfg.overhead,
             mac: MacAddr([0x02, 0x77, s[0], s[1], s[2], s[3]]),
             hops,
             hop_of,
@@ -358,12 +355,11 @@ impl Adapt {
     /// the rest starts afresh.
     pub(super) fn reconfigured(
         &self,
-        def: &AdaptDef,
-        policy: &Policy,
-        lanes: &[Lane; 2],
+        cfg: &AdaptConfig,
+        lanes: &[Pipeline; 2],
         now: Instant,
     ) -> Result<Adapt, String> {
-        let mut a = Adapt::new(def, policy, lanes, now)?;
+        let mut a = Adapt::new(cfg, lanes, now)?;
         for h in &mut a.hops {
             h.mac = self.hops.iter().find(|o| o.ip == h.ip).and_then(|o| o.mac);
         }
@@ -392,9 +388,9 @@ impl Adapt {
 
     /// Time-driven work at `cx.now`: a probe into the other lane's originate queue, the
     /// controller's samples of the shaped lane, the fallback.
-    pub(super) fn poll(&mut self, lanes: &mut [Lane; 2], tcr: Option<&mut Tcr>, cx: &mut Ctx<'_>) {
+    pub(super) fn poll(&mut self, lanes: &mut [Pipeline; 2], sh: &mut Shared, cx: &mut Ctx<'_>) {
         let now = cx.now;
-        let shaped = dir_index(self.def.shaped);
+        let shaped = self.def.shaped.index();
         if !self.started {
             self.started = true;
             (self.next_probe, self.last_reply) = (now, now);
@@ -409,7 +405,7 @@ impl Adapt {
         }
         if now >= self.next_probe {
             self.next_probe = self.next_probe.next_tick(self.probe_every, now);
-            self.probe(&mut lanes[1 - shaped], cx);
+            self.probe(sh, cx);
         }
         match &mut self.ctl {
             Ctl::Postgate(pg) => {
@@ -424,9 +420,7 @@ impl Adapt {
                 if now >= self.next_load {
                     self.next_load = self.next_load.next_tick(load_every, now);
                     let sent = lanes[shaped]
-                        .pipe
-                        .as_ref()
-                        .and_then(|p| p.shaper())
+                        .shaper()
                         .map_or(0, |s| s.class_stats(self.root.0).sent.bytes);
                     ar.on_load(sent, load_every);
                 }
@@ -443,11 +437,11 @@ impl Adapt {
                 Ctl::Postgate(pg) => pg.fall_back(),
                 Ctl::Autorate(ar) => ar.fall_back(),
             }
-            self.apply(&mut lanes[shaped], tcr, now);
+            self.apply(&mut lanes[shaped], sh.tcr.as_mut(), now);
         }
     }
 
-    fn probe(&mut self, lane: &mut Lane, cx: &mut Ctx<'_>) {
+    fn probe(&mut self, sh: &mut Shared, cx: &mut Ctx<'_>) {
         let Some(pkt) = cx.pool.alloc() else {
             self.counters.pool_exhausted += 1;
             return;
@@ -482,7 +476,8 @@ impl Adapt {
                 build::icmp_echo_v4(buf, &eth, &ip, true, IDENT, self.seq, &PAYLOAD)
             }
         };
-        if !lane.originate_written(pkt, n, self.def.shaped.reverse(), cx) {
+        let out = self.def.shaped.reverse();
+        if !sh.origin[out.index()].push_written(pkt, n, out, cx) {
             self.counters.pool_exhausted += 1;
         }
     }
@@ -495,13 +490,13 @@ impl Adapt {
         pkt: PktId,
         p: &weir_wire::Parsed,
         arrival: Instant,
-        lanes: &mut [Lane; 2],
-        tcr: Option<&mut Tcr>,
+        lanes: &mut [Pipeline; 2],
+        sh: &mut Shared,
         cx: &mut Ctx<'_>,
     ) -> bool {
         let arrival = arrival.min(cx.now);
         if p.ethertype == ethertype::ARP && p.vlan.is_none() {
-            return self.arp(pkt, lanes, cx);
+            return self.arp(pkt, sh, cx);
         }
         let from_target = match p.src_ip {
             Some(IpAddr::V4(a)) => self.def.targets.contains(&a),
@@ -537,15 +532,15 @@ impl Adapt {
                     Ctl::Postgate(pg) => pg.on_rtt(rtt),
                     Ctl::Autorate(ar) => ar.on_rtt(t, rtt, arrival),
                 }
-                let shaped = dir_index(self.def.shaped);
-                self.apply(&mut lanes[shaped], tcr, cx.now);
+                let shaped = self.def.shaped.index();
+                self.apply(&mut lanes[shaped], sh.tcr.as_mut(), cx.now);
             }
             _ => self.counters.stray_replies += 1,
         }
         true
     }
 
-    fn arp(&mut self, pkt: PktId, lanes: &mut [Lane; 2], cx: &mut Ctx<'_>) -> bool {
+    fn arp(&mut self, pkt: PktId, sh: &mut Shared, cx: &mut Ctx<'_>) -> bool {
         let data = cx.pool.data(pkt);
         let Some(body) = data.get(weir_wire::ethernet::HEADER_LEN..) else {
             return false;
@@ -568,7 +563,7 @@ impl Adapt {
             if let Some(r) = cx.pool.alloc() {
                 let n = arp::frame(cx.pool.slot_mut(r), &reply);
                 let other = self.def.shaped.reverse();
-                if lanes[dir_index(other)].originate_written(r, n, other, cx) {
+                if sh.origin[other.index()].push_written(r, n, other, cx) {
                     self.counters.arp_replies_sent += 1;
                 } else {
                     self.counters.pool_exhausted += 1;
@@ -582,8 +577,8 @@ impl Adapt {
 
     /// Set the shaped link's and the controlled leaves' rates from the controller, and
     /// TCP rate control's view of the leaves' rates (`tcr` classes).
-    fn apply(&mut self, lane: &mut Lane, tcr: Option<&mut Tcr>, now: Instant) {
-        let Some(sched) = lane.pipe.as_mut().and_then(|p| p.shaper_mut()) else {
+    fn apply(&mut self, lane: &mut Pipeline, tcr: Option<&mut Tcr>, now: Instant) {
+        let Some(sched) = lane.shaper_mut() else {
             return;
         };
         let line = self.line_bps();
@@ -758,8 +753,8 @@ pub(super) fn work_conserving(set: &[(u64, u64, bool)], link: u64) -> Vec<u64> {
 }
 
 /// Postgate's sample of `leaves` in `lane`'s shaper.
-fn samples(leaves: &mut [Leaf], lane: &Lane) -> Vec<ClassSample> {
-    let Some(sched) = lane.pipe.as_ref().and_then(|p| p.shaper()) else {
+fn samples(leaves: &mut [Leaf], lane: &Pipeline) -> Vec<ClassSample> {
+    let Some(sched) = lane.shaper() else {
         return Vec::new();
     };
     leaves
@@ -776,10 +771,4 @@ fn samples(leaves: &mut [Leaf], lane: &Lane) -> Vec<ClassSample> {
             }
         })
         .collect()
-}
-
-/// Counted frames the controller consumed.
-pub(super) fn consume(lane: &mut Lane, pkt: PktId, cx: &mut Ctx<'_>) {
-    lane.consumed.add(cx.pool.len(pkt));
-    cx.pool.free(pkt);
 }

@@ -2,6 +2,7 @@
 //! (`reload_tests`), the connection table (`conn_tests`).
 
 use super::*;
+use crate::policy::Policy;
 use crate::time::Duration;
 use test_env::Env;
 
@@ -180,6 +181,66 @@ fn each_direction_has_its_own_stages() {
     }
     assert_eq!(got, [10, 11, 12]);
     assert!(dev.is_empty());
+}
+
+/// One mechanism for every stage: each direction gets, in rank order, the stages its
+/// configuration asks for — MSS clamping and TCP rate control in both (connections have
+/// two directions), admission control where the direction classifies, the conditioner
+/// and shaper where it is shaped, the emulator where a profile applies.
+#[test]
+fn stages_follow_the_configuration_in_rank_order() {
+    let text = r#"
+        [link]
+        rate = "10Mbit"
+        default = "bulk"
+        [[meter]]
+        name = "m"
+        type = "srtcm"
+        cir = "1Mbit"
+        cbs = "10p"
+        ebs = "10p"
+        green = "af11"
+        yellow = "af12"
+        red = "drop"
+        [[class]]
+        name = "bulk"
+        rate = "5Mbit"
+        tcr = true
+        [[class]]
+        name = "voice"
+        rate = "5Mbit"
+        mss = 536
+        max_sessions = 2
+        meter = "m"
+        [[emulate]]
+        name = "wan"
+        delay = "20ms"
+        direction = "inbound"
+        [[rule]]
+        class = "voice"
+        proto = "udp"
+        emulate = "wan"
+    "#;
+    let p = Policy::parse("t.toml", text).unwrap_or_else(|e| panic!("{e}"));
+    let dev = p.build_device(Instant::ZERO).unwrap();
+    assert_eq!(
+        dev.stage_names(Direction::Outbound),
+        ["mss", "admission", "tcr", "condition", "shape"]
+    );
+    assert_eq!(
+        dev.stage_names(Direction::Inbound),
+        ["mss", "admission", "tcr", "emulate"]
+    );
+    // nothing asked for: no stage, nothing classified
+    let plain = Device::passthrough();
+    assert!(plain.stage_names(Direction::Outbound).is_empty());
+    assert!(plain.pipeline(Direction::Inbound).is_none());
+    // a configuration that cannot work is refused before anything is built
+    let cfg = DeviceConfig {
+        tcr: Some(crate::tcp::tcr::TcrTable::default()),
+        ..DeviceConfig::default()
+    };
+    assert!(Device::new(cfg).err().unwrap().contains("connection table"));
 }
 
 #[test]

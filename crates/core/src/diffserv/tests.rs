@@ -349,7 +349,7 @@ fn the_policy_keys_build_meters_per_rule_and_class() {
     assert_eq!(p.rules[0].meter, None);
     assert_eq!(p.rules[1].meter, Some(1));
     let pipe = p.build(Instant::ZERO).unwrap();
-    let c = pipe.conditioner.as_ref().unwrap();
+    let c = pipe.conditioner().unwrap();
     assert_eq!(c.by_rule, [NO_METER, 1]);
     assert_eq!(c.by_class[af], 0);
     assert!(p.meters[0]
@@ -357,7 +357,7 @@ fn the_policy_keys_build_meters_per_rule_and_class() {
         .contains("green af11, yellow af12, red af13"));
     // no meters, edge: no conditioner at all
     let plain = Policy::parse("p.toml", "[link]\nrate = \"1Mbit\"\n").unwrap();
-    assert!(plain.build(Instant::ZERO).unwrap().conditioner.is_none());
+    assert!(plain.build(Instant::ZERO).unwrap().conditioner().is_none());
 }
 
 /// The first error of `text` as `line:col: message`.
@@ -453,7 +453,7 @@ fn bad_diffserv_keys_are_located_and_explained() {
     );
     let p = Policy::parse("t.toml", &ok).unwrap();
     assert_eq!(p.role, Role::Interior);
-    assert!(p.build(Instant::ZERO).unwrap().conditioner.is_some());
+    assert!(p.build(Instant::ZERO).unwrap().conditioner().is_some());
 }
 
 #[test]

@@ -3,11 +3,12 @@
 //! applies), and the [`Device`] with both directions — the only way to assemble one.
 
 use super::{ClassDef, MssCap, Policy, QueueKind, RedSpec, Shapes, Technique};
+use crate::adapt::{AdaptClassDef, AdaptConfig};
 use crate::classify::{Classifier, Rule};
-use crate::device::Device;
+use crate::device::{Configure, Device, DeviceConfig, LaneConfig};
 use crate::diffserv::{Conditioner, Role, NO_METER};
 use crate::emulate::{self, EmuConfig, Emulator};
-use crate::pipeline::{EmuStage, Pipeline, Stage};
+use crate::pipeline::Pipeline;
 use crate::pool::Direction;
 use crate::qdisc::Qdisc;
 use crate::queue::fifo::Fifo;
@@ -16,6 +17,7 @@ use crate::queue::pfq::{Pfq, PfqConfig};
 use crate::queue::red::{RedMode, RedParams, RedQueue};
 use crate::rate::Rate;
 use crate::sched::linkshare::{ClassId, ClassSpec, LinkShare};
+use crate::stage::EmuStage;
 use crate::tcp::mss::{pmtu_cap, MssTable};
 use crate::tcp::tcr::{TcrClass, TcrTable};
 use crate::time::Instant;
@@ -84,8 +86,9 @@ impl Policy {
         Ok(p)
     }
 
-    /// Build the runnable pipeline at time `now`.
-    pub fn build(&self, now: Instant) -> Result<Pipeline, String> {
+    /// The shaper at time `now`: the class tree under the link-sharing scheduler, each
+    /// leaf with its queue.
+    fn shaper(&self, now: Instant) -> Result<LinkShare, String> {
         let mut specs = Vec::with_capacity(self.classes.len());
         // TCR alone: the scheduler holds only the link rate; every class may use all of it
         let tcr_only = self.technique == Technique::Tcr;
@@ -111,7 +114,11 @@ impl Policy {
                 },
             });
         }
-        let sched = LinkShare::new(specs, self.default_class as ClassId, now)?;
+        LinkShare::new(specs, self.default_class as ClassId, now)
+    }
+
+    /// The classifier of the policy's rules.
+    pub fn classifier(&self) -> Result<Classifier, String> {
         let rules = self
             .rules
             .iter()
@@ -121,11 +128,36 @@ impl Policy {
                 name: r.name.clone(),
             })
             .collect();
-        let classifier =
-            Classifier::new(rules, self.default_class as u32).map_err(|e| e.to_string())?;
-        let mut pipe = Pipeline::new(classifier, vec![Stage::Shape(sched)], 0x5eed_f10e);
-        pipe.conditioner = self.conditioner(now)?;
-        Ok(pipe)
+        Classifier::new(rules, self.default_class as u32).map_err(|e| e.to_string())
+    }
+
+    /// The shaping pipeline on its own, at time `now` (classifier, conditioner, shaper;
+    /// no device around it): for the simulator, `weir sim` and `weir check`.
+    pub fn build(&self, now: Instant) -> Result<Pipeline, String> {
+        let (classifier, stages) = LaneConfig {
+            classifier: Some(self.classifier()?),
+            conditioner: self.conditioner(now)?,
+            shaper: Some(self.shaper(now)?),
+            emulator: None,
+        }
+        .into_parts(Vec::new());
+        Ok(Pipeline::new(classifier, stages))
+    }
+
+    /// The pipeline of `dir` on its own, at time `now` (as [`Policy::lane_config`] makes
+    /// it, without the device-wide stages: for tests and tools); `None` when the policy
+    /// leaves the direction untouched.
+    pub fn build_direction(
+        &self,
+        dir: Direction,
+        now: Instant,
+    ) -> Result<Option<Pipeline>, String> {
+        let lane = self.lane_config(dir, now)?;
+        if lane.is_empty() {
+            return Ok(None);
+        }
+        let (classifier, stages) = lane.into_parts(Vec::new());
+        Ok(Some(Pipeline::new(classifier, stages)))
     }
 
     /// The DiffServ conditioner: meters per rule and per class (a class without a `meter`
@@ -216,53 +248,78 @@ impl Policy {
         self.technique.tcr()
     }
 
-    /// The live pipeline for traffic travelling in `dir`: shaped if `[link] direction`
-    /// covers it, emulated if any `[[emulate]]` profile in use applies to it; `None` when
-    /// neither (the direction is forwarded untouched).
-    pub fn build_direction(
-        &self,
-        dir: Direction,
-        now: Instant,
-    ) -> Result<Option<Pipeline>, String> {
-        let emu = self.emulator_for(dir)?;
+    /// What travelling in `dir` takes: the classifier, conditioner and shaper if `[link]
+    /// direction` covers it, the emulator if any `[[emulate]]` profile in use applies to
+    /// it; nothing when neither (the direction is forwarded untouched).
+    pub fn lane_config(&self, dir: Direction, now: Instant) -> Result<LaneConfig, String> {
+        let emulator = self.emulator_for(dir)?;
         let shaped = self.shapes.covers(dir);
-        if !shaped && emu.is_none() {
-            return Ok(None);
+        if !shaped && emulator.is_none() {
+            return Ok(LaneConfig::default());
         }
-        let mut p = self.build(now)?;
-        if !shaped {
-            p.stages.clear();
-            p.conditioner = None;
-        }
-        p.stages.extend(emu.map(Stage::Emulate));
-        Ok(Some(p))
+        Ok(LaneConfig {
+            classifier: Some(self.classifier()?),
+            conditioner: if shaped { self.conditioner(now)? } else { None },
+            shaper: if shaped {
+                Some(self.shaper(now)?)
+            } else {
+                None
+            },
+            emulator,
+        })
     }
 
-    /// The device for this policy at time `now`: each direction's pipeline as
-    /// [`Policy::build_direction`] makes it, and a connection table when the policy shapes
-    /// (`[link] direction` other than `none`). The only way to assemble a [`Device`] from
-    /// a policy.
-    pub fn build_device(&self, now: Instant) -> Result<Device, String> {
-        Device::new(
-            self.build_direction(Direction::Outbound, now)?,
-            self.build_direction(Direction::Inbound, now)?,
-            self.overhead,
-            self.file.clone(),
+    /// Everything the device of this policy is made of, at time `now` (see
+    /// [`DeviceConfig`]): each direction as [`Policy::lane_config`] makes it, and a
+    /// connection table when the policy shapes (`[link] direction` other than `none`).
+    pub fn device_config(&self, now: Instant) -> Result<DeviceConfig, String> {
+        Ok(DeviceConfig {
+            source: self.file.clone(),
+            overhead: self.overhead,
+            lanes: [
+                self.lane_config(Direction::Outbound, now)?,
+                self.lane_config(Direction::Inbound, now)?,
+            ],
             // a policy that only emulates keeps no table: nothing in an emulator uses one
             // yet, and its per-packet lookups widen the emulator's delay spread (weir lab
             // fidelity at 80 kpps: p90 - p10 from under 50 us to 86-120 us)
-            (self.shapes != Shapes::None).then(|| crate::conn::ConnConfig {
+            conns: (self.shapes != Shapes::None).then(|| crate::conn::ConnConfig {
                 seed: self.seed,
                 ..crate::conn::ConnConfig::default()
             }),
-            (
-                self.mss_table(),
-                self.tcr_table(),
-                self.admission_table(),
-                self.l7.clone(),
-            ),
-            self.adapt.as_ref().map(|a| (a, self, now)),
-        )
+            mss: self.mss_table(),
+            tcr: self.tcr_table(),
+            admission: self.admission_table(),
+            l7: self.l7.clone(),
+            adapt: self.adapt_config(),
+        })
+    }
+
+    /// The device for this policy at time `now` ([`Policy::device_config`]).
+    pub fn build_device(&self, now: Instant) -> Result<Device, String> {
+        Device::new(self.device_config(now)?)
+    }
+
+    /// The adaptive controller with its classes resolved, if the policy has `[adapt]`.
+    fn adapt_config(&self) -> Option<AdaptConfig> {
+        let def = self.adapt.as_ref()?;
+        let class = |i: usize| {
+            let c = &self.classes[i];
+            AdaptClassDef {
+                name: c.name.clone(),
+                index: i,
+                rate: c.rate,
+                ceil: c.ceil,
+                burst: c.burst,
+                cburst: c.cburst,
+            }
+        };
+        Some(AdaptConfig {
+            def: def.clone(),
+            root: class(0),
+            leaves: def.classes.iter().map(|&i| class(i)).collect(),
+            overhead: self.overhead,
+        })
     }
 
     /// The emulation stage for `dir`: profile 0 is `[link] emulate` (or transparent), one
@@ -312,6 +369,12 @@ impl Policy {
             emu.route(ri as u32, profile).map_err(err)?;
         }
         Ok(Some(EmuStage { emu, names }))
+    }
+}
+
+impl Configure for &Policy {
+    fn configure(self, now: Instant) -> Result<DeviceConfig, String> {
+        self.device_config(now)
     }
 }
 

@@ -25,6 +25,7 @@ mod compile;
 mod describe;
 mod raw;
 
+pub use crate::adapt::{AdaptDef, AdaptMode};
 pub use crate::device::Device;
 pub use crate::pipeline::Pipeline;
 
@@ -242,45 +243,6 @@ impl SessionSpec {
     pub fn cap_burst(&self, mtu: u32) -> Option<u32> {
         let cap = self.ceil?;
         Some(self.burst.unwrap_or_else(|| compile::burst_for(cap, mtu)))
-    }
-}
-
-/// A validated `[adapt]`: the probes and the controller (Postgate or the autorate).
-#[derive(Clone, Debug, PartialEq)]
-pub struct AdaptDef {
-    /// The hosts probed: Postgate's one router near the far end of the line, or the
-    /// autorate's reflectors.
-    pub targets: Vec<std::net::Ipv4Addr>,
-    /// The next hop towards every target (else each target is its own next hop).
-    pub gateway: Option<std::net::Ipv4Addr>,
-    /// The probes' source address; weir answers ARP for it.
-    pub source: std::net::Ipv4Addr,
-    /// Time between two probes to one target.
-    pub interval: crate::time::Duration,
-    /// No reply for this long: fall back to the floor rate.
-    pub timeout: crate::time::Duration,
-    /// The shaped direction, in which the replies arrive (the probes leave in the other).
-    pub shaped: Direction,
-    /// The leaf classes (indices into `Policy::classes`) the controller sets, in the
-    /// order of Postgate's weights.
-    pub classes: Vec<usize>,
-    pub mode: AdaptMode,
-}
-
-/// The controller of an [`AdaptDef`], with its parameters.
-#[derive(Clone, Debug, PartialEq)]
-pub enum AdaptMode {
-    Postgate(crate::adapt::postgate::PostgateConfig),
-    Autorate(crate::adapt::autorate::AutorateConfig),
-}
-
-impl AdaptMode {
-    /// As written in `mode = "…"`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            AdaptMode::Postgate(_) => "postgate",
-            AdaptMode::Autorate(_) => "autorate",
-        }
     }
 }
 

@@ -63,7 +63,6 @@
 //! Units: bits per second, bytes, nanoseconds (`Instant`).
 
 use crate::conn::{seq_gt, ConnId, ConnTable, TcpPhase};
-use crate::device::dir_index;
 use crate::flow::Side;
 use crate::pool::{Direction, PktId, PktQueue, Pool};
 use crate::qdisc::{Ctx, DropCause};
@@ -346,12 +345,12 @@ impl Tcr {
     }
 
     pub fn stats(&self, dir: Direction) -> TcrStats {
-        self.stats[dir_index(dir)]
+        self.stats[dir.index()]
     }
 
     /// ACKs held or released-but-not-taken in `dir`.
     pub fn len(&self, dir: Direction) -> usize {
-        let l = dir_index(dir);
+        let l = dir.index();
         self.held[l] + self.ready[l].len()
     }
 
@@ -468,7 +467,7 @@ impl Tcr {
             return Verdict::Forward;
         }
         // 2. a segment towards a rate-controlled sender
-        let l = dir_index(dir);
+        let l = dir.index();
         if flags.contains(TcpFlags::SYN | TcpFlags::ACK) && !flags.contains(TcpFlags::RST) {
             return self.syn_ack(i, l, pkt, p, tcp, side, pool, now);
         }
@@ -694,7 +693,7 @@ impl Tcr {
 
     /// Release the ACKs of `dir` due at `now` (they come back through [`Tcr::take_ready`]).
     pub fn release(&mut self, dir: Direction, pool: &mut Pool, now: Instant) {
-        let l = dir_index(dir);
+        let l = dir.index();
         while let Some(&Reverse((t, i))) = self.heaps[l].peek() {
             if t > now {
                 break;
@@ -724,13 +723,13 @@ impl Tcr {
     /// The next released ACK of `dir` for the device to forward, oldest first.
     #[inline]
     pub fn take_ready(&mut self, dir: Direction, pool: &mut Pool) -> Option<PktId> {
-        self.ready[dir_index(dir)].pop_front(pool)
+        self.ready[dir.index()].pop_front(pool)
     }
 
     /// Whether `dir` has ACKs due at `now` or released and not yet taken.
     #[inline]
     pub fn due(&self, dir: Direction, now: Instant) -> bool {
-        let l = dir_index(dir);
+        let l = dir.index();
         !self.ready[l].is_empty()
             || self.heaps[l]
                 .peek()

@@ -71,7 +71,7 @@ use std::collections::BTreeMap;
 use weir_core::classify::{IpNet, Match, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 use weir_core::policy::{Policy, Technique};
 use weir_core::units::Limit;
-use weir_core::{Direction, Instant};
+use weir_core::Direction;
 
 use super::Session;
 
@@ -396,7 +396,7 @@ fn htb_device(
     let mut splits: BTreeMap<usize, Split> = BTreeMap::new();
     if let Some(sessions) = sessions {
         // the policy's own classifier, as weir runs it
-        let cls = policy.build(Instant::ZERO)?.classifier;
+        let cls = policy.classifier()?;
         let mut per_leaf: BTreeMap<usize, Vec<Session>> = BTreeMap::new();
         for s in sessions {
             if s.src.is_ipv4() != s.dst.is_ipv4() {

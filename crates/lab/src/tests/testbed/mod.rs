@@ -260,8 +260,8 @@ fn check_addressed<'a>(
     p: &Policy,
     flows: impl IntoIterator<Item = (&'a str, Ipv4Addr, u8, u16, &'a str)>,
 ) -> Result<()> {
-    let mut pipe = p
-        .build(weir_core::Instant::ZERO)
+    let cls = p
+        .classifier()
         .map_err(|e| Error::Invalid(format!("policy: {e}")))?;
     for (name, src, proto, port, class) in flows {
         let f = Fields::ip(
@@ -271,7 +271,7 @@ fn check_addressed<'a>(
             Some(40000),
             Some(port),
         );
-        let (ci, _) = pipe.classifier.classify(&f, 1500);
+        let (ci, _) = cls.lookup(&f);
         let got = &p.classes[ci as usize].name;
         if got != class {
             return Err(Error::Invalid(format!(
