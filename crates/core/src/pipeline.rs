@@ -73,19 +73,40 @@ pub struct Pipeline {
     malformed: Count,
     /// Frames that are not IP that bypassed this direction's shaper.
     bypassed: Count,
+    /// Bit `i`: stage `i` holds packets ([`Stage::holds`]); bit 63: there is a shaper.
+    /// Asked once, not per packet.
+    holding: u64,
+    /// Bit `i`: stage `i` may release packets on an input ([`Stage::releases_on_input`]).
+    releasing: u64,
 }
+
+/// `holding`'s bit for "this direction has a shaper".
+const SHAPED: u64 = 1 << 63;
 
 impl Pipeline {
     /// A direction with `classifier` (if it classifies) and `stages`, which must be in
     /// ascending rank.
     pub(crate) fn new(classifier: Option<Classifier>, stages: Vec<Box<dyn Stage>>) -> Self {
         debug_assert!(stages.windows(2).all(|w| w[0].rank() <= w[1].rank()));
+        assert!(stages.len() < 63, "at most 62 stages");
+        let bits = |f: &dyn Fn(&dyn Stage) -> bool| {
+            stages
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| f(s.as_ref()))
+                .fold(0u64, |b, (i, _)| b | 1 << i)
+        };
+        let shaped = stages.iter().any(|s| s.rank() == Rank::Shape);
+        let holding = bits(&|s| s.holds()) | if shaped { SHAPED } else { 0 };
+        let releasing = bits(&|s| s.releases_on_input());
         Pipeline {
             classifier,
             stages,
             ready: PktQueue::new(),
             malformed: Count::default(),
             bypassed: Count::default(),
+            holding,
+            releasing,
         }
     }
 
@@ -97,6 +118,12 @@ impl Pipeline {
     /// The classifier and its rule counters, if this direction classifies.
     pub fn classifier(&self) -> Option<&Classifier> {
         self.classifier.as_ref()
+    }
+
+    /// Whether this direction has a shaper.
+    #[inline]
+    pub fn is_shaped(&self) -> bool {
+        self.holding & SHAPED != 0
     }
 
     /// The stages' names, in order.
@@ -218,9 +245,11 @@ impl Pipeline {
     ) -> Step {
         for i in from..self.stages.len() {
             let step = self.stages[i].input(pkt, at, pk, sh, cx);
-            while let Some(r) = self.stages[i].take_released(sh, cx) {
-                let now = cx.now;
-                self.forward(i + 1, r, now, sh, cx);
+            if self.releasing & 1 << i != 0 {
+                while let Some(r) = self.stages[i].take_released(sh, cx) {
+                    let now = cx.now;
+                    self.forward(i + 1, r, now, sh, cx);
+                }
             }
             if step != Step::Next {
                 return step;
@@ -259,15 +288,19 @@ impl Pipeline {
     }
 
     /// The next packet due at `cx.now`, if any. Late drops land in `cx.dropped`.
+    #[inline]
     pub(crate) fn poll(&mut self, sh: &mut Shared, cx: &mut Ctx<'_>) -> Option<PktId> {
         if let Some(p) = self.ready.pop_front(cx.pool) {
             return Some(p);
         }
+        let mut holding = self.holding & !SHAPED;
+        if holding == 0 {
+            return None;
+        }
         let now = cx.now;
-        for i in 0..self.stages.len() {
-            if !self.stages[i].holds() {
-                continue;
-            }
+        while holding != 0 {
+            let i = holding.trailing_zeros() as usize;
+            holding &= holding - 1;
             while let Some(p) = self.stages[i].poll(sh, cx) {
                 match self.run_from(i + 1, p, now, &Packet::RELEASED, sh, cx) {
                     // passed every stage after it: it leaves now
@@ -282,7 +315,11 @@ impl Pipeline {
 
     /// The earliest instant a stage has something due (`None`: nothing waits for time;
     /// what is in `ready` is due now). State in [`Shared`] is the device's to add.
+    #[inline]
     pub fn next_wakeup(&self) -> Option<Instant> {
+        if self.holding & !SHAPED == 0 {
+            return None;
+        }
         self.stages.iter().filter_map(|s| s.next_wakeup()).min()
     }
 

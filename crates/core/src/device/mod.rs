@@ -387,7 +387,7 @@ impl Device {
         // saturated default class ARP replies were dropped and hosts could not reach
         // each other (seed 001's lab: 4 of 10 connections timed out). They are counted
         // (`bypassed`), not charged to any class.
-        if lane.shaper().is_some() && parsed.is_some_and(|p| p.ip_version.is_none()) {
+        if lane.is_shaped() && parsed.is_some_and(|p| p.ip_version.is_none()) {
             cx.pool.meta_mut(pkt).arrival = arrival.min(cx.now);
             lane.bypass(pkt, cx);
             return Ok(());

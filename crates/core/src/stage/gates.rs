@@ -206,6 +206,9 @@ impl Stage for TcrStage {
             Verdict::Forward => Step::Next,
         }
     }
+    fn releases_on_input(&self) -> bool {
+        true
+    }
     fn take_released(&mut self, sh: &mut Shared, cx: &mut Ctx<'_>) -> Option<PktId> {
         sh.tcr.as_mut()?.take_ready(self.dir, cx.pool)
     }

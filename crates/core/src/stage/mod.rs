@@ -187,6 +187,11 @@ pub trait Stage: AsAny + Send {
         sh: &mut Shared,
         cx: &mut Ctx<'_>,
     ) -> Step;
+    /// Whether an input may release packets ahead of the one given
+    /// ([`Stage::take_released`]); asked once, when the direction is built.
+    fn releases_on_input(&self) -> bool {
+        false
+    }
     /// A packet the last [`Stage::input`] released ahead of the one it was given.
     fn take_released(&mut self, _sh: &mut Shared, _cx: &mut Ctx<'_>) -> Option<PktId> {
         None
