@@ -155,7 +155,7 @@ impl EmuConfig {
     pub const DEFAULT_MTU: u32 = 1514;
     /// Default packet limit with a rate but no delay (netem's default `limit`).
     pub const DEFAULT_LIMIT_PACKETS: u32 = 1000;
-    pub const MAX_OVERHEAD: i32 = 4096;
+    pub const MAX_OVERHEAD: i32 = Framing::MAX_OVERHEAD;
     /// Largest `delay` and jitter width.
     pub const MAX_DELAY: Duration = Duration(dist::MAX_DELAY_NS);
 
