@@ -27,6 +27,7 @@ pub mod diffserv;
 pub mod discover;
 pub mod emulate;
 pub mod flow;
+pub mod framing;
 pub mod meter;
 pub mod pipeline;
 pub mod policy;

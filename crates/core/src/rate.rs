@@ -3,9 +3,12 @@
 //! A `Rate` is in bits per second. Converting a length to nanoseconds on the hot path uses
 //! a precomputed multiplier and shift (as Linux `psched_ratecfg_precompute` does), so it is
 //! one multiply and one shift: `ns = (bytes * mult) >> shift`, with at least 31 significant
-//! bits in `mult` (relative error < 2^-31). Per-frame `overhead` bytes (e.g. 24 for Ethernet
-//! preamble + SFD + IFG + FCS... as the policy says) are added before the conversion.
+//! bits in `mult` (relative error < 2^-31). A frame's length is first turned into the bytes
+//! it occupies on the link by the rate's [`Framing`] ([`crate::framing`]): a per-frame
+//! overhead (e.g. 24 for Ethernet preamble + SFD + IFG + FCS, as the policy says: one add),
+//! a minimum packet unit, ATM cells or PTM coding (a division by a constant).
 
+use crate::framing::Framing;
 use crate::time::Duration;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -17,9 +20,10 @@ pub struct Rate {
     /// nanosecond is a large fraction of a small frame's transmission time).
     mult_ps: u64,
     shift_ps: u32,
-    /// Bytes added to each frame's length for rate accounting (may be negative, e.g. to
-    /// discount an Ethernet header on a link that does not carry one).
-    overhead: i32,
+    /// How a frame's length becomes bytes on the link: an overhead added to each frame
+    /// (may be negative, e.g. to discount an Ethernet header on a link that does not carry
+    /// one), a minimum, cells.
+    framing: Framing,
 }
 
 impl Rate {
@@ -28,7 +32,13 @@ impl Rate {
         Self::with_overhead(bps, 0)
     }
 
+    /// A rate whose frames each count `overhead` more bytes (at least one byte).
     pub fn with_overhead(bps: u64, overhead: i32) -> Self {
+        Self::with_framing(bps, Framing::plain(overhead))
+    }
+
+    /// A rate whose frames count as `framing` says.
+    pub fn with_framing(bps: u64, framing: Framing) -> Self {
         assert!(bps > 0, "rate must be positive");
         let (mult, shift) = Self::precompute(8_000_000_000, bps);
         let (mult_ps, shift_ps) = Self::precompute(8_000_000_000_000, bps);
@@ -38,7 +48,7 @@ impl Rate {
             shift,
             mult_ps,
             shift_ps,
-            overhead,
+            framing,
         }
     }
 
@@ -63,9 +73,14 @@ impl Rate {
     pub fn bps(&self) -> u64 {
         self.bps
     }
+    /// The framing's per-frame overhead.
     #[inline]
     pub fn overhead(&self) -> i32 {
-        self.overhead
+        self.framing.overhead()
+    }
+    #[inline]
+    pub fn framing(&self) -> Framing {
+        self.framing
     }
     /// Bytes per second (bps / 8, rounded down).
     #[inline]
@@ -73,10 +88,10 @@ impl Rate {
         self.bps / 8
     }
 
-    /// Length as accounted (frame length plus overhead, at least 1).
+    /// Length as accounted: the framing's (frame length plus overhead, at least 1, ...).
     #[inline]
     pub fn wire_len(&self, len: u32) -> u64 {
-        (len as i64 + self.overhead as i64).max(1) as u64
+        self.framing.wire_len(len) as u64
     }
 
     /// Nanoseconds to transmit a `len`-byte frame at this rate (overhead included).
@@ -146,6 +161,23 @@ mod tests {
         assert_eq!(r.bytes_in(Duration::from_millis(1)), 1000);
         let neg = Rate::with_overhead(8_000_000, -14);
         assert_eq!(neg.tx_ns(10), 1_000, "never below one byte");
+    }
+
+    #[test]
+    fn framing_is_applied_before_the_conversion() {
+        // pppoa-vcmux: a 1514-byte frame (1500-byte IP packet) is 32 ATM cells, 1696 bytes:
+        // 1696 us at 1 byte per us
+        let f = Framing::cake("pppoa-vcmux").unwrap();
+        let r = Rate::with_framing(8_000_000, f);
+        assert_eq!(r.wire_len(1514), 1696);
+        assert_eq!(r.tx_ns(1514), 1_696_000);
+        assert_eq!(r.tx_ps(1514), 1_696_000_000);
+        assert_eq!((r.framing(), r.overhead()), (f, -4));
+        // the plain case is with_overhead
+        assert_eq!(
+            Rate::with_overhead(8_000_000, 24),
+            Rate::with_framing(8_000_000, Framing::plain(24))
+        );
     }
 
     #[test]

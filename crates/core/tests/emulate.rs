@@ -7,6 +7,7 @@ mod emulate {
     use weir_core::emulate::{
         EmuConfig, EmuLink, Emulator, Jitter, LossModel, OVERHEAD_ETHERNET, OVERHEAD_FCS,
     };
+    use weir_core::framing::Framing;
     use weir_core::{Count, Counted, Ctx, DropCause, Duration, Instant, PktId, Pool, Qdisc, Rng};
 
     /// What happened to one offered packet.
@@ -341,7 +342,7 @@ mod emulate {
         let rate = 155_000_000u64;
         let mut q = counted(EmuConfig {
             rate_bps: Some(rate),
-            overhead: OVERHEAD_FCS,
+            framing: Framing::plain(OVERHEAD_FCS),
             delay: Duration::from_millis(125),
             ..EmuConfig::default()
         });
@@ -381,7 +382,7 @@ mod emulate {
         // nanosecond serialiser would drift by 0.6 %.
         let mut q = EmuLink::new(EmuConfig {
             rate_bps: Some(100_000_000_000),
-            overhead: OVERHEAD_ETHERNET,
+            framing: Framing::plain(OVERHEAD_ETHERNET),
             limit_packets: Some(1 << 20),
             ..EmuConfig::default()
         })
@@ -466,7 +467,7 @@ mod emulate {
     fn counter_identities_with_every_impairment() {
         let cfg = EmuConfig {
             rate_bps: Some(2_000_000),
-            overhead: OVERHEAD_ETHERNET,
+            framing: Framing::plain(OVERHEAD_ETHERNET),
             delay: Duration::from_millis(30),
             jitter: Jitter::ParetoNormal { sigma: 5_000_000 },
             reorder: true,

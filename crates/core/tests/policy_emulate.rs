@@ -1,6 +1,9 @@
 //! The policy language's `[[emulate]]` profiles: parsing, errors, routing per rule and per
 //! direction, and a shaped-then-emulated pipeline on the virtual clock.
 
+mod common;
+use common::{errors, has};
+
 use std::collections::HashMap;
 use weir_core::emulate::{Jitter, LossModel};
 use weir_core::policy::{Policy, Shapes};
@@ -46,20 +49,6 @@ name = "ack-path"
 dst = "10.1.5.0/24"
 emulate = "acks"
 "#;
-
-fn errors(text: &str) -> Vec<String> {
-    match Policy::parse("p.toml", text) {
-        Ok(_) => panic!("policy accepted:\n{text}"),
-        Err(e) => e.0.iter().map(|e| e.to_string()).collect(),
-    }
-}
-
-fn has(errs: &[String], want: &str) {
-    assert!(
-        errs.iter().any(|e| e.contains(want)),
-        "expected an error containing {want:?}, got {errs:#?}"
-    );
-}
 
 #[test]
 fn profiles_parse_and_describe() {

@@ -1,21 +1,9 @@
 //! Invalid policies are rejected with `file:line:col` and a specific message.
 
+mod common;
+use common::{errors, has};
+
 use weir_core::policy::{AdaptMode, Policy};
-
-/// Parse `text` and return the rendered errors (panics if it is accepted).
-fn errors(text: &str) -> Vec<String> {
-    match Policy::parse("p.toml", text) {
-        Ok(_) => panic!("policy accepted:\n{text}"),
-        Err(e) => e.0.iter().map(|e| e.to_string()).collect(),
-    }
-}
-
-fn has(errs: &[String], want: &str) {
-    assert!(
-        errs.iter().any(|e| e.contains(want)),
-        "expected an error containing {want:?}, got {errs:#?}"
-    );
-}
 
 const HEAD: &str =
     "[link]\nrate = \"1Mbit\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"500kbit\"\n";

@@ -8,6 +8,7 @@
 
 use std::process::ExitCode;
 use weir_core::emulate::{spec, EmuConfig};
+use weir_core::framing::{FramingError, FramingSpec};
 use weir_core::policy::{Policy, Shapes};
 use weir_core::units::{parse_duration, parse_limit, parse_rate, Limit};
 use weir_core::Duration;
@@ -27,9 +28,23 @@ pub struct Args {
     /// millisecond it comes at (the trace repeats).
     #[arg(long)]
     trace: Option<std::path::PathBuf>,
-    /// Bytes added to every frame for serialisation: 4 = FCS, 24 = FCS + preamble + IFG.
-    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
-    overhead: i32,
+    /// Bytes added to every frame for serialisation: 4 = FCS, 24 = FCS + preamble + IFG
+    /// (over what --framing sets).
+    #[arg(long, allow_hyphen_values = true)]
+    overhead: Option<i32>,
+    /// Minimum packet unit: a frame counts at least this many bytes (over --framing).
+    #[arg(long)]
+    mpu: Option<u32>,
+    /// ATM cells: 48 bytes of each 53 carry data, the last cell padded.
+    #[arg(long, conflicts_with = "ptm")]
+    atm: bool,
+    /// PTM (VDSL2) 64b/65b coding: one byte more per 64.
+    #[arg(long)]
+    ptm: bool,
+    /// CAKE's link-layer keywords, e.g. "pppoe-ptm" or "bridged-ptm ether-vlan" (see
+    /// docs/policy.md); --overhead, --mpu, --atm, --ptm override what they set.
+    #[arg(long)]
+    framing: Option<String>,
     /// One-way delay added to every packet (e.g. 125ms, 500us).
     #[arg(long, default_value = "0s")]
     delay: String,
@@ -73,8 +88,22 @@ fn opt<T>(name: &str, r: Result<T, String>) -> anyhow::Result<T> {
 
 /// The link the options describe, validated.
 pub fn config(a: &Args) -> anyhow::Result<EmuConfig> {
-    let mut c = EmuConfig {
+    let framing = FramingSpec {
+        keywords: a.framing.as_deref(),
         overhead: a.overhead,
+        mpu: a.mpu,
+        atm: a.atm.then_some(true),
+        ptm: a.ptm.then_some(true),
+    };
+    let mut c = EmuConfig {
+        framing: framing.resolve().map_err(|e| {
+            let option = match e {
+                FramingError::UnknownKeyword(_) => "framing",
+                FramingError::Mpu(_) => "mpu",
+                _ => "overhead",
+            };
+            anyhow::anyhow!("--{option}: {e}")
+        })?,
         mtu: a.mtu,
         reorder: a.reorder,
         ..EmuConfig::default()

@@ -213,6 +213,18 @@ fn emu_refuses_bad_options_clearly() {
             "--duplicate: '150%' is outside",
         ),
         (&["--direction", "up"][..], "--direction: 'up'"),
+        (
+            &["--framing", "pppoe-ptm adsl"][..],
+            "--framing: unknown framing keyword 'adsl'; expected one of: raw,",
+        ),
+        (
+            &["--overhead", "-40"][..],
+            "--overhead: overhead -40 counts a 34-byte frame",
+        ),
+        (
+            &["--mpu", "5000"][..],
+            "--mpu: mpu 5000 is above 4096 bytes",
+        ),
     ] {
         let args: Vec<&str> = base.iter().chain(extra).copied().collect();
         let (code, _, err) = weir(&args);

@@ -144,11 +144,16 @@ pub struct TcpSpec {
 }
 
 impl TcpSpec {
-    /// Writes the option area into `buf` (at least 20 bytes), returning its length.
-    fn emit_options(&self, buf: &mut [u8]) -> Result<usize> {
+    /// Writes the option area into `buf`: this spec's options, then `extra`, then NOPs up
+    /// to a multiple of four bytes; returns its length.
+    fn emit_options(&self, extra: &[TcpOption], buf: &mut [u8; MAX_OPTIONS]) -> Result<usize> {
         let mut at = 0;
         let mut put = |o: TcpOption, at: &mut usize| -> Result<()> {
-            *at += o.emit(buf.get_mut(*at..).ok_or(Error::BufferTooSmall)?)?;
+            let room = buf.get_mut(*at..).unwrap_or_default();
+            *at += o.emit(room).map_err(|e| match e {
+                Error::BufferTooSmall => Error::Unsupported("TCP options longer than 40 bytes"),
+                e => e,
+            })?;
             Ok(())
         };
         if let Some(mss) = self.mss {
@@ -175,9 +180,18 @@ impl TcpSpec {
             put(TcpOption::Nop, &mut at)?;
             put(TcpOption::WindowScale(shift), &mut at)?;
         }
+        for o in extra {
+            put(*o, &mut at)?;
+        }
+        while at % 4 != 0 {
+            put(TcpOption::Nop, &mut at)?;
+        }
         Ok(at)
     }
 }
+
+/// The largest TCP option area (data offset 15).
+const MAX_OPTIONS: usize = tcp::MAX_HEADER_LEN - tcp::HEADER_LEN;
 
 /// Which IP header to write.
 #[derive(Clone, Copy)]
@@ -308,10 +322,11 @@ fn tcp_frame(
     eth: &EthSpec,
     ip: IpSpec<'_>,
     spec: &TcpSpec,
+    extra: &[TcpOption],
     payload: &[u8],
 ) -> Result<usize> {
-    let mut opts = [0u8; 20];
-    let opt_len = spec.emit_options(&mut opts)?;
+    let mut opts = [0u8; MAX_OPTIONS];
+    let opt_len = spec.emit_options(extra, &mut opts)?;
     let hl = tcp::HEADER_LEN + opt_len;
     frame(
         buf,
@@ -369,7 +384,7 @@ pub fn tcp_v4_frame(
     tcp: &TcpSpec,
     payload: &[u8],
 ) -> Result<usize> {
-    tcp_frame(buf, eth, IpSpec::V4(ip), tcp, payload)
+    tcp_frame(buf, eth, IpSpec::V4(ip), tcp, &[], payload)
 }
 
 /// Writes an Ethernet / IPv6 / TCP frame (options per [`TcpSpec`]).
@@ -380,7 +395,35 @@ pub fn tcp_v6_frame(
     tcp: &TcpSpec,
     payload: &[u8],
 ) -> Result<usize> {
-    tcp_frame(buf, eth, IpSpec::V6(ip), tcp, payload)
+    tcp_frame(buf, eth, IpSpec::V6(ip), tcp, &[], payload)
+}
+
+/// Writes an Ethernet / IPv4 / TCP frame whose options are [`TcpSpec`]'s followed by
+/// `extra` as given (any kinds, in any order: e.g. `NOP NOP SACK` after the timestamps of
+/// an ACK), NOP-padded to a multiple of four bytes. Errors also:
+/// [`Error::Unsupported`] if the options exceed 40 bytes, [`Error::Malformed`] for an
+/// option [`TcpOption::emit`] refuses.
+pub fn tcp_v4_frame_opts(
+    buf: &mut [u8],
+    eth: &EthSpec,
+    ip: &Ipv4Spec,
+    tcp: &TcpSpec,
+    extra: &[TcpOption],
+    payload: &[u8],
+) -> Result<usize> {
+    tcp_frame(buf, eth, IpSpec::V4(ip), tcp, extra, payload)
+}
+
+/// Writes an Ethernet / IPv6 / TCP frame with extra options (as [`tcp_v4_frame_opts`]).
+pub fn tcp_v6_frame_opts(
+    buf: &mut [u8],
+    eth: &EthSpec,
+    ip: &Ipv6Spec,
+    tcp: &TcpSpec,
+    extra: &[TcpOption],
+    payload: &[u8],
+) -> Result<usize> {
+    tcp_frame(buf, eth, IpSpec::V6(ip), tcp, extra, payload)
 }
 
 /// Writes an ICMP echo request (`request == true`) or echo reply message with
@@ -636,8 +679,8 @@ mod tests {
             window_scale: Some(7),
             ..TcpSpec::default()
         };
-        let mut opts = [0u8; 20];
-        let n = spec.emit_options(&mut opts).unwrap();
+        let mut opts = [0u8; MAX_OPTIONS];
+        let n = spec.emit_options(&[], &mut opts).unwrap();
         assert_eq!(
             opts[..n],
             [
@@ -657,7 +700,7 @@ mod tests {
                 window_scale: ws.then_some(3),
                 ..spec
             };
-            assert_eq!(s.emit_options(&mut opts).unwrap() % 4, 0);
+            assert_eq!(s.emit_options(&[], &mut opts).unwrap() % 4, 0);
         }
     }
 
@@ -688,6 +731,83 @@ mod tests {
         // IPv4 checksum 0x278B and TCP checksum 0xBA4F, both cross-checked.
         assert_eq!(buf[24..26], [0x27, 0x8b]);
         assert_eq!(buf[34 + 16..34 + 18], [0xba, 0x4f]);
+    }
+
+    #[test]
+    fn extra_options_follow_the_spec_and_are_padded() {
+        // a Linux ACK with two SACK blocks: NOP NOP TS NOP NOP SACK (12 + 20 bytes)
+        let spec = TcpSpec {
+            ack: 1000,
+            flags: TcpFlags::ACK,
+            timestamps: Some((7, 9)),
+            ..TcpSpec::default()
+        };
+        let sack = TcpOption::Sack {
+            blocks: [(2000, 2100), (3000, 3500), (0, 0), (0, 0)],
+            count: 2,
+        };
+        let mut buf = [0u8; 128];
+        let n = tcp_v6_frame_opts(
+            &mut buf,
+            &EthSpec::default(),
+            &Ipv6Spec::default(),
+            &spec,
+            &[TcpOption::Nop, TcpOption::Nop, sack],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(n, 14 + 40 + 20 + 32);
+        let p = parse_frame(&buf[..n]).unwrap();
+        let seg = p.tcp(&buf[..n]).unwrap();
+        assert!(seg.verify_checksum(p.src_ip.unwrap(), p.dst_ip.unwrap()));
+        let opts: std::vec::Vec<_> = seg.options_iter().map(|o| o.unwrap()).collect();
+        assert_eq!(
+            opts,
+            [
+                TcpOption::Nop,
+                TcpOption::Nop,
+                TcpOption::Timestamps { tsval: 7, tsecr: 9 },
+                TcpOption::Nop,
+                TcpOption::Nop,
+                sack
+            ]
+        );
+        // an odd length is padded with NOPs: MD5 (18 bytes) + 2 NOPs
+        let md5 = TcpOption::Unknown { kind: 19, len: 18 };
+        let n = tcp_v4_frame_opts(
+            &mut buf,
+            &EthSpec::default(),
+            &Ipv4Spec::default(),
+            &TcpSpec::default(),
+            &[md5],
+            b"x",
+        )
+        .unwrap();
+        let p = parse_frame(&buf[..n]).unwrap();
+        let seg = p.tcp(&buf[..n]).unwrap();
+        assert_eq!(seg.header_len(), 20 + 20);
+        assert_eq!(seg.options()[18..], [1, 1]);
+        assert_eq!(seg.payload(), b"x");
+        assert!(seg.verify_checksum(p.src_ip.unwrap(), p.dst_ip.unwrap()));
+        // more than 40 bytes of options, and an option emit refuses
+        let four = TcpOption::Sack {
+            blocks: [(1, 2); 4],
+            count: 4,
+        };
+        let e = EthSpec::default();
+        let v4 = Ipv4Spec::default();
+        assert!(matches!(
+            tcp_v4_frame_opts(&mut buf, &e, &v4, &spec, &[four], &[]),
+            Err(Error::Unsupported(_))
+        ));
+        let none = TcpOption::Sack {
+            blocks: [(0, 0); 4],
+            count: 0,
+        };
+        assert!(matches!(
+            tcp_v4_frame_opts(&mut buf, &e, &v4, &TcpSpec::default(), &[none], &[]),
+            Err(Error::Malformed(_))
+        ));
     }
 
     #[test]

@@ -364,6 +364,33 @@ impl Iterator for TcpOptions<'_> {
 
 impl core::iter::FusedIterator for TcpOptions<'_> {}
 
+impl<'a> TcpOptions<'a> {
+    /// The same walk without decoding: `(kind, body)` per option, the body being the
+    /// bytes after the kind and length octets (empty for `EOL` and `NOP`). Lengths are
+    /// not checked against the kind, so a reader can apply its own rules (CAKE's ACK
+    /// filter refuses a timestamp option of the wrong length rather than ignoring it).
+    /// Ends after `EOL`, at the end of the area, or with one error item for an option
+    /// whose length byte is missing, below 2, or runs past the area — where Linux's
+    /// `tcp_parse_options` stops reading too.
+    pub fn raw(self) -> RawOptions<'a> {
+        RawOptions(self)
+    }
+}
+
+/// Iterator over undecoded options, from [`TcpOptions::raw`].
+#[derive(Debug, Clone)]
+pub struct RawOptions<'a>(TcpOptions<'a>);
+
+impl<'a> Iterator for RawOptions<'a> {
+    type Item = Result<(u8, &'a [u8])>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(self.0.next_raw()?.map(|o| (o.kind, o.body)))
+    }
+}
+
+impl core::iter::FusedIterator for RawOptions<'_> {}
+
 /// A view of a TCP segment.
 #[derive(Debug, Clone)]
 pub struct Packet<T: AsRef<[u8]>> {
@@ -799,6 +826,33 @@ mod tests {
         assert!(matches!(it.next(), Some(Err(Error::Malformed(_)))));
         assert_eq!(it.next(), None);
         assert_eq!(it.next(), None);
+    }
+
+    #[test]
+    fn raw_options_keep_lengths_the_decoder_refuses() {
+        fn raw(d: &[u8]) -> Vec<Result<(u8, &[u8])>> {
+            TcpOptions::new(d).raw().collect()
+        }
+        // a timestamp option 8 bytes long and a 6-byte SACK: the decoder stops with an
+        // error at the first; the raw walk hands both over, then stops at EOL
+        let d = [1, 8, 8, 1, 2, 3, 4, 5, 6, 5, 6, 9, 9, 9, 9, 0, 30, 2];
+        assert_eq!(
+            raw(&d),
+            [
+                Ok((1, &[][..])),
+                Ok((8, &[1, 2, 3, 4, 5, 6][..])),
+                Ok((5, &[9, 9, 9, 9][..])),
+                Ok((0, &[][..])),
+            ]
+        );
+        assert!(TcpOptions::new(&d).any(|o| o.is_err()));
+        // the walk ends where Linux's does: missing length byte, length < 2, past the end
+        for bad in [&[1u8, 30][..], &[30, 1, 0, 0], &[30, 5, 0, 0]] {
+            let v = raw(bad);
+            assert!(v.last().unwrap().is_err(), "{bad:?}");
+            assert!(v[..v.len() - 1].iter().all(|o| o.is_ok()));
+        }
+        assert_eq!(raw(&[]), []);
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //! trace**.
 //!
 //! * Schedule: `[(t_0 = 0, r_0), (t_1, r_1), …]`, times in ns from the link's origin,
-//!   strictly increasing, rates in bit/s (≥ 8, per-frame overhead counted as for a fixed
-//!   rate); the rate is `r_i` during `[t_i, t_{i+1})` and the last rate holds for ever. A
+//!   strictly increasing, rates in bit/s (≥ 8, frames counted by the link's framing as for
+//!   a fixed rate); the rate is `r_i` during `[t_i, t_{i+1})` and the last rate holds for ever. A
 //!   frame that starts in one segment and ends in a later one is sent at each segment's
 //!   rate in turn (bits are conserved; picosecond arithmetic as the fixed-rate serialiser).
 //! * Trace: Mahimahi's format (Netravali et al., "Mahimahi", USENIX ATC 2015): one line
@@ -24,6 +24,7 @@
 
 use std::sync::Arc;
 
+use crate::framing::Framing;
 use crate::rate::Rate;
 
 /// Bytes one trace opportunity delivers.
@@ -149,14 +150,20 @@ pub struct Cursor {
 const MS_PS: u128 = 1_000_000_000;
 
 impl Cursor {
-    /// Serialise a frame of `len` bytes (+ `overhead`, as a fixed rate counts it) that
-    /// may start at `start_ps` (ps from the origin): when its last bit leaves, ps from
-    /// the origin.
-    pub fn serialise(&mut self, cap: &Capacity, start_ps: u128, len: u32, overhead: i32) -> u128 {
+    /// Serialise a frame of `len` bytes (counted as `framing` says, as a fixed rate counts
+    /// it) that may start at `start_ps` (ps from the origin): when its last bit leaves, ps
+    /// from the origin.
+    pub fn serialise(
+        &mut self,
+        cap: &Capacity,
+        start_ps: u128,
+        len: u32,
+        framing: Framing,
+    ) -> u128 {
         match cap {
-            Capacity::Schedule(points) => self.through_schedule(points, start_ps, len, overhead),
+            Capacity::Schedule(points) => self.through_schedule(points, start_ps, len, framing),
             Capacity::Trace(ms) => {
-                let bytes = (len as i64 + overhead as i64).max(1) as u64;
+                let bytes = u64::from(framing.wire_len(len));
                 self.through_trace(ms, start_ps, bytes)
             }
         }
@@ -167,7 +174,7 @@ impl Cursor {
         points: &[(u64, u64)],
         start_ps: u128,
         len: u32,
-        overhead: i32,
+        framing: Framing,
     ) -> u128 {
         let ps = |ns: u64| ns as u128 * 1000;
         // the segment holding `start`
@@ -183,7 +190,7 @@ impl Cursor {
         let mut t = start_ps;
         let mut left = 1.0f64;
         loop {
-            let full = Rate::with_overhead(points[i].1, overhead).tx_ps(len) as u128;
+            let full = Rate::with_framing(points[i].1, framing).tx_ps(len) as u128;
             let need = (full as f64 * left).ceil() as u128;
             match points.get(i + 1) {
                 Some(&(next, _)) if t + need > ps(next) => {
@@ -239,6 +246,8 @@ mod tests {
     /// 1500 bytes at 12 Mbit/s take 1 ms; at 1.2 Mbit/s 10 ms. A frame starting 0.5 ms
     /// before the change from 12 to 1.2 Mbit/s sends half its bits fast (0.5 ms) and the
     /// other half at the slow rate (5 ms): it ends at 5.5 ms after its start.
+    const F0: Framing = Framing::plain(0);
+
     #[test]
     fn a_schedule_carries_a_frame_across_a_change() {
         let cap = Capacity::schedule(vec![(0, 12_000_000), (10_000_000, 1_200_000)]).unwrap();
@@ -246,13 +255,13 @@ mod tests {
         // within 10 ps: `Rate::tx_ps` is a fixed-point product, a few ps short of the
         // exact rational at these rates
         let near = |got: u128, want: u128| assert!(got.abs_diff(want) <= 10, "{got} != {want}");
-        near(c.serialise(&cap, 0, 1500, 0), MS);
-        let end = c.serialise(&cap, 9 * MS + MS / 2, 1500, 0);
+        near(c.serialise(&cap, 0, 1500, F0), MS);
+        let end = c.serialise(&cap, 9 * MS + MS / 2, 1500, F0);
         near(end, 9 * MS + MS / 2 + MS / 2 + 5 * MS);
         // later frames at the last rate, for ever
-        near(c.serialise(&cap, 100 * MS, 1500, 0), 110 * MS);
+        near(c.serialise(&cap, 100 * MS, 1500, F0), 110 * MS);
         // a start before the cursor's segment (a reconfigured link) is found again
-        near(c.serialise(&cap, MS, 1500, 0), 2 * MS);
+        near(c.serialise(&cap, MS, 1500, F0), 2 * MS);
         assert_eq!(cap.peak_bps(), 12_000_000);
     }
 
@@ -264,24 +273,24 @@ mod tests {
     fn a_trace_delivers_1500_bytes_per_opportunity() {
         let cap = Capacity::parse_trace("# test\n1\n1\n\n3\n").unwrap();
         let mut c = Cursor::default();
-        let ends: Vec<u128> = (0..4).map(|_| c.serialise(&cap, 0, 1500, 0)).collect();
+        let ends: Vec<u128> = (0..4).map(|_| c.serialise(&cap, 0, 1500, F0)).collect();
         assert_eq!(ends, vec![MS, MS, 3 * MS, 4 * MS]);
         let mut c = Cursor::default();
-        assert_eq!(c.serialise(&cap, 0, 500, 0), MS);
+        assert_eq!(c.serialise(&cap, 0, 500, F0), MS);
         assert_eq!(
-            c.serialise(&cap, 0, 1000, 0),
+            c.serialise(&cap, 0, 1000, F0),
             MS,
             "the rest of the same opportunity"
         );
         assert_eq!(
-            c.serialise(&cap, 0, 100, 0),
+            c.serialise(&cap, 0, 100, F0),
             MS,
             "the second opportunity at 1 ms"
         );
         // idle until 10 ms: opportunities at 3, 4, 4, 6, 7, 7, 9 are gone; next at 10
-        assert_eq!(c.serialise(&cap, 10 * MS, 1500, 0), 10 * MS);
-        assert_eq!(c.serialise(&cap, 10 * MS, 1500, 0), 10 * MS);
-        assert_eq!(c.serialise(&cap, 10 * MS, 1500, 0), 12 * MS);
+        assert_eq!(c.serialise(&cap, 10 * MS, 1500, F0), 10 * MS);
+        assert_eq!(c.serialise(&cap, 10 * MS, 1500, F0), 10 * MS);
+        assert_eq!(c.serialise(&cap, 10 * MS, 1500, F0), 12 * MS);
         // 3 opportunities per 3 ms = 12 Mbit/s on average, 24 at the busiest ms
         assert_eq!(cap.mean_bps(), 12_000_000);
         assert_eq!(cap.peak_bps(), 24_000_000);

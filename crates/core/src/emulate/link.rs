@@ -30,7 +30,7 @@
 //!    `limit_packets` frames wait, or [`DropCause::ByteLimit`] if `waiting bytes + len >
 //!    limit_bytes` ([`crate::queue::fifo::Limits::admit`]).
 //! 3. Serialiser (only with a rate): the frame starts at `max(now, busy_until)` and ends
-//!    `rate.tx_ps(len)` picoseconds later (per-frame `overhead` included); `busy_until` is
+//!    `rate.tx_ps(len)` picoseconds later (the framing applied); `busy_until` is
 //!    kept as ns plus a picosecond remainder, so rounding never accumulates. The frame's
 //!    last bit leaves at the end time rounded *up* to a whole ns. Without a rate the
 //!    serialiser takes no time and the queue is always empty.
@@ -57,10 +57,11 @@
 //! when empty; `dequeue` returns the head when `release <= now`.
 //!
 //! Parameters ([`EmuConfig`], all optional; units in brackets): `rate_bps` [bit/s, ≥ 8,
-//! default none = infinitely fast], `overhead` [bytes added to each frame's `Meta::len`
-//! for serialisation, ±4096, default 0; `Meta::len` excludes the FCS, so 4 gives seed 002's
-//! frame sizes ([`OVERHEAD_FCS`]) and 24 = FCS 4 + preamble 7 + SFD 1 + inter-frame gap 12
-//! gives the true occupancy of an Ethernet line ([`OVERHEAD_ETHERNET`])], `mtu` [bytes,
+//! default none = infinitely fast], `framing` [[`crate::framing::Framing`]: bytes added to
+//! each frame's `Meta::len` for serialisation, ±4096, default 0 — `Meta::len` excludes the
+//! FCS, so 4 gives seed 002's frame sizes ([`OVERHEAD_FCS`]) and 24 = FCS 4 + preamble 7 +
+//! SFD 1 + inter-frame gap 12 gives the true occupancy of an Ethernet line
+//! ([`OVERHEAD_ETHERNET`]) — and a minimum packet unit, ATM cells or PTM coding], `mtu` [bytes,
 //! default 1514], `delay` [ns, ≤ 1 h, default 0], `jitter` [[`super::Jitter`], default
 //! none], `reorder` [default false], `loss` [[`super::LossModel`], default none],
 //! `duplicate` and `corrupt` [probabilities, default 0], `limit_packets` / `limit_bytes`
@@ -205,7 +206,7 @@ impl EmuLink {
         Ok(EmuLink {
             rate: cfg
                 .sizing_bps()
-                .map(|bps| Rate::with_overhead(bps, cfg.overhead)),
+                .map(|bps| Rate::with_framing(bps, cfg.framing)),
             varying: cfg.capacity.clone().map(|c| (c, Default::default(), None)),
             limits: cfg.limits(),
             loss: Loss::new(cfg.loss),
@@ -300,7 +301,7 @@ impl EmuLink {
         cfg.validate()?;
         self.rate = cfg
             .sizing_bps()
-            .map(|bps| Rate::with_overhead(bps, cfg.overhead));
+            .map(|bps| Rate::with_framing(bps, cfg.framing));
         // a new capacity starts from its origin at the next frame; the same one goes on
         if cfg.capacity != self.cfg.capacity {
             self.varying = cfg.capacity.clone().map(|c| (c, Default::default(), None));
@@ -387,7 +388,7 @@ impl EmuLink {
                         let o = *origin.get_or_insert(s_ns);
                         let start = s_ns.saturating_sub(o) as u128 * 1000 + s_ps as u128;
                         let end =
-                            cursor.serialise(cap, start, len.min(MAX_FRAME), self.cfg.overhead);
+                            cursor.serialise(cap, start, len.min(MAX_FRAME), self.cfg.framing);
                         let end_ns = (end / 1000).min(u64::MAX as u128) as u64;
                         self.busy_ns = o.saturating_add(end_ns);
                         self.busy_ps = (end % 1000) as u64;

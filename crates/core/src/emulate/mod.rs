@@ -48,6 +48,7 @@ pub use dist::Jitter;
 pub use link::{EmuCounters, EmuLink, QueueDelay, OVERHEAD_ETHERNET, OVERHEAD_FCS};
 pub use loss::{Loss, LossModel};
 
+use crate::framing::Framing;
 use crate::meter::token_bucket::MAX_FRAME;
 use crate::pool::{Meta, PktId};
 use crate::qdisc::{Ctx, DropCause, QStats, Qdisc};
@@ -106,9 +107,10 @@ pub struct EmuConfig {
     /// A rate that changes over time (a schedule or a delivery trace) instead of
     /// `rate_bps` (not both).
     pub capacity: Option<Capacity>,
-    /// Bytes added to each frame's `Meta::len` for serialisation (±4096). Default 0;
-    /// [`OVERHEAD_FCS`] = 4, [`OVERHEAD_ETHERNET`] = 24.
-    pub overhead: i32,
+    /// How a frame's `Meta::len` becomes bytes to serialise: bytes added to each frame
+    /// (±4096; [`OVERHEAD_FCS`] = 4, [`OVERHEAD_ETHERNET`] = 24), a minimum, ATM cells or
+    /// PTM coding ([`Framing`]). Default: the frame as it is.
+    pub framing: Framing,
     /// Largest frame, bytes (for the default queue size). Default 1514.
     pub mtu: u32,
     /// Mean one-way delay added after serialisation (<= 1 hour). Default 0.
@@ -134,7 +136,7 @@ impl Default for EmuConfig {
         EmuConfig {
             rate_bps: None,
             capacity: None,
-            overhead: 0,
+            framing: Framing::default(),
             mtu: Self::DEFAULT_MTU,
             delay: Duration::ZERO,
             jitter: Jitter::None,
@@ -153,7 +155,7 @@ impl EmuConfig {
     pub const DEFAULT_MTU: u32 = 1514;
     /// Default packet limit with a rate but no delay (netem's default `limit`).
     pub const DEFAULT_LIMIT_PACKETS: u32 = 1000;
-    pub const MAX_OVERHEAD: i32 = 4096;
+    pub const MAX_OVERHEAD: i32 = Framing::MAX_OVERHEAD;
     /// Largest `delay` and jitter width.
     pub const MAX_DELAY: Duration = Duration(dist::MAX_DELAY_NS);
 
@@ -217,8 +219,8 @@ impl EmuConfig {
                 return Err(EmuError::RateAndCapacity);
             }
         }
-        if self.overhead.abs() > Self::MAX_OVERHEAD {
-            return Err(EmuError::Overhead(self.overhead));
+        if self.framing.overhead().abs() > Self::MAX_OVERHEAD {
+            return Err(EmuError::Overhead(self.framing.overhead()));
         }
         if self.mtu == 0 || self.mtu > MAX_FRAME {
             return Err(EmuError::Mtu(self.mtu));
@@ -586,7 +588,7 @@ mod tests {
         ));
         assert_eq!(
             bad(EmuConfig {
-                overhead: 5000,
+                framing: Framing::plain(5000),
                 ..ok.clone()
             }),
             EmuError::Overhead(5000)

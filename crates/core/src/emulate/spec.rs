@@ -19,6 +19,7 @@
 //! field (policy) or the option name (command line).
 
 use super::{EmuConfig, Jitter, LossModel};
+use crate::framing::{Coding, Framing};
 use crate::units::{fmt_duration, fmt_rate, fmt_size};
 
 /// A probability: `"1%"` (percent) or `"0.01"` (fraction).
@@ -198,11 +199,21 @@ pub fn describe(c: &EmuConfig) -> String {
         None => {}
     }
     if let Some(r) = c.rate_bps {
-        let mut s = format!("rate {}", fmt_rate(r));
-        if c.overhead != 0 {
-            s += &format!(" ({:+} B/frame)", c.overhead);
+        parts.push(format!("rate {}", fmt_rate(r)));
+    }
+    if (c.rate_bps.is_some() || c.capacity.is_some()) && c.framing != Framing::default() {
+        // on the rate's entry: "rate 155Mbit (+24 B/frame, mpu 84 B, atm)"
+        let f = c.framing;
+        let mut s = format!(" ({:+} B/frame", f.overhead());
+        if f.mpu() > 0 {
+            s += &format!(", mpu {} B", f.mpu());
         }
-        parts.push(s);
+        if f.coding() != Coding::Plain {
+            s += &format!(", {}", f.coding().name());
+        }
+        if let Some(last) = parts.last_mut() {
+            *last += &(s + ")");
+        }
     }
     if c.delay.0 > 0 || !c.jitter.is_none() {
         let mut s = format!("delay {}", fmt_duration(c.delay.0));
@@ -353,7 +364,7 @@ mod tests {
     fn describes_a_link() {
         let c = EmuConfig {
             rate_bps: Some(155_000_000),
-            overhead: 24,
+            framing: Framing::plain(24),
             delay: Duration::from_millis(125),
             jitter: Jitter::Normal { sigma: 1_000_000 },
             loss: LossModel::Bernoulli { p: 0.01 },
@@ -361,7 +372,15 @@ mod tests {
         };
         let d = describe(&c);
         assert!(d.contains("rate 155Mbit"), "{d}");
-        assert!(d.contains("+24 B/frame"), "{d}");
+        assert!(d.contains("rate 155Mbit (+24 B/frame)"), "{d}");
+        let atm = describe(&EmuConfig {
+            framing: Framing::cake("pppoa-vcmux ethernet").unwrap(),
+            ..c.clone()
+        });
+        assert!(
+            atm.contains("rate 155Mbit (+34 B/frame, mpu 84 B, atm)"),
+            "{atm}"
+        );
         assert!(d.contains("delay 125ms σ 1ms normal"), "{d}");
         assert!(d.contains("loss random 1%"), "{d}");
         assert!(d.contains("bandwidth-delay product"), "{d}");

@@ -36,7 +36,8 @@
 //!   cost of a `burst`-byte frame (HTB's `buffer`, the multiply-and-shift conversion).
 //! * [`TokenBucket`]: a [`Bucket<Ns>`] with its own checkpoint and debt floor, for a shaper
 //!   that owns its clock state (the `Tbf`). Its depth is converted exactly once in the
-//!   constructor: `burst_ns = (burst + overhead) * 8e9 / bps`, rounded down.
+//!   constructor: `burst_ns` = the bytes a `burst`-byte frame counts (the rate's framing)
+//!   × 8e9 / bps, rounded down.
 //!
 //! A frame whose cost exceeds the whole bucket conforms when the bucket is full, and the
 //! debt it leaves is repaid before the next frame conforms; this keeps an oversized frame
@@ -289,10 +290,10 @@ impl<U: TokenUnit> Bucket<U> {
     }
 }
 
-/// Nanoseconds to send `bytes` (plus the rate's per-frame overhead) at `rate`, rounded down,
-/// computed exactly (constructor use only: it divides).
+/// Nanoseconds to send `bytes` (as one frame, the rate's framing applied) at `rate`, rounded
+/// down, computed exactly (constructor use only: it divides).
 fn bytes_to_ns(rate: Rate, bytes: u64) -> i64 {
-    let wire = (bytes as i128 + rate.overhead() as i128).max(1) as u128;
+    let wire = rate.framing().wire_bytes(bytes) as u128;
     let ns = wire * 8_000_000_000u128 / rate.bps() as u128;
     ns.min(MAX_BURST_NS as u128) as i64
 }
@@ -320,7 +321,11 @@ impl TokenBucket {
     fn sane(rate: Rate) -> Rate {
         let lim = MAX_FRAME as i32;
         if rate.overhead().abs() > lim {
-            Rate::with_overhead(rate.bps(), rate.overhead().clamp(-lim, lim))
+            let framing = rate.framing();
+            Rate::with_framing(
+                rate.bps(),
+                framing.with_overhead(rate.overhead().clamp(-lim, lim)),
+            )
         } else {
             rate
         }

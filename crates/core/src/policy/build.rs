@@ -55,7 +55,7 @@ impl Policy {
                         .session
                         .ceil
                         .zip(c.session.cap_burst(self.mtu))
-                        .map(|(bps, burst)| (Rate::with_overhead(bps, self.overhead), burst)),
+                        .map(|(bps, burst)| (Rate::with_framing(bps, self.framing), burst)),
                 })?)
             }
         })
@@ -97,8 +97,8 @@ impl Policy {
             specs.push(ClassSpec {
                 name: c.name.clone(),
                 parent: c.parent.map(|p| p as ClassId),
-                rate: Rate::with_overhead(c.rate, self.overhead),
-                ceil: Rate::with_overhead(ceil, self.overhead),
+                rate: Rate::with_framing(c.rate, self.framing),
+                ceil: Rate::with_framing(ceil, self.framing),
                 burst: c.burst,
                 cburst: if tcr_only {
                     super::compile::burst_for(ceil, self.mtu)

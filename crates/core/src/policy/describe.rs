@@ -11,14 +11,26 @@ impl Policy {
     pub fn describe(&self) -> String {
         let mut s = String::new();
         s.push_str(&format!(
-            "link {}  technique {}  shapes {}  default class '{}'  mtu {}  overhead {}B\n",
+            "link {}  technique {}  shapes {}  default class '{}'  mtu {}  {}\n",
             fmt_rate(self.link_rate),
             self.technique.name(),
             self.shapes.name(),
             self.classes[self.default_class].name,
             self.mtu,
-            self.overhead
+            self.framing
         ));
+        if !self.framing.is_plain() {
+            // what the framing does to a full frame and a small one, and CAKE's number
+            let f = self.framing;
+            s.push_str(&format!(
+                "framing: a {}-byte frame counts {} B on the link, a 64-byte one {} B \
+                 (CAKE's overhead {} on the IP packet)\n",
+                self.mtu,
+                f.wire_len(self.mtu),
+                f.wire_len(64),
+                f.overhead() + crate::framing::MAC_HEADER
+            ));
+        }
         s.push_str(&format!(
             "{:<28} {:>11} {:>11} {:>4} {:>8}  {}\n",
             "class", "rate", "ceil", "prio", "quantum", "queue"

@@ -364,7 +364,12 @@ pub struct RuleDef {
 pub struct Policy {
     pub file: String,
     pub link_rate: u64,
+    /// The framing's per-frame overhead (bytes added to each frame), for what takes a
+    /// plain overhead; rates take [`Policy::framing`], which also has the mpu and cells.
     pub overhead: i32,
+    /// How the link counts a frame's bytes (`[link]` `framing`, `overhead`, `mpu`, `atm`,
+    /// `ptm`).
+    pub framing: crate::framing::Framing,
     pub mtu: u32,
     pub technique: Technique,
     pub shapes: Shapes,

@@ -16,7 +16,7 @@
 //! | `burst`, `cburst` (bytes, compiled: given, or MTU + 1 ms at the rate) | `burst <N>b cburst <N>b` |
 //! | `prio` (0-7) | `prio <p>` |
 //! | `quantum` (bytes, compiled: given, or proportional to rate among siblings, MTU..200 kB) | `quantum <q>` (HTB takes any value given explicitly) |
-//! | `[link] overhead` ≥ 0 | `overhead <n>` on every class (tc refuses negative overheads: an error) |
+//! | `[link] overhead` ≥ 0, `mpu`, ATM cells (`atm`, `framing`) | `overhead <n> mpu <m> linklayer atm` on every class (the kernel's `psched_l2t_ns` counts as weir: overhead, mpu, cells); tc refuses negative overheads and has no PTM: errors |
 //! | leaf queue | `pfifo limit <packets>` or `bfifo limit <bytes>b`, handle `X:`: the class's `limit` as `weir:cbq` resolves it (written, else 100 packets). Per-flow queuing and RED are not reproduced: `kernel:htb` is the kernel's counterpart of `weir:cbq` |
 //! | `[link] default` | `default X` of the default leaf (ARP and everything unmatched) |
 //! | rule *n* (first match wins) | u32 filters at `parent 1:`, `flowid 1:X`, one `prio` per rule and protocol, increasing in rule order, so the first matching rule wins as in weir |
@@ -347,6 +347,9 @@ pub fn htb_commands(
             policy.overhead
         ));
     }
+    if policy.framing.coding() == weir_core::framing::Coding::Ptm {
+        return Err("[link] framing codes frames as PTM; tc's HTB has no PTM link layer".into());
+    }
     let n = policy.classes.len();
     if CLASS_MINOR_BASE as usize + n > SESSION_MINOR_BASE as usize {
         return Err(format!(
@@ -445,11 +448,17 @@ fn htb_device(
         Some(s) => s.other_minor,
         None => class_minor(dflt),
     };
-    let overhead = if policy.overhead > 0 {
+    let mut overhead = if policy.overhead > 0 {
         format!(" overhead {}", policy.overhead)
     } else {
         String::new()
     };
+    if policy.framing.mpu() > 0 {
+        overhead += &format!(" mpu {}", policy.framing.mpu());
+    }
+    if policy.framing.coding() == weir_core::framing::Coding::Atm {
+        overhead += " linklayer atm";
+    }
     let mut cmds = vec![format!(
         "tc qdisc add dev {dev} root handle 1: htb default {default_minor:x}"
     )];
@@ -853,6 +862,18 @@ src = "10.0.0.0/8"
         assert!(htb_commands(&neg, "lan0", "wan0", None)
             .unwrap_err()
             .contains("overhead -4"));
+        let ptm = policy("[link]\nrate = \"10Mbit\"\nframing = \"bridged-ptm\"\n");
+        assert!(htb_commands(&ptm, "lan0", "wan0", None)
+            .unwrap_err()
+            .contains("PTM"));
+        // ATM cells and an mpu are HTB's own keywords
+        let atm = policy("[link]\nrate = \"10Mbit\"\nframing = \"conservative\"\nmpu = 64\n");
+        let cmds = htb_commands(&atm, "lan0", "wan0", None).unwrap();
+        assert!(
+            cmds[1].ends_with(" overhead 34 mpu 64 linklayer atm"),
+            "{}",
+            cmds[1]
+        );
         let emu = policy("[link]\nrate = \"10Mbit\"\nemulate = \"wan\"\n[[emulate]]\nname = \"wan\"\ndelay = \"10ms\"\n");
         assert!(htb_commands(&emu, "lan0", "wan0", None)
             .unwrap_err()

@@ -20,6 +20,7 @@ use super::{
 use crate::classify::{parse_dscp, parse_vlan, IpNet, Match, Proto};
 use crate::diffserv::Role;
 use crate::emulate::{self, EmuConfig};
+use crate::framing::Framing;
 use crate::sched::linkshare::MAX_LEVEL;
 use crate::units::{self, fmt_rate, Limit};
 use std::collections::HashMap;
@@ -29,11 +30,13 @@ mod adapt;
 mod app;
 mod class;
 mod diffserv;
+mod framing;
 
 use class::compile_class;
 use diffserv::{
     check_interior_rule, compile_meters, compile_role, meter_ref, rule_mark, warn_unused_meters,
 };
+use framing::{compile_framing, FramingKeys};
 
 /// Largest default quantum (bytes) when quanta are derived from rates.
 const MAX_DEFAULT_QUANTUM: u64 = 200_000;
@@ -49,7 +52,7 @@ struct Link {
     /// `None` when `rate` is invalid (already reported).
     rate: Option<u64>,
     mtu: u32,
-    overhead: i32,
+    framing: Framing,
     technique: Technique,
     shapes: Shapes,
 }
@@ -62,7 +65,7 @@ pub(super) fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
     let Link {
         rate: link_rate,
         mtu,
-        overhead,
+        framing,
         technique,
         shapes,
     } = compile_link(src, &link);
@@ -144,7 +147,8 @@ pub(super) fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
     Some(Policy {
         file: src.file.to_string(),
         link_rate,
-        overhead,
+        overhead: framing.overhead(),
+        framing,
         mtu,
         technique,
         shapes,
@@ -162,7 +166,7 @@ pub(super) fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
     })
 }
 
-/// `[link]`: rate, mtu, overhead, technique and direction.
+/// `[link]`: rate, mtu, framing, technique and direction.
 fn compile_link(src: &mut Src<'_>, link: &RawLink) -> Link {
     let link_rate = parse_with(src, "rate", &link.rate, units::parse_rate);
     let mtu = link
@@ -170,20 +174,15 @@ fn compile_link(src: &mut Src<'_>, link: &RawLink) -> Link {
         .as_ref()
         .and_then(|m| parse_mtu(src, m))
         .unwrap_or(1514);
-    let overhead = match &link.overhead {
-        None => 0,
-        Some(o) if (-64..=256).contains(o.get_ref()) => *o.get_ref() as i32,
-        Some(o) => {
-            src.err(
-                o.span(),
-                format!(
-                    "`overhead`: {} is outside -64..=256 bytes per frame",
-                    o.get_ref()
-                ),
-            );
-            0
-        }
+    let keys = FramingKeys {
+        framing: link.framing.as_ref(),
+        overhead: link.overhead.as_ref(),
+        mpu: link.mpu.as_ref(),
+        atm: link.atm.as_ref(),
+        ptm: link.ptm.as_ref(),
     };
+    // CAKE's ranges (iproute2 tc/q_cake.c)
+    let framing = compile_framing(src, keys, -64..=256, 256);
     let technique = match &link.technique {
         None => Technique::Cbq,
         Some(t) => Technique::parse(t.get_ref()).unwrap_or_else(|| {
@@ -202,7 +201,7 @@ fn compile_link(src: &mut Src<'_>, link: &RawLink) -> Link {
     Link {
         rate: link_rate,
         mtu,
-        overhead,
+        framing,
         technique,
         shapes,
     }
@@ -740,19 +739,15 @@ fn compile_emulators(
                 cfg.capacity = read_trace(src, t);
             }
         }
-        if let Some(o) = &e.overhead {
-            match i32::try_from(*o.get_ref()) {
-                Ok(x) if x.abs() <= EmuConfig::MAX_OVERHEAD => cfg.overhead = x,
-                _ => src.err(
-                    o.span(),
-                    format!(
-                        "`overhead`: {} is outside ±{} bytes per frame",
-                        o.get_ref(),
-                        EmuConfig::MAX_OVERHEAD
-                    ),
-                ),
-            }
-        }
+        let keys = FramingKeys {
+            framing: e.framing.as_ref(),
+            overhead: e.overhead.as_ref(),
+            mpu: e.mpu.as_ref(),
+            atm: e.atm.as_ref(),
+            ptm: e.ptm.as_ref(),
+        };
+        let max = EmuConfig::MAX_OVERHEAD;
+        cfg.framing = compile_framing(src, keys, -max..=max, Framing::MAX_MPU);
         if let Some(m) = e.mtu.as_ref().and_then(|m| parse_mtu(src, m)) {
             cfg.mtu = m;
         }

@@ -384,7 +384,10 @@ mod tests {
         let p = weir_core::policy::Policy::parse("t", &weir_policy(D125, Some(R155), 3)).unwrap();
         assert_eq!(p.seed, 3);
         let e = &p.emulators[0].cfg;
-        assert_eq!((e.rate_bps, e.overhead, e.delay.0), (Some(R155), 4, D125));
+        assert_eq!(
+            (e.rate_bps, e.framing.overhead(), e.delay.0),
+            (Some(R155), 4, D125)
+        );
         let p0 = weir_core::policy::Policy::parse("t", &weir_policy(0, None, 1)).unwrap();
         assert!(p0.emulators[0].cfg.is_transparent());
     }
