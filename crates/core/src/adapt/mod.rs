@@ -68,6 +68,6 @@ pub struct AdaptConfig {
     pub root: AdaptClassDef,
     /// The controlled leaves, in the order of `def.classes`.
     pub leaves: Vec<AdaptClassDef>,
-    /// Per-frame overhead the policy's rates count, bytes.
-    pub overhead: i32,
+    /// How the policy's rates count a frame.
+    pub framing: crate::framing::Framing,
 }

@@ -252,7 +252,7 @@ pub(super) struct Adapt {
     /// The root class (the shaped link): its id and (burst, cburst).
     root: (ClassId, (u32, u32)),
     leaves: Vec<Leaf>,
-    overhead: i32,
+    framing: crate::framing::Framing,
     mac: MacAddr,
     /// Distinct next hops, and each target's index among them.
     hops: Vec<Hop>,
@@ -332,7 +332,7 @@ impl Adapt {
         Ok(Adapt {
             root: (id(&root.name)?, (root.burst, root.cburst)),
             leaves,
-            overhead: cfg.overhead,
+            framing: cfg.framing,
             mac: MacAddr([0x02, 0x77, s[0], s[1], s[2], s[3]]),
             hops,
             hop_of,
@@ -583,8 +583,8 @@ impl Adapt {
         };
         let line = self.line_bps();
         let link = self.link_bps().max(8);
-        let overhead = self.overhead;
-        let rate = |bps: u64| Rate::with_overhead(bps, overhead);
+        let framing = self.framing;
+        let rate = |bps: u64| Rate::with_framing(bps, framing);
         let (root, (b, cb)) = self.root;
         sched.set_rates(root, rate(link), rate(link), b, cb, now);
         let assured: Vec<f64> = match &self.ctl {

@@ -59,8 +59,9 @@ impl LaneConfig {
 pub struct DeviceConfig {
     /// Where it came from (the policy's file name), for reports.
     pub source: String,
-    /// Per-frame overhead the policy's rates count, bytes (for run-time rate changes).
-    pub overhead: i32,
+    /// How the policy's rates count a frame (overhead, mpu, ATM/PTM cells), for run-time
+    /// rate changes.
+    pub framing: crate::framing::Framing,
     /// Outbound, inbound (indexed by [`crate::pool::Direction::index`]).
     pub lanes: [LaneConfig; 2],
     /// The connection table shared by both directions; `None`: the device keeps none.

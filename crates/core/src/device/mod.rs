@@ -91,8 +91,8 @@ pub struct Device {
     lanes: [Pipeline; 2],
     /// What both directions' stages share: connections, TCR, admission, originate queues.
     shared: Shared,
-    /// Per-frame overhead the policy's rates count (bytes), for run-time rate changes.
-    overhead: i32,
+    /// How the policy's rates count a frame, for run-time rate changes.
+    framing: crate::framing::Framing,
     /// Where the policy came from (its file name).
     source: String,
     /// 1 for the policy the device was built with, +1 per reload.
@@ -169,7 +169,7 @@ impl Device {
                 admission: cfg.admission.map(Admission::new),
                 origin: Default::default(),
             },
-            overhead: cfg.overhead,
+            framing: cfg.framing,
             source: cfg.source,
             generation: 1,
             adapt,
@@ -332,7 +332,7 @@ impl Device {
             }
         }
         self.adapt = adapt;
-        self.overhead = cfg.overhead;
+        self.framing = cfg.framing;
         self.source = cfg.source;
         self.generation += 1;
         report.generation = self.generation;
@@ -527,8 +527,8 @@ impl Device {
         }
     }
 
-    /// Run-time control: change the assured rate and ceiling (bits/s, the policy's
-    /// per-frame overhead counted) and bursts (bytes) of class `name` in `dir`, from `now`
+    /// Run-time control: change the assured rate and ceiling (bits/s, frames counted as
+    /// the policy's framing says) and bursts (bytes) of class `name` in `dir`, from `now`
     /// on. Queued packets stay.
     pub fn set_class_rates(
         &mut self,
@@ -543,7 +543,7 @@ impl Device {
                 "class '{name}': rate {rate_bps} bit/s and ceil {ceil_bps} bit/s: need 0 < rate <= ceil"
             ));
         }
-        let overhead = self.overhead;
+        let framing = self.framing;
         let sched = self.lanes[dir.index()]
             .shaper_mut()
             .ok_or_else(|| format!("{dir:?} traffic is not shaped"))?;
@@ -552,8 +552,8 @@ impl Device {
             .ok_or_else(|| format!("no class '{name}'"))?;
         sched.set_rates(
             c,
-            Rate::with_overhead(rate_bps, overhead),
-            Rate::with_overhead(ceil_bps, overhead),
+            Rate::with_framing(rate_bps, framing),
+            Rate::with_framing(ceil_bps, framing),
             burst,
             cburst,
             now,

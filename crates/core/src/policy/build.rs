@@ -275,7 +275,7 @@ impl Policy {
     pub fn device_config(&self, now: Instant) -> Result<DeviceConfig, String> {
         Ok(DeviceConfig {
             source: self.file.clone(),
-            overhead: self.overhead,
+            framing: self.framing,
             lanes: [
                 self.lane_config(Direction::Outbound, now)?,
                 self.lane_config(Direction::Inbound, now)?,
@@ -318,7 +318,7 @@ impl Policy {
             def: def.clone(),
             root: class(0),
             leaves: def.classes.iter().map(|&i| class(i)).collect(),
-            overhead: self.overhead,
+            framing: self.framing,
         })
     }
 
