@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use super::case::{Dir, Host};
 use super::policy::Link;
-use super::{PartSpec, ProbeSeries, RrulConfig, RrulRun, BIN_MS};
+use super::{InfoSeries, PartSpec, ProbeSeries, RrulConfig, RrulRun, BIN_MS};
 use crate::agents::voip::G729_PACKET_MS;
 use crate::stats::dist::percentile;
 use crate::stats::emodel::Codec;
@@ -259,17 +259,16 @@ fn latency_row(measure: &str, p: &ProbeSeries, d: &[Option<i64>], c: &RrulConfig
 }
 
 /// Mean and max of the smoothed RTT samples (ms) taken within `window` (s).
-pub fn srtt_stats(
-    samples: &[crate::agents::InfoSample],
-    window: (f64, f64),
-) -> (Option<f64>, Option<f64>) {
+pub fn srtt_stats(samples: &InfoSeries, window: (f64, f64)) -> (Option<f64>, Option<f64>) {
     let v: Vec<f64> = samples
+        .t_ms
         .iter()
-        .filter(|s| {
-            let t = s.t_us as f64 / 1e6;
-            t >= window.0 && t < window.1 && s.srtt_us > 0
+        .zip(&samples.srtt_us)
+        .filter(|&(&t, &r)| {
+            let t = f64::from(t) / 1000.0;
+            t >= window.0 && t < window.1 && r > 0
         })
-        .map(|s| s.srtt_us as f64 / 1000.0)
+        .map(|(_, &r)| f64::from(r) / 1000.0)
         .collect();
     if v.is_empty() {
         return (None, None);
@@ -554,7 +553,8 @@ mod tests {
             retrans: 0,
             delivered_ce: 0,
         };
-        let v = [s(500, 90), s(1000, 52), s(1500, 58), s(2000, 200)];
+        let v = InfoSeries::of(&[s(500, 90), s(1000, 52), s(1500, 58), s(2000, 200)]);
+        assert_eq!(v.t_ms, [500, 1000, 1500, 2000]);
         assert_eq!(srtt_stats(&v, (1.0, 2.0)), (Some(55.0), Some(58.0)));
         assert_eq!(srtt_stats(&v, (3.0, 4.0)), (None, None));
     }

@@ -364,9 +364,34 @@ pub struct FlowOutcome {
     /// ECN was negotiated; segments delivered with CE marks.
     pub ecn: bool,
     pub delivered_ce: u64,
-    /// `TCP_INFO` every [`INFO_MS`] while writing (µs since the run's start).
-    pub samples: Vec<InfoSample>,
+    /// `TCP_INFO` every [`INFO_MS`] while writing.
+    pub samples: InfoSeries,
     pub error: Option<String>,
+}
+
+/// A flow's `TCP_INFO` samples as columns (the result file stays small): per sample the
+/// time since the run's start (ms), the smoothed RTT (µs), the congestion window
+/// (segments), retransmissions and CE-marked deliveries so far.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct InfoSeries {
+    pub t_ms: Vec<u32>,
+    pub srtt_us: Vec<u32>,
+    pub cwnd: Vec<u32>,
+    pub retrans: Vec<u32>,
+    pub delivered_ce: Vec<u32>,
+}
+
+impl InfoSeries {
+    pub fn of(samples: &[InfoSample]) -> InfoSeries {
+        let col = |f: fn(&InfoSample) -> u32| samples.iter().map(f).collect();
+        InfoSeries {
+            t_ms: col(|s| (s.t_us / 1000).min(u64::from(u32::MAX)) as u32),
+            srtt_us: col(|s| s.srtt_us),
+            cwnd: col(|s| s.cwnd),
+            retrans: col(|s| s.retrans),
+            delivered_ce: col(|s| s.delivered_ce),
+        }
+    }
 }
 
 /// One run of one DUT in one part.

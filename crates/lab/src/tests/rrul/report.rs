@@ -470,6 +470,10 @@ pub fn charts(res: &RrulResult) -> Vec<(String, String)> {
                 )
             })
             .collect();
+        let x_hi = tput
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.0))
+            .fold(1.0f64, f64::max);
         out.push((
             format!("tput-{name}.svg"),
             report::line_chart(
@@ -482,7 +486,9 @@ pub fn charts(res: &RrulResult) -> Vec<(String, String)> {
                 &tput,
                 &ChartOpts {
                     mark: Mark::Scatter,
+                    x_range: Some((0.0, x_hi * 1.05)),
                     y_include_zero: true,
+                    dot: 10.0,
                     ..Default::default()
                 },
             ),

@@ -322,7 +322,7 @@ fn flow_outcome(
         retrans: 0,
         ecn: false,
         delivered_ce: 0,
-        samples: Vec::new(),
+        samples: Default::default(),
         error: None,
     };
     match rep {
@@ -338,7 +338,7 @@ fn flow_outcome(
             out.retrans = u64::from(r.info_final.total_retrans);
             out.ecn = r.info_final.ecn;
             out.delivered_ce = u64::from(r.info_final.delivered_ce);
-            out.samples = r.samples;
+            out.samples = super::InfoSeries::of(&r.samples);
             out.error = r.error;
         }
         Err(e) => out.error = Some(e),

@@ -98,15 +98,17 @@ fn run(c: &RrulConfig, dut: &str, flows: &[FlowPlan], f: &Fake) -> RrulRun {
                     retrans: f.retrans,
                     ecn: f.ecn,
                     delivered_ce: 0,
-                    samples: (20..120)
-                        .map(|i| InfoSample {
-                            t_us: i * 100_000,
-                            srtt_us: ((BASE_MS + f.added_ms) * 1000.0) as u32,
-                            cwnd: 10,
-                            retrans: 0,
-                            delivered_ce: 0,
-                        })
-                        .collect(),
+                    samples: InfoSeries::of(
+                        &(20..120)
+                            .map(|i| InfoSample {
+                                t_us: i * 100_000,
+                                srtt_us: ((BASE_MS + f.added_ms) * 1000.0) as u32,
+                                cwnd: 10,
+                                retrans: 0,
+                                delivered_ce: 0,
+                            })
+                            .collect::<Vec<_>>(),
+                    ),
                     error: None,
                 }
             })
