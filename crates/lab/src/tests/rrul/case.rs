@@ -13,6 +13,9 @@
 //! | `ackfilter` | 4 downloads + 1 upload on a 20 / 0.5 Mbit/s line, twice: the DUT's ACK filter on, then off | — |
 //!
 //! Uploads go from the client side (the DUT's LAN) to the server, downloads the other way.
+//! `rrul`'s marks are on the data: each sender sets `IP_TOS`; the receivers' ACKs go
+//! unmarked (Flent's netperf marks both ends, `-Y CS1,CS1`; one sink serves every flow of a
+//! direction here).
 
 use serde::{Deserialize, Serialize};
 
