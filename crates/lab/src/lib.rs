@@ -4,9 +4,9 @@
 //! | module | what |
 //! |---|---|
 //! | [`topo`] | network namespaces, veth pairs, addresses, the bridge topologies |
-//! | [`agents`] | traffic agents: bulk TCP sender and sink, CBR UDP sender and sink, ICMP echo |
+//! | [`agents`] | traffic agents: bulk TCP sender and sink, CBR UDP sender and sink, ICMP echo, latency probes |
 //! | [`dut`] | devices under test: weir presets, the kernel's HTB (policy translator), scripts |
-//! | [`tests`] | the labs (basic, robustness, advanced, fidelity) and the testbed runner |
+//! | [`tests`] | the labs (basic, robustness, advanced, voip, fidelity, aggregates, diffserv, postgate, rrul) and the testbed runner |
 //! | [`stats`] | Table 4, percentiles and distributions, byte series |
 //! | [`report`] | checks (PASS/FAIL), text tables, SVG charts, HTML, metadata, files |
 

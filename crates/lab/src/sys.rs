@@ -287,3 +287,98 @@ pub(crate) fn run_with_stdin(cmd: &mut Command, text: String, what: &str) -> Res
     let _ = writer.join();
     Ok(out)
 }
+
+/// What the control messages of one received datagram say: the kernel's receive time
+/// (`SO_TIMESTAMPNS`, ns of `CLOCK_REALTIME`) and the socket's drop counter (`SO_RXQ_OVFL`),
+/// when the socket asked for them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RxMeta {
+    pub(crate) rx_ns: Option<u64>,
+    pub(crate) drops: Option<u32>,
+}
+
+/// Reads the control messages of `hdr`, as `recvmsg`/`recvmmsg` filled them.
+pub(crate) fn rx_meta(hdr: &libc::msghdr) -> RxMeta {
+    let mut m = RxMeta::default();
+    // SAFETY: the kernel filled msg_control up to msg_controllen; the CMSG_* helpers stay
+    // within it, and the data is read unaligned.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(hdr);
+        while !c.is_null() {
+            let (level, ty) = ((*c).cmsg_level, (*c).cmsg_type);
+            if level == libc::SOL_SOCKET && ty == libc::SCM_TIMESTAMPNS {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                m.rx_ns = Some(weir_io::clock::timespec_ns(&ts));
+            } else if level == libc::SOL_SOCKET && ty == libc::SO_RXQ_OVFL {
+                m.drops = Some(std::ptr::read_unaligned(libc::CMSG_DATA(c).cast()));
+            }
+            c = libc::CMSG_NXTHDR(hdr, c);
+        }
+    }
+    m
+}
+
+/// One datagram read without blocking from `fd` into `buf` (`recvmsg`): its length
+/// (truncated to `buf`), its source address and its kernel receive time (set
+/// `SO_TIMESTAMPNS` on the socket; without it `rx_ns` is `None`). `Ok(None)`: nothing queued.
+pub(crate) fn recv_stamped(
+    fd: RawFd,
+    buf: &mut [u8],
+) -> io::Result<Option<(usize, std::net::SocketAddr, Option<u64>)>> {
+    let mut ctrl = [0u64; 16];
+    // SAFETY: sockaddr_storage is plain data; all-zero is valid.
+    let mut from: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: msghdr is plain data; all-zero is an empty message.
+    let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
+    hdr.msg_name = (&mut from as *mut libc::sockaddr_storage).cast();
+    hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    hdr.msg_iov = &mut iov;
+    hdr.msg_iovlen = 1;
+    hdr.msg_control = ctrl.as_mut_ptr().cast();
+    hdr.msg_controllen = std::mem::size_of_val(&ctrl);
+    loop {
+        // SAFETY: every pointer in hdr refers to a live local buffer of the size given.
+        let n = unsafe { libc::recvmsg(fd, &mut hdr, libc::MSG_DONTWAIT) };
+        if n >= 0 {
+            let meta = rx_meta(&hdr);
+            let src = sockaddr_of(&from);
+            return Ok(Some(((n as usize).min(buf.len()), src, meta.rx_ns)));
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::WouldBlock => return Ok(None),
+            io::ErrorKind::Interrupted => continue,
+            _ => return Err(e),
+        }
+    }
+}
+
+/// The IPv4 or IPv6 address and port in `s` (unspecified for another family).
+fn sockaddr_of(s: &libc::sockaddr_storage) -> std::net::SocketAddr {
+    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+    match s.ss_family as libc::c_int {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in.
+            let a: libc::sockaddr_in =
+                unsafe { std::ptr::read((s as *const libc::sockaddr_storage).cast()) };
+            SocketAddr::from((
+                Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)),
+                u16::from_be(a.sin_port),
+            ))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says the storage holds a sockaddr_in6.
+            let a: libc::sockaddr_in6 =
+                unsafe { std::ptr::read((s as *const libc::sockaddr_storage).cast()) };
+            SocketAddr::from((
+                Ipv6Addr::from(a.sin6_addr.s6_addr),
+                u16::from_be(a.sin6_port),
+            ))
+        }
+        _ => SocketAddr::from(([0, 0, 0, 0], 0)),
+    }
+}

@@ -7,7 +7,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use weir_lab::agents::{icmp_ping, icmp_ping_with, PingOpts, SenderOpts, TcpSender, TcpSink};
+use weir_lab::agents::{
+    icmp_ping, icmp_ping_with, DscpCounter, PingOpts, ProbeKind, ProbeOpts, Prober, SenderOpts,
+    SinkOpts, TcpSender, TcpSink, UdpReflector,
+};
 use weir_lab::topo::{
     list_testbed_namespaces, process_prefix, set_tcp_options, skip_unless_root, BridgeTopo, Netns,
 };
@@ -112,6 +115,80 @@ fn kernel_bridge_ping_and_tcp_goodput() {
             sent.rtt
         );
         assert!(bps > 100e6, "goodput {bps} bit/s through the kernel bridge");
+    }
+    assert_gone(&names);
+}
+
+#[test]
+fn probes_marks_and_tcp_info_samples() {
+    if skip_unless_root("probes_marks_and_tcp_info_samples") {
+        return;
+    }
+    let _g = serial();
+    let names;
+    {
+        let topo = BridgeTopo::new("prb").expect("topology");
+        names = topo.namespace_names().to_vec();
+        topo.with_kernel_bridge().expect("kernel bridge");
+        let refl = SocketAddr::new(IpAddr::V4(BridgeTopo::RCV_ADDR), 7001);
+        let reflector = UdpReflector::start(&topo.rcv, refl, None).unwrap();
+        let every = Duration::from_millis(10);
+        let udp = Prober::start(&topo.snd, ProbeOpts::new(ProbeKind::Udp, refl, every)).unwrap();
+        let icmp = Prober::start(
+            &topo.snd,
+            ProbeOpts::new(ProbeKind::Icmp, SocketAddr::new(refl.ip(), 0), every),
+        )
+        .unwrap();
+        // a marked sender sampling TCP_INFO, into a sink whose series start 1 s earlier
+        let origin = Instant::now() - Duration::from_secs(1);
+        let mut so = SinkOpts::new("0.0.0.0:5001".parse().unwrap(), Duration::from_millis(100));
+        so.epoch = Some(origin);
+        let sink = TcpSink::start_with(&topo.rcv, so).unwrap();
+        let dscp = DscpCounter::start(&topo.rcv, &topo.rcv_if).unwrap();
+        let mut o = SenderOpts::new(
+            SocketAddr::new(IpAddr::V4(BridgeTopo::RCV_ADDR), 5001),
+            Duration::from_millis(600),
+            "cubic",
+        );
+        o.tos = Some(46 << 2);
+        o.info_every = Some(Duration::from_millis(50));
+        o.info_origin = Some(origin);
+        let sent = TcpSender::start(&topo.snd, o).unwrap().join();
+        let rec = sink.finish(Duration::from_secs(2));
+        let counts = dscp.stop();
+        let (u, i) = (udp.finish(), icmp.finish());
+        let r = reflector.stop();
+        // 10 ms probes for about 0.7 s: every one answered, one-way delays each way
+        for (kind, p) in [("udp", &u), ("icmp", &i)] {
+            assert!(p.records.len() >= 40, "{kind}: {} probes", p.records.len());
+            assert_eq!(p.error, None);
+            assert!(p.records.iter().all(|x| x.rx_ns.is_some()), "{kind}: {p:?}");
+            let rtt = p.records.iter().map(|x| x.rtt_ns().unwrap()).max().unwrap();
+            assert!(rtt > 0 && rtt < 100_000_000, "{kind}: worst {rtt} ns");
+        }
+        assert!(u
+            .records
+            .iter()
+            .all(|x| x.up_ns().unwrap() > 0 && x.down_ns().unwrap() > 0));
+        assert!(i.records.iter().all(|x| x.up_ns().is_none()));
+        assert_eq!(r.reflected as usize, u.records.len());
+        // the data went out as EF; the samples are timed from the origin, a second before
+        assert_eq!(sent.error, None);
+        let ef = counts.from_source(sent.local).payload_of(&[46]);
+        assert!(
+            ef > 100_000 && ef == counts.from_source(sent.local).payload_total(),
+            "{ef}"
+        );
+        assert!(sent.samples.len() >= 8, "{} samples", sent.samples.len());
+        assert!(sent.samples.iter().all(|s| s.srtt_us > 0 && s.cwnd > 0));
+        assert!(sent.samples[0].t_us >= 1_000_000, "{:?}", sent.samples[0]);
+        // the sink's bins count from the origin: nothing in the first second
+        let c = &rec.conns[0];
+        assert!(
+            c.series[..10].iter().all(|&b| b == 0) && c.bytes > 0,
+            "{:?}",
+            c.series
+        );
     }
     assert_gone(&names);
 }

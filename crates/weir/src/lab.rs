@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use weir_lab::report::{self, Check};
 use weir_lab::tests::fidelity::{FidelityConfig, FidelityResult};
 use weir_lab::tests::{
-    advanced, aggregates, basic, diffserv, fidelity, postgate, robustness, voip,
+    advanced, aggregates, basic, diffserv, fidelity, postgate, robustness, rrul, voip,
 };
 
 #[derive(clap::Args)]
@@ -72,6 +72,17 @@ enum LabCmd {
         after_help = "Example:\n  sudo weir lab postgate --devices postgate+tcr,htb --varying autorate+tcr --out /tmp/postgate"
     )]
     Postgate(PostgateArgs),
+    /// Flent's Realtime Response Under Load against any DUT: probes (UDP one-way each way,
+    /// ICMP) every 10 ms through an idle phase and then 4 TCP uploads and 4 downloads (rrul,
+    /// rrul_be), N one way (tcp_nup, tcp_ndown), two hosts (hosts), a G.729 call (voice),
+    /// with and without ECN (ecn), with and without an ACK filter (ackfilter); the DUT
+    /// shapes at 95 % of a line with a modem's FIFO. Idle and loaded latency, the latency
+    /// the load adds, goodput each way and its share of the rate, Jain, each flow's
+    /// smoothed RTT, retransmissions, the bufferbloat grade.
+    #[command(
+        after_help = "Examples:\n  sudo weir lab rrul --quick --case rrul_be --dut kernel:bridge,router:fifo,weir:cbq+pfq --out /tmp/rrul\n  sudo weir lab rrul --case rrul_be,hosts --rate 10,100 --rtt 50 --dut kernel:htb,weir:cbq+pfq"
+    )]
+    Rrul(RrulArgs),
     /// Re-make the tables, plots and HTML report of a result file.
     #[command(after_help = "Example:\n  weir lab report /tmp/basic/result.json")]
     Report(ReportArgs),
@@ -311,6 +322,57 @@ struct PostgateArgs {
 }
 
 #[derive(clap::Args)]
+struct RrulArgs {
+    /// CI-sized runs: 2 s idle and 10 s of load (paper: Flent's 5 s and 60 s), at 10 Mbit/s
+    /// and 50 ms unless --rate/--rtt say otherwise.
+    #[arg(long)]
+    quick: bool,
+    /// Cases (comma-separated): rrul, rrul_be, tcp_nup, tcp_ndown, hosts, voice, ecn,
+    /// ackfilter. Default: all.
+    #[arg(long, value_delimiter = ',')]
+    case: Vec<String>,
+    /// Devices under test: kernel:bridge, router:fifo, kernel:htb, kernel:htb-perflow,
+    /// weir:TECHNIQUE (e.g. weir:cbq+pfq, weir:fq_cobalt), cmd:SCRIPT. Default:
+    /// kernel:bridge, router:fifo, kernel:htb, weir:cbq+pfq, weir:fq_cobalt.
+    #[arg(long, value_delimiter = ',')]
+    dut: Vec<String>,
+    /// Line rates (comma-separated; a bare number is Mbit/s): default 10,100 (quick: 10).
+    /// The ackfilter case has its own 20 Mbit/s down, 0.5 Mbit/s up line.
+    #[arg(long, value_delimiter = ',')]
+    rate: Vec<String>,
+    /// Base round-trip times (comma-separated; a bare number is ms): default 0,50 (quick: 50).
+    #[arg(long, value_delimiter = ',')]
+    rtt: Vec<String>,
+    /// Congestion control of every flow: cubic (default), reno, bbr.
+    #[arg(long, default_value = "cubic")]
+    cc: String,
+    /// Runs per DUT and part.
+    #[arg(long)]
+    runs: Option<u32>,
+    /// Flows of tcp_nup and tcp_ndown.
+    #[arg(long, default_value_t = 4)]
+    streams: usize,
+    /// The line behind the DUT runs at this percent of the DUT's rate (default 150).
+    #[arg(long)]
+    line_pct: Option<u64>,
+    /// The idle phase (probes only) before the load.
+    #[arg(long, value_parser = crate::sim::dur)]
+    idle: Option<weir_core::Duration>,
+    /// The load's length.
+    #[arg(long, value_parser = crate::sim::dur)]
+    length: Option<weir_core::Duration>,
+    /// weir DUTs and the line busy-poll.
+    #[arg(long)]
+    busy_poll: bool,
+    /// Exit with status 3 when a check fails.
+    #[arg(long)]
+    strict: bool,
+    /// Directory for result.json, table.txt, CSVs, SVG charts and report.html.
+    #[arg(long, default_value = "weir-lab-rrul")]
+    out: PathBuf,
+}
+
+#[derive(clap::Args)]
 struct FidelityArgs {
     /// A CI-sized run: 64- and 1518-byte frames at 8k and 80k packets/s, one 0.4 s repeat.
     #[arg(long)]
@@ -381,6 +443,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         LabCmd::Aggregates(a) => run_aggregates(a),
         LabCmd::Diffserv(d) => run_diffserv(d),
         LabCmd::Postgate(p) => run_postgate(p),
+        LabCmd::Rrul(r) => run_rrul(r),
         LabCmd::Report(r) => report(r),
     }
 }
@@ -534,6 +597,12 @@ fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
                 .map_err(|e| anyhow::anyhow!("{}: {e}", a.result.display()))?;
             voip::finish(&mut r)?;
             finish_voip(&r, &out, false)
+        }
+        Some("rrul") => {
+            let mut r: rrul::RrulResult = serde_json::from_value(v)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", a.result.display()))?;
+            rrul::finish(&mut r);
+            finish_rrul(&r, &out, false)
         }
         Some(k) => anyhow::bail!("{}: unknown result kind '{k}'", a.result.display()),
         None => anyhow::bail!(
@@ -1000,4 +1069,95 @@ fn finish_postgate(
 ) -> anyhow::Result<ExitCode> {
     print!("{}", postgate::text(r));
     conclude(postgate::write_outputs(r, out)?, &r.checks, strict)
+}
+
+fn run_rrul(a: RrulArgs) -> anyhow::Result<ExitCode> {
+    use rrul::{Case, RrulConfig};
+    let mut c = if a.quick {
+        RrulConfig::quick()
+    } else {
+        RrulConfig::paper()
+    };
+    if !a.case.is_empty() {
+        c.cases = a
+            .case
+            .iter()
+            .map(|s| Case::parse(s.trim()))
+            .collect::<weir_lab::Result<_>>()?;
+    }
+    if !a.dut.is_empty() {
+        c.duts = a.dut.iter().map(|d| d.trim().to_string()).collect();
+    }
+    if !a.rate.is_empty() {
+        c.rates_bps = a
+            .rate
+            .iter()
+            .map(|r| quantity(r, "--rate", 1_000_000.0, weir_core::units::parse_rate))
+            .collect::<anyhow::Result<_>>()?;
+    }
+    if !a.rtt.is_empty() {
+        c.rtts_ms = a
+            .rtt
+            .iter()
+            .map(|r| {
+                quantity(r, "--rtt", 1.0, |t| {
+                    weir_core::units::parse_duration(t).map(|ns| ns / 1_000_000)
+                })
+            })
+            .collect::<anyhow::Result<_>>()?;
+    }
+    if let Some(r) = runs_arg(a.runs)? {
+        c.runs = r;
+    }
+    if let Some(d) = a.idle {
+        c.idle_s = d.as_secs_f64();
+    }
+    if let Some(d) = a.length {
+        c.load_s = d.as_secs_f64();
+    }
+    c.cc = a.cc.clone();
+    c.streams = a.streams;
+    if let Some(p) = a.line_pct {
+        c.line_pct = p;
+    }
+    c.busy_poll = a.busy_poll;
+    // refuse bad settings (and a DUT whose policy weir's compiler refuses) before root
+    let plans = c.plans()?;
+    weir_lab::topo::require_root()?;
+    eprintln!(
+        "weir lab rrul: {} part(s), {} run(s) in all of {} s idle + {} s load (about {:.0} min); outputs in {}",
+        plans.len(),
+        plans.iter().map(|(_, d)| d.len()).sum::<usize>() * c.runs as usize,
+        c.idle_s,
+        c.load_s,
+        c.estimate_s() / 60.0,
+        a.out.display()
+    );
+    let r = with_progress(|progress| rrul::run(&c, progress))?;
+    finish_rrul(&r, &a.out, a.strict)
+}
+
+/// A number in `unit`s (`10` with unit 1e6: 10 000 000) or a quantity `parse` reads.
+fn quantity(
+    text: &str,
+    what: &str,
+    unit: f64,
+    parse: impl Fn(&str) -> Result<u64, weir_core::units::UnitError>,
+) -> anyhow::Result<u64> {
+    let t = text.trim();
+    if let Ok(x) = t.parse::<f64>() {
+        if x.is_finite() && x >= 0.0 {
+            return Ok((x * unit).round() as u64);
+        }
+    }
+    parse(t).map_err(|e| anyhow::anyhow!("{what} {t}: {e}"))
+}
+
+fn finish_rrul(
+    r: &rrul::RrulResult,
+    out: &std::path::Path,
+    strict: bool,
+) -> anyhow::Result<ExitCode> {
+    print!("{}", rrul::text(r));
+    conclude(rrul::write_outputs(r, out)?, &r.checks, strict)
 }

@@ -57,7 +57,7 @@ pub fn icmp_ping(
 }
 
 /// An ICMP echo request message (header and payload) with its checksum.
-fn echo_request(id: u16, seq: u16, payload: &[u8]) -> Vec<u8> {
+pub(super) fn echo_request(id: u16, seq: u16, payload: &[u8]) -> Vec<u8> {
     let mut p = vec![0u8; icmp::HEADER_LEN + payload.len()];
     build::icmp_echo(&mut p, true, id, seq, payload).expect("buffer sized for the message");
     p
@@ -66,6 +66,11 @@ fn echo_request(id: u16, seq: u16, payload: &[u8]) -> Vec<u8> {
 /// If `pkt` (an IPv4 datagram as a raw socket returns it) is a valid echo reply from `from`,
 /// returns its `(id, seq)`.
 fn parse_echo_reply(pkt: &[u8], from: Ipv4Addr) -> Option<(u16, u16)> {
+    echo_reply(pkt, from).map(|(id, seq, _)| (id, seq))
+}
+
+/// [`parse_echo_reply`] with the echoed payload.
+pub(super) fn echo_reply(pkt: &[u8], from: Ipv4Addr) -> Option<(u16, u16, &[u8])> {
     let ip = ipv4::Packet::new_checked(pkt).ok()?;
     if ip.protocol() != ip::protocol::ICMP || ip.src_addr() != from {
         return None;
@@ -74,22 +79,20 @@ fn parse_echo_reply(pkt: &[u8], from: Ipv4Addr) -> Option<(u16, u16)> {
     if m.msg_type() != icmp::ECHO_REPLY || m.msg_code() != 0 || !m.verify_checksum() {
         return None;
     }
-    Some((m.echo_ident(), m.echo_seq_no()))
+    let (id, seq) = (m.echo_ident(), m.echo_seq_no());
+    let payload = pkt.get(ip.header_len() + icmp::HEADER_LEN..usize::from(ip.total_len()))?;
+    Some((id, seq, payload))
 }
 
-fn ping_id() -> u16 {
+pub(super) fn ping_id() -> u16 {
     static N: AtomicUsize = AtomicUsize::new(0);
     let n = N.fetch_add(1, Ordering::Relaxed) as u32;
     ((std::process::id() ^ n.wrapping_mul(0x9e37)) & 0xffff) as u16
 }
 
-/// [`icmp_ping`] with all options.
-pub fn icmp_ping_with(ns: &Netns, dst: Ipv4Addr, o: &PingOpts) -> Result<Vec<Option<Duration>>> {
-    let o = o.clone();
-    ns.try_run(move || ping_inner(dst, &o))?
-}
-
-fn ping_inner(dst: Ipv4Addr, o: &PingOpts) -> Result<Vec<Option<Duration>>> {
+/// A raw ICMP socket that receives echo replies only (`ICMP_FILTER`), bound to `src` when
+/// given; `dst` names the target in errors.
+pub(super) fn echo_socket(dst: Ipv4Addr, src: Option<Ipv4Addr>) -> Result<Socket> {
     let ctx = |what: &str, e| Error::io(format!("ping {dst}: {what}"), e);
     let s = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::ICMPV4))
         .map_err(|e| ctx("raw ICMP socket", e))?;
@@ -107,10 +110,22 @@ fn ping_inner(dst: Ipv4Addr, o: &PingOpts) -> Result<Vec<Option<Duration>>> {
             std::mem::size_of::<u32>() as libc::socklen_t,
         );
     }
-    if let Some(src) = o.src {
+    if let Some(src) = src {
         s.bind(&SockAddr::from(SocketAddr::new(IpAddr::V4(src), 0)))
             .map_err(|e| ctx(&format!("bind {src}"), e))?;
     }
+    Ok(s)
+}
+
+/// [`icmp_ping`] with all options.
+pub fn icmp_ping_with(ns: &Netns, dst: Ipv4Addr, o: &PingOpts) -> Result<Vec<Option<Duration>>> {
+    let o = o.clone();
+    ns.try_run(move || ping_inner(dst, &o))?
+}
+
+fn ping_inner(dst: Ipv4Addr, o: &PingOpts) -> Result<Vec<Option<Duration>>> {
+    let ctx = |what: &str, e| Error::io(format!("ping {dst}: {what}"), e);
+    let s = echo_socket(dst, o.src)?;
     s.set_nonblocking(true).map_err(|e| ctx("O_NONBLOCK", e))?;
     let to = SockAddr::from(SocketAddr::new(IpAddr::V4(dst), 0));
     let id = ping_id();

@@ -7,6 +7,7 @@
 //! | `tcp_stamped.rs` | [`StampedSender`], [`StampedSink`]: paced, time-stamped TCP records (seed 004 §3.2) |
 //! | `tcp_info.rs` | [`TcpInfo`]: the kernel's `TCP_INFO` of a connection |
 //! | `icmp.rs` | [`icmp_ping`]: ICMP echo round-trip times on a raw socket |
+//! | `probe.rs` | [`Prober`], [`UdpReflector`]: periodic UDP (one-way each way) and ICMP latency probes under load |
 //! | [`cbr`] | constant-bit-rate UDP sender and sink with kernel timestamps (seed 002) |
 //! | [`voip`] | a G.729 call: an RTP stream on the CBR agents (seed 000's VoIP test) |
 //! | `dscp_counter.rs` | [`DscpCounter`]: bytes received per flow and DSCP (seed 001's green throughput) |
@@ -25,6 +26,7 @@
 pub mod cbr;
 mod dscp_counter;
 mod icmp;
+mod probe;
 mod tcp_info;
 mod tcp_sender;
 mod tcp_sink;
@@ -33,8 +35,12 @@ pub mod voip;
 
 pub use dscp_counter::{DscpCounter, DscpCounts, DscpReport, FlowId};
 pub use icmp::{icmp_ping, icmp_ping_with, PingOpts};
+pub use probe::{
+    ProbeKind, ProbeOpts, ProbeRecord, ProbeReport, Prober, ReflectorReport, UdpProbe,
+    UdpReflector, ICMP_PROBE_PAYLOAD, UDP_PROBE_LEN,
+};
 pub use tcp_info::{tcp_info, TcpInfo};
-pub use tcp_sender::{SenderOpts, SenderReport, TcpSender};
+pub use tcp_sender::{InfoSample, SenderOpts, SenderReport, TcpSender};
 pub use tcp_sink::{ConnReport, SinkOpts, SinkReport, TcpSink};
 pub use tcp_stamped::{
     StampedSender, StampedSenderOpts, StampedSenderReport, StampedSink, StampedSinkReport,

@@ -1,8 +1,10 @@
 //! The bulk TCP sender: [`TcpSender`] connects with explicit TCP settings (congestion
 //! control set with `TCP_CONGESTION`, MSS with `TCP_MAXSEG`, buffer sizes, `TCP_NODELAY`,
-//! `TCP_NOTSENT_LOWAT`), writes as fast as the socket accepts for a fixed duration, then
-//! shuts its side down and waits (bounded) until the sink has read everything and closed,
-//! so that the final `TCP_INFO` accounts for the whole transfer.
+//! `TCP_NOTSENT_LOWAT`, `IP_TOS`), writes as fast as the socket accepts for a fixed duration,
+//! then shuts its side down and waits (bounded) until the sink has read everything and
+//! closed, so that the final `TCP_INFO` accounts for the whole transfer. With `info_every`
+//! it also samples `TCP_INFO` while writing (smoothed RTT, congestion window,
+//! retransmissions, CE-marked deliveries) at that period, on the writing thread's own wake-ups.
 
 use std::io;
 use std::mem::MaybeUninit;
@@ -45,6 +47,13 @@ pub struct SenderOpts {
     /// `TCP_NOTSENT_LOWAT`: limits unsent data queued in the kernel (useful at low rates,
     /// where a large send buffer would keep sending long after `duration`).
     pub notsent_lowat: Option<u32>,
+    /// IPv4 TOS byte (DSCP << 2; the kernel keeps the ECN bits to itself).
+    pub tos: Option<u8>,
+    /// Sample `TCP_INFO` this often while writing ([`SenderReport::samples`]).
+    pub info_every: Option<Duration>,
+    /// The origin of the samples' times (default: when writing starts).
+    #[serde(skip)]
+    pub info_origin: Option<Instant>,
     /// Bytes per `send`.
     pub write_size: usize,
     /// Longest wait for the connection to be established (never past `until`).
@@ -68,6 +77,9 @@ impl SenderOpts {
             rcvbuf: None,
             nodelay: false,
             notsent_lowat: None,
+            tos: None,
+            info_every: None,
+            info_origin: None,
             write_size: 128 * 1024,
             connect_timeout: Duration::from_secs(3),
             drain_timeout: Duration::from_secs(5),
@@ -106,8 +118,25 @@ pub struct SenderReport {
     pub info_at_deadline: TcpInfo,
     /// `TCP_INFO` after the drain.
     pub info_final: TcpInfo,
+    /// `TCP_INFO` sampled while writing (with `info_every`).
+    pub samples: Vec<InfoSample>,
     /// An error that ended the transfer early, if any.
     pub error: Option<String>,
+}
+
+/// One `TCP_INFO` sample taken while writing.
+#[derive(Debug, Clone, Copy, Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct InfoSample {
+    /// Time since the origin (`info_origin`, or the start of writing), µs.
+    pub t_us: u64,
+    /// Smoothed RTT, µs (`tcpi_rtt`).
+    pub srtt_us: u32,
+    /// Congestion window, segments.
+    pub cwnd: u32,
+    /// Segments retransmitted so far.
+    pub retrans: u32,
+    /// Segments delivered with a CE mark so far.
+    pub delivered_ce: u32,
 }
 
 /// A bulk TCP sender: writes as fast as the socket allows for a fixed duration.
@@ -238,6 +267,9 @@ fn connect_sender(o: &SenderOpts) -> Result<Socket> {
         s.set_tcp_notsent_lowat(n)
             .map_err(|e| ctx("TCP_NOTSENT_LOWAT", e))?;
     }
+    if let Some(t) = o.tos {
+        s.set_tos_v4(u32::from(t)).map_err(|e| ctx("IP_TOS", e))?;
+    }
     if let Some(src) = o.src {
         s.bind(&SockAddr::from(SocketAddr::new(src, 0)))
             .map_err(|e| ctx(&format!("bind {src}"), e))?;
@@ -271,17 +303,41 @@ fn sender_loop(
     let mut written: u64 = 0;
     let mut error = None;
     let fd = sock.as_raw_fd();
+    let origin = o.info_origin.unwrap_or(start);
+    let mut samples = Vec::new();
+    let mut next_sample = o.info_every.map(|_| start);
     'write: loop {
-        let now = Instant::now();
+        let mut now = Instant::now();
+        if let (Some(at), Some(every)) = (next_sample, o.info_every) {
+            if now >= at {
+                if let Ok(i) = tcp_info(sock.as_fd()) {
+                    samples.push(InfoSample {
+                        t_us: now.saturating_duration_since(origin).as_micros() as u64,
+                        srtt_us: i.rtt_us,
+                        cwnd: i.snd_cwnd,
+                        retrans: i.total_retrans,
+                        delivered_ce: i.delivered_ce,
+                    });
+                }
+                // the next period after now (a late wake-up skips samples, never bunches them)
+                let mut t = at + every;
+                while t <= now {
+                    t += every;
+                }
+                next_sample = Some(t);
+                now = Instant::now();
+            }
+        }
         if now >= deadline {
             break;
         }
+        let wake = next_sample.map_or(deadline, |t| t.min(deadline));
         let mut fds = [
             pollfd(fd, libc::POLLOUT),
             pollfd(stop.fd(), libc::POLLIN),
             pollfd(abort.fd(), libc::POLLIN),
         ];
-        if let Err(e) = poll(&mut fds, Some(deadline - now)) {
+        if let Err(e) = poll(&mut fds, Some(wake.saturating_duration_since(now))) {
             error = Some(format!("poll: {e}"));
             break;
         }
@@ -301,8 +357,12 @@ fn sender_loop(
                     break 'write;
                 }
             }
-            if Instant::now() >= deadline {
+            let now = Instant::now();
+            if now >= deadline {
                 break 'write;
+            }
+            if next_sample.is_some_and(|t| now >= t) {
+                continue 'write;
             }
         }
     }
@@ -337,6 +397,7 @@ fn sender_loop(
         )),
         info_at_deadline,
         info_final,
+        samples,
         error,
     }
 }

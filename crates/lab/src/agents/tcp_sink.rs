@@ -31,6 +31,10 @@ pub struct SinkOpts {
     pub rcvbuf: Option<usize>,
     /// Size of one `read`.
     pub read_size: usize,
+    /// The origin of the series (bin 0 starts here); `None`: when the sink starts. Give
+    /// several sinks one origin to line their series up; it must not be later than the
+    /// sink's start.
+    pub epoch: Option<Instant>,
 }
 
 impl SinkOpts {
@@ -41,6 +45,7 @@ impl SinkOpts {
             interval,
             rcvbuf: None,
             read_size: 256 * 1024,
+            epoch: None,
         }
     }
 }
@@ -162,7 +167,8 @@ impl TcpSink {
             .local_addr()
             .map_err(|e| Error::io("sink local address", e))?;
         let shared = Arc::new(SinkShared::default());
-        let epoch = Instant::now();
+        let now = Instant::now();
+        let epoch = opts.epoch.filter(|e| *e <= now).unwrap_or(now);
         let worker = {
             let shared = Arc::clone(&shared);
             Worker::spawn(format!("tcp-sink:{local}"), "sink", move |waker| {

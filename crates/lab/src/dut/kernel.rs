@@ -1,6 +1,7 @@
-//! The Linux kernel as the device under test (`kernel:htb`, `kernel:htb-perflow`): the
-//! bridge `br0` over `lan0` + `wan0` and the HTB tree [`htb_commands`] translates from the
-//! policy, run with one `tc -batch`; stopping collects `tc -s` statistics and removes both.
+//! The Linux kernel as the device under test (`kernel:bridge`, `kernel:htb`,
+//! `kernel:htb-perflow`): the bridge `br0` over `lan0` + `wan0` and, for the HTB DUTs, the
+//! HTB tree [`htb_commands`] translates from the policy, run with one `tc -batch`; stopping
+//! collects `tc -s` statistics and removes both.
 
 use serde_json::Value;
 use weir_core::policy::Policy;
@@ -63,6 +64,30 @@ pub(super) fn start<'a>(
     };
     topo.with_kernel_bridge()?;
     tc_batch(&topo.dut, &cmds)?;
+    Ok(dut)
+}
+
+/// `kernel:bridge`: the bridge alone, the qdiscs left as they are; the policy is not used.
+pub(super) fn start_bridge<'a>(setup: &DutSetup<'a>) -> Result<RunningDut<'a>> {
+    let topo = setup.topo;
+    let description = format!(
+        "kernel:bridge: Linux bridge {br} over {lan} + {wan} in netns {ns}, qdiscs unchanged \
+         (nothing shaped; the policy is not used)\n\
+         ip link add {br} type bridge stp_state 0 forward_delay 0; ip link set {lan} master {br}; \
+         ip link set {wan} master {br}; ip link set {br} up\n",
+        br = BridgeTopo::KERNEL_BRIDGE,
+        lan = topo.dut_lan,
+        wan = topo.dut_wan,
+        ns = topo.dut.name(),
+    );
+    // the guard first: whatever fails below is undone by its Drop
+    let dut = RunningDut {
+        topo,
+        spec: DutSpec::KernelBridge.name(),
+        description,
+        state: State::Kernel { shaped: Vec::new() },
+    };
+    topo.with_kernel_bridge()?;
     Ok(dut)
 }
 

@@ -5,11 +5,14 @@
 //! |---|---|
 //! | `weir:cbq`, `weir:cbq+red`, `weir:cbq+pfq`, `weir:cbq+pfq+red`, `weir:tcr`, `weir:cbq+tcr`, `weir:cbq+pfq+tcr` | weir's own bridge ([`weir_io::bridge::Bridge`]) on a thread in the DUT namespace, with the policy under that technique preset (`Policy::with_technique`), its `Device` (`Policy::build_device`: one pipeline per direction) |
 //! | any of these `+mssN`, e.g. `weir:cbq+pfq+mss256` | as above, and every TCP connection's SYN and SYN-ACK clamped to an MSS of N bytes (`Policy::with_mss`: seed 000's Sitara QoSWorks on the VoIP test) |
+//! | `kernel:bridge` | the Linux bridge `br0` over `lan0` + `wan0` and nothing else: the qdiscs stay as they are (a veth's default, `noqueue`); the policy is ignored — the baseline of a device that forwards and does not shape |
 //! | `kernel:htb` | the Linux bridge `br0` over `lan0` + `wan0` ([`BridgeTopo::with_kernel_bridge`]) and an HTB tree translated from the policy on the egress device(s) |
 //! | `kernel:htb-perflow` | as `kernel:htb`, and every leaf that the listed [`Session`]s classify into gets one HTB child class per session: the closest the kernel comes to a per-session guarantee |
 //! | `cmd:/path/script` | any script that makes the DUT forward (see `script.rs`) |
 //!
-//! [`start`] starts one, [`RunningDut::stop`] stops it and returns a [`DutReport`] that says
+//! [`start`] starts one, [`start_weir_as_written`] starts weir's bridge with a policy exactly
+//! as its file says (its own `technique`, no preset forced: the labs that generate a policy
+//! per device), [`RunningDut::stop`] stops it and returns a [`DutReport`] that says
 //! exactly what ran (the preset and compiled policy, the full `tc` command list, or the
 //! script with its output) and its counters (weir's `BridgeReport`, or `tc -s` statistics
 //! as JSON).
@@ -64,6 +67,8 @@ pub enum DutSpec {
     /// weir's bridge with the policy under this technique preset and, when given, every
     /// TCP connection clamped to this MSS (bytes of payload).
     Weir(Technique, Option<u16>),
+    /// The Linux bridge alone: forwards, shapes nothing.
+    KernelBridge,
     /// The Linux bridge with an HTB tree translated from the policy.
     KernelHtb,
     /// As [`DutSpec::KernelHtb`], plus one HTB child class per session in each leaf.
@@ -80,13 +85,15 @@ impl DutSpec {
             .map(|t| format!("weir:{}", t.name()))
             .collect();
         forms.push("weir:TECHNIQUE+mssN (e.g. weir:cbq+pfq+mss256)".into());
+        forms.push("kernel:bridge".into());
         forms.push("kernel:htb".into());
         forms.push("kernel:htb-perflow".into());
         forms.push("cmd:/path/to/script".into());
         forms.join(", ")
     }
 
-    /// Parses `weir:TECHNIQUE[+mssN]`, `kernel:htb`, `kernel:htb-perflow` or `cmd:PATH`.
+    /// Parses `weir:TECHNIQUE[+mssN]`, `kernel:bridge`, `kernel:htb`, `kernel:htb-perflow` or
+    /// `cmd:PATH`.
     pub fn parse(s: &str) -> Result<DutSpec> {
         let bad = |why: String| {
             Error::Invalid(format!(
@@ -105,6 +112,7 @@ impl DutSpec {
                     .ok_or_else(|| bad(format!("unknown weir technique '{tech}'")))
             }
             "kernel" => match arg {
+                "bridge" => Ok(DutSpec::KernelBridge),
                 "htb" => Ok(DutSpec::KernelHtb),
                 "htb-perflow" => Ok(DutSpec::KernelHtbPerFlow),
                 _ => Err(bad(format!("unknown kernel DUT '{arg}'"))),
@@ -120,6 +128,7 @@ impl DutSpec {
         match self {
             DutSpec::Weir(t, None) => format!("weir:{}", t.name()),
             DutSpec::Weir(t, Some(m)) => format!("weir:{}+mss{m}", t.name()),
+            DutSpec::KernelBridge => "kernel:bridge".into(),
             DutSpec::KernelHtb => "kernel:htb".into(),
             DutSpec::KernelHtbPerFlow => "kernel:htb-perflow".into(),
             DutSpec::Cmd(p) => format!("cmd:{}", p.display()),
@@ -264,10 +273,18 @@ impl fmt::Debug for RunningDut<'_> {
 pub fn start<'a>(spec: &DutSpec, setup: &DutSetup<'a>) -> Result<RunningDut<'a>> {
     match spec {
         DutSpec::Weir(t, mss) => weir::start(*t, *mss, setup),
+        DutSpec::KernelBridge => kernel::start_bridge(setup),
         DutSpec::KernelHtb => kernel::start(spec, setup, None),
         DutSpec::KernelHtbPerFlow => kernel::start(spec, setup, Some(setup.sessions)),
         DutSpec::Cmd(p) => script::start(p, setup),
     }
+}
+
+/// weir's bridge in `setup.topo`'s DUT namespace enforcing `setup.policy` exactly as
+/// written — its own `technique` and class keys, no preset forced (as `weir run` would) —
+/// reported under the name `spec`. On error nothing is left behind.
+pub fn start_weir_as_written<'a>(spec: &str, setup: &DutSetup<'a>) -> Result<RunningDut<'a>> {
+    weir::start_policy(spec.to_string(), setup.policy.clone(), None, setup)
 }
 
 impl<'a> RunningDut<'a> {
@@ -365,6 +382,10 @@ mod tests {
         );
         assert_eq!(DutSpec::parse("kernel:htb").unwrap(), DutSpec::KernelHtb);
         assert_eq!(
+            DutSpec::parse("kernel:bridge").unwrap(),
+            DutSpec::KernelBridge
+        );
+        assert_eq!(
             DutSpec::parse("kernel:htb-perflow").unwrap(),
             DutSpec::KernelHtbPerFlow
         );
@@ -380,6 +401,7 @@ mod tests {
             "weir:cbq",
             "weir:cbq+pfq+red",
             "weir:cbq+pfq+mss256",
+            "kernel:bridge",
             "kernel:htb",
             "kernel:htb-perflow",
             "cmd:/x/y.sh",

@@ -97,14 +97,24 @@ pub(super) fn start<'a>(
     mss: Option<u16>,
     setup: &DutSetup<'a>,
 ) -> Result<RunningDut<'a>> {
-    let topo = setup.topo;
-    let spec = DutSpec::Weir(t, mss).name();
-    refuse_if_bridged(setup, &spec)?;
     let p = setup.policy.with_technique(t);
     let p = match mss {
         Some(m) => p.with_mss(MssCap::Bytes(m)),
         None => p,
     };
+    start_policy(DutSpec::Weir(t, mss).name(), p, mss, setup)
+}
+
+/// weir's bridge enforcing `p` as it is, reported as `spec` (`mss`: the clamp a preset
+/// added, for the description).
+pub(super) fn start_policy<'a>(
+    spec: String,
+    p: Policy,
+    mss: Option<u16>,
+    setup: &DutSetup<'a>,
+) -> Result<RunningDut<'a>> {
+    let topo = setup.topo;
+    refuse_if_bridged(setup, &spec)?;
     let mut cfg = bridge_config(&p, &topo.dut_lan, &topo.dut_wan)
         .map_err(|e| Error::Invalid(format!("{spec}: policy {}: {e}", p.file)))?;
     cfg.busy_poll = setup.busy_poll;
@@ -123,7 +133,7 @@ pub(super) fn start<'a>(
         lan = topo.dut_lan,
         wan = topo.dut_wan,
         ns = topo.dut.name(),
-        tech = t.name(),
+        tech = p.technique.name(),
         clamp = mss.map_or_else(String::new, |m| format!(", every TCP connection's MSS clamped to {m}")),
         seed = p.seed,
         bp = setup.busy_poll,

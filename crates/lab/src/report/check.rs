@@ -5,6 +5,9 @@
 //! ```text
 //! PASS weir:cbq+pfq: accuracy in [0.95, 1.05] in classes >= 128 kbit/s [3 classes] c128 0.962, …
 //! ```
+//!
+//! A check that could not be judged (the DUT did not report the counter it reads, say) is
+//! *skipped* ([`Check::skip`]): it prints as `SKIP name [0] reason` and does not fail a run.
 
 use std::fmt;
 
@@ -21,6 +24,9 @@ pub struct Check {
     #[serde(default)]
     pub unit: String,
     pub detail: String,
+    /// Not judged (the detail says why); counts as passed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skipped: bool,
 }
 
 impl Check {
@@ -38,6 +44,19 @@ impl Check {
             cells,
             unit: unit.into(),
             detail: detail.into(),
+            skipped: false,
+        }
+    }
+
+    /// A check that could not be judged, and why: `SKIP name [0] why`.
+    pub fn skip(name: impl Into<String>, why: impl Into<String>) -> Check {
+        Check {
+            name: name.into(),
+            passed: true,
+            cells: 0,
+            unit: String::new(),
+            detail: why.into(),
+            skipped: true,
         }
     }
 }
@@ -45,7 +64,11 @@ impl Check {
 /// `PASS name [N unit] detail` (or `FAIL …`), one line without the newline.
 impl fmt::Display for Check {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let verdict = if self.passed { "PASS" } else { "FAIL" };
+        let verdict = match (self.skipped, self.passed) {
+            (true, _) => "SKIP",
+            (false, true) => "PASS",
+            (false, false) => "FAIL",
+        };
         write!(f, "{verdict} {} [{}", self.name, self.cells)?;
         if !self.unit.is_empty() {
             write!(f, " {}", self.unit)?;
@@ -82,6 +105,21 @@ mod tests {
             format!("{ok}\n{bad}\n")
         );
         assert!(!all_passed(&[ok.clone(), bad]) && all_passed(&[ok]) && all_passed(&[]));
+    }
+
+    #[test]
+    fn skipped_checks_print_their_reason_and_do_not_fail() {
+        let s = Check::skip("c: marks", "the DUT reports no ecn_marks");
+        assert_eq!(
+            s.to_string(),
+            "SKIP c: marks [0] the DUT reports no ecn_marks"
+        );
+        assert!(all_passed(std::slice::from_ref(&s)));
+        let back: Check = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert!(back.skipped && back.to_string() == s.to_string());
+        // a judged check does not write the field
+        let j = serde_json::to_string(&Check::new("n", true, 1, "", "d")).unwrap();
+        assert!(!j.contains("skipped"), "{j}");
     }
 
     #[test]

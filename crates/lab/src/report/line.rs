@@ -67,6 +67,9 @@ pub struct ChartOpts {
     pub hlines: Vec<(f64, String)>,
     /// Scatter only: the most dots drawn over all series.
     pub max_points: usize,
+    /// Scatter only: a dot's diameter, px (3 by default; larger for a few points that
+    /// each stand for a whole run).
+    pub dot: f64,
 }
 
 impl Default for ChartOpts {
@@ -80,6 +83,7 @@ impl Default for ChartOpts {
             y_include_zero: false,
             hlines: Vec::new(),
             max_points: 20_000,
+            dot: 3.0,
         }
     }
 }
@@ -252,8 +256,9 @@ pub fn line_chart(
                 }
                 let _ = writeln!(
                     plot,
-                    r#"<path d="{d}" fill="none" stroke="{}" stroke-width="3" stroke-linecap="round"/>"#,
-                    color(i)
+                    r#"<path d="{d}" fill="none" stroke="{}" stroke-width="{}" stroke-linecap="round"/>"#,
+                    color(i),
+                    px(opts.dot)
                 );
             }
         }

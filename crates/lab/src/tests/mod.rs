@@ -9,6 +9,7 @@
 //! | [`fidelity`] | link-shaping fidelity: inter-frame gaps, delay and loss of CBR flows | 002 |
 //! | [`diffserv`] | a chain of three DiffServ routers against 3 × 100 Mbit/s of background: EF and AF for UDP and TCP, one-way delay and jitter with clock-skew estimation (Figs. 8-25), beside the kernel's HTB | 004 |
 //! | [`aggregates`] | aggregate marking (trTCM) and three-colour RED: Aggr1 (8 TCP flows) vs Aggr2 (2), utilisation of CIR, Jain's index (Tables 2-4) | 001 |
+//! | [`rrul`] | Flent's Realtime Response Under Load against any DUT: idle and loaded latency (UDP one-way each way, ICMP), goodput and its share, Jain, each flow's smoothed RTT, the bufferbloat grade; host isolation, a voice call, ECN, an ACK filter | Flent |
 //! | [`postgate`] | moving the bottleneck off an ADSL line's ATU-C: 48 FTP flows and a CBR through none, partition, SFQ, Postgate, the autorate and HTB; ATU-C queueing delay, utilisation, per-class bandwidth, weights (Figs. 3-5); a varying line | 003 |
 //!
 //! [`testbed`] is what the seed 000 labs share: a [`Plan`](testbed::Plan) of TCP sessions,
@@ -22,5 +23,6 @@ pub mod diffserv;
 pub mod fidelity;
 pub mod postgate;
 pub mod robustness;
+pub mod rrul;
 pub mod testbed;
 pub mod voip;

@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use socket2::{Domain, Protocol, Socket, Type};
-use weir_io::clock::{realtime_ns, timespec_ns};
+use weir_io::clock::realtime_ns;
 
 use super::records::{CbrRecord, CbrRecords};
 use super::CbrHeader;
-use crate::sys::{pin_to_cpu, poll, pollfd, setsockopt_int, Waker, Worker};
+use crate::sys::{pin_to_cpu, poll, pollfd, rx_meta, setsockopt_int, Waker, Worker};
 use crate::topo::Netns;
 use crate::{Error, Result};
 
@@ -320,23 +320,11 @@ fn take_datagram(
     out: &mut CbrRecords,
 ) {
     let len = m.msg_len as usize;
-    let mut rx_ns = None;
-    // SAFETY: the kernel filled msg_control up to msg_controllen; the CMSG_* helpers stay
-    // within it, and the data is read unaligned.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&m.msg_hdr);
-        while !c.is_null() {
-            let (level, ty) = ((*c).cmsg_level, (*c).cmsg_type);
-            if level == libc::SOL_SOCKET && ty == libc::SCM_TIMESTAMPNS {
-                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
-                rx_ns = Some(timespec_ns(&ts));
-            } else if level == libc::SOL_SOCKET && ty == libc::SO_RXQ_OVFL {
-                let d: u32 = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
-                out.socket_drops = out.socket_drops.max(u64::from(d));
-            }
-            c = libc::CMSG_NXTHDR(&m.msg_hdr, c);
-        }
+    let meta = rx_meta(&m.msg_hdr);
+    if let Some(d) = meta.drops {
+        out.socket_drops = out.socket_drops.max(u64::from(d));
     }
+    let rx_ns = meta.rx_ns;
     let Some(h) = buf
         .get(offset..len.min(RX_PREFIX))
         .and_then(CbrHeader::decode)

@@ -387,6 +387,33 @@ pub struct VoiceOutcome {
     pub error: Option<String>,
 }
 
+impl VoiceOutcome {
+    /// A call's outcome from its sender's report and its sink, which is given 1.5 s for
+    /// what is still in the DUT's queues.
+    pub(crate) fn collect(
+        name: &str,
+        class: &str,
+        src: Ipv4Addr,
+        sink: CbrSink,
+        rep: std::result::Result<CbrSenderReport, String>,
+    ) -> VoiceOutcome {
+        let sent = rep.as_ref().map_or(0, |r| r.attempted);
+        let rec = sink.finish(sent, Duration::from_millis(1500));
+        VoiceOutcome {
+            name: name.into(),
+            class: class.into(),
+            src,
+            sent,
+            first_send_ns: rep.as_ref().ok().and_then(|r| r.first_send_ns),
+            send_errors: rep.as_ref().map_or(0, |r| r.send_errors.total),
+            late_sends: rep.as_ref().map_or(0, |r| r.late),
+            socket_drops: rec.socket_drops,
+            packets: voice_packets(&rec),
+            error: rep.err().or(rec.error),
+        }
+    }
+}
+
 /// One run of one DUT.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunOutcome {
@@ -440,15 +467,20 @@ pub fn line_policy(bps: u64, seed: u64) -> String {
     )
 }
 
-/// weir as the WAN stage, on a thread in the stage's namespace.
-fn start_wan_stage(topo: &BridgeTopo, policy_text: &str) -> Result<BridgeThread> {
+/// weir as the WAN stage, on a thread in the stage's namespace (spinning with `busy_poll`).
+pub(crate) fn start_wan_stage(
+    topo: &BridgeTopo,
+    policy_text: &str,
+    busy_poll: bool,
+) -> Result<BridgeThread> {
     let emu = topo
         .emu
         .as_ref()
         .ok_or_else(|| Error::Invalid("no WAN stage in the topology".into()))?;
     let p = Policy::parse("<wan stage>", policy_text)
         .map_err(|e| Error::Invalid(format!("WAN stage policy: {e}")))?;
-    let cfg = crate::dut::bridge_config(&p, "lan0", "wan0").map_err(Error::Invalid)?;
+    let mut cfg = crate::dut::bridge_config(&p, "lan0", "wan0").map_err(Error::Invalid)?;
+    cfg.busy_poll = busy_poll;
     BridgeThread::start(emu, cfg, None, Duration::from_secs(10))
         .map_err(|e| Error::Invalid(format!("WAN stage: {e}")))
 }
@@ -508,7 +540,7 @@ pub fn run_plan(
         .collect();
     topo.add_sender_addrs(&srcs)?;
     let mut wan_stage = match &wan {
-        Some(text) => Some(start_wan_stage(&topo, text)?),
+        Some(text) => Some(start_wan_stage(&topo, text, false)?),
         None => None,
     };
     let sink_addr = SocketAddr::new(IpAddr::V4(BridgeTopo::RCV_ADDR), SINK_PORT);
@@ -625,15 +657,7 @@ pub fn run_plan(
                 break;
             }
         }
-        let join = |handles: Vec<std::thread::ScopedJoinHandle<'_, _>>| {
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err("sender thread panicked".into()))
-                })
-                .collect::<Vec<std::result::Result<SenderReport, String>>>()
-        };
+        let join = |handles| join_each::<SenderReport>(handles, "sender");
         // A sender writes until its stop time (`until`; at most its duration from the
         // moment it connected), then drains (at most 2 s): the sink keeps
         // reading until every sender is done. Closing it first reset the connections
@@ -646,20 +670,8 @@ pub fn run_plan(
             let r = join(handles);
             (sink.stop(), r)
         };
-        let voice_reports: Vec<std::result::Result<CbrSenderReport, String>> = voice_handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("voice thread panicked".into()))
-            })
-            .collect();
-        let udp_sent: Vec<std::result::Result<CbrSenderReport, String>> = udp_handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("UDP thread panicked".into()))
-            })
-            .collect();
+        let voice_reports = join_each::<CbrSenderReport>(voice_handles, "voice");
+        let udp_sent = join_each::<CbrSenderReport>(udp_handles, "UDP");
         (sink_report, reports, voice_reports, udp_sent)
     });
     let voice = plan
@@ -667,23 +679,7 @@ pub fn run_plan(
         .iter()
         .zip(voice_sinks)
         .zip(voice_reports)
-        .map(|((v, sink), rep)| {
-            let sent = rep.as_ref().map_or(0, |r| r.attempted);
-            // what is still in the DUT's queues arrives within a second or so
-            let rec = sink.finish(sent, Duration::from_millis(1500));
-            VoiceOutcome {
-                name: v.name.clone(),
-                class: v.class.clone(),
-                src: v.src,
-                sent,
-                first_send_ns: rep.as_ref().ok().and_then(|r| r.first_send_ns),
-                send_errors: rep.as_ref().map_or(0, |r| r.send_errors.total),
-                late_sends: rep.as_ref().map_or(0, |r| r.late),
-                socket_drops: rec.socket_drops,
-                packets: voice_packets(&rec),
-                error: rep.err().or(rec.error),
-            }
-        })
+        .map(|((v, sink), rep)| VoiceOutcome::collect(&v.name, &v.class, v.src, sink, rep))
         .collect();
     // the UDP sinks first (they wait for stragglers), then the counter that saw them
     let udp_recs: Vec<_> = udp_sinks
@@ -777,6 +773,20 @@ pub fn run_plan(
     })
 }
 
+/// Each agent thread's result, a panic as an error ("`what` thread panicked").
+pub(crate) fn join_each<T>(
+    handles: Vec<std::thread::ScopedJoinHandle<'_, std::result::Result<T, String>>>,
+    what: &str,
+) -> Vec<std::result::Result<T, String>> {
+    handles
+        .into_iter()
+        .map(|h| {
+            h.join()
+                .unwrap_or_else(|_| Err(format!("{what} thread panicked")))
+        })
+        .collect()
+}
+
 /// The receiver's address of a voice call.
 fn voice_addr(v: &VoicePlan) -> SocketAddr {
     SocketAddr::new(IpAddr::V4(BridgeTopo::RCV_ADDR), v.port)
@@ -784,7 +794,7 @@ fn voice_addr(v: &VoicePlan) -> SocketAddr {
 
 /// Wait until `start_s` after `t0`, then send `o` until it ends (or a stop signal);
 /// report. Voice calls and UDP flows both go through here.
-fn send_cbr(
+pub(crate) fn send_cbr(
     ns: &crate::topo::Netns,
     start_s: f64,
     o: CbrSenderOpts,

@@ -1,0 +1,376 @@
+//! One run of `weir lab rrul`: a fresh topology (client, DUT, line, server), the line and
+//! the DUT, the sinks and the reflector, the probes from the start, the flows after the
+//! idle phase, the calls; then every report. Everything it made is removed when it
+//! returns, also on error (the topology and every agent are dropped).
+//!
+//! Threads: the line's and (weir) the DUT's bridges, one per TCP sender, the two sinks,
+//! the reflector and two probers, the calls' senders and sinks; nothing is pinned.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use weir_core::policy::Policy;
+
+use super::case::{Case, Dir, FlowPlan, Host};
+use super::policy::{line_policy, DutKind};
+use super::{DutPolicy, FlowOutcome, PartSpec, ProbeSeries, RrulConfig, RrulRun, BIN_MS, INFO_MS};
+use crate::agents::cbr::{CbrSenderReport, CbrSink};
+use crate::agents::voip::{voice_sender, voice_sink};
+use crate::agents::{
+    DscpCounter, ProbeKind, ProbeOpts, ProbeReport, Prober, SenderOpts, SenderReport, SinkOpts,
+    TcpSender, TcpSink, UdpReflector,
+};
+use crate::dut::{self, DutSetup, DutSpec};
+use crate::tests::testbed::{join_each, send_cbr, start_wan_stage, VoiceOutcome};
+use crate::topo::{set_tcp_options, BridgeTopo};
+use crate::{Error, Result};
+
+/// The client's main address (probes and flows) and the server's.
+const CLIENT: Ipv4Addr = BridgeTopo::SND_ADDR;
+const SERVER: Ipv4Addr = BridgeTopo::RCV_ADDR;
+/// The `hosts` case's two client hosts (aliases on the client's interface).
+pub const HOST_A: Ipv4Addr = Ipv4Addr::new(10, 77, 1, 1);
+pub const HOST_B: Ipv4Addr = Ipv4Addr::new(10, 77, 1, 2);
+/// The server's sink of uploads, the client's sink of downloads, the reflector, the calls.
+pub const UP_PORT: u16 = 5001;
+pub const DOWN_PORT: u16 = 5002;
+pub const PROBE_PORT: u16 = 7001;
+pub const CALL_PORT: u16 = 16384;
+
+fn host_addr(h: Host) -> Ipv4Addr {
+    match h {
+        Host::Client => CLIENT,
+        Host::A => HOST_A,
+        Host::B => HOST_B,
+    }
+}
+
+/// A policy written to a temporary file for a `cmd:` DUT (`WEIR_POLICY`), removed on drop.
+struct TempPolicy(PathBuf);
+
+impl Drop for TempPolicy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Runs one DUT once in one part.
+pub(super) fn run_one(
+    c: &RrulConfig,
+    spec: &PartSpec,
+    flows: &[FlowPlan],
+    pol: &DutPolicy,
+    run: u32,
+    progress: &mut dyn FnMut(&str),
+) -> Result<RrulRun> {
+    let kind = DutKind::parse(&pol.dut)?;
+    let mut temp = None;
+    let file = match kind {
+        DutKind::Cmd(_) => {
+            let path = std::env::temp_dir().join(format!(
+                "weir-rrul-{}-{}.toml",
+                std::process::id(),
+                crate::report::file_safe(&format!("{}-{run}", spec.name()))
+            ));
+            std::fs::write(&path, &pol.policy)
+                .map_err(|e| Error::io(format!("write {}", path.display()), e))?;
+            temp = Some(TempPolicy(path.clone()));
+            path.display().to_string()
+        }
+        _ => format!("<rrul {}>", pol.dut),
+    };
+    let policy = Policy::parse(&file, &pol.policy)
+        .map_err(|e| Error::Invalid(format!("DUT {}: policy: {e}", pol.dut)))?;
+    let topo = BridgeTopo::with_wan_stage("rr")?;
+    for (ns, ifname) in [
+        (&topo.snd, topo.snd_if.clone()),
+        (&topo.rcv, topo.rcv_if.clone()),
+    ] {
+        ns.try_run(move || {
+            weir_io::ethtool::set_offloads(&ifname, &weir_io::ethtool::Offloads::SEGMENTATION_OFF)
+        })?
+        .map_err(|e| Error::Invalid(format!("offloads: {e}")))?;
+        set_tcp_options(ns, true, true, true)?;
+        ns.set_sysctl("net.ipv4.tcp_ecn", &spec.variant.tcp_ecn().to_string())?;
+    }
+    if flows.iter().any(|f| f.host != Host::Client) {
+        topo.add_sender_addrs(&[HOST_A, HOST_B])?;
+    }
+    let line_text = line_policy(&spec.link, 1 + u64::from(run));
+    let mut line = start_wan_stage(&topo, &line_text, c.busy_poll)?;
+    let up_sink = SocketAddr::new(IpAddr::V4(SERVER), UP_PORT);
+    let down_sink = SocketAddr::new(IpAddr::V4(CLIENT), DOWN_PORT);
+    let sessions: Vec<dut::Session> = flows
+        .iter()
+        .map(|f| match f.dir {
+            Dir::Up => {
+                dut::Session::tcp(SocketAddr::new(IpAddr::V4(host_addr(f.host)), 0), up_sink)
+            }
+            Dir::Down => dut::Session::tcp(SocketAddr::new(IpAddr::V4(SERVER), 0), down_sink),
+        })
+        .collect();
+    let setup = DutSetup {
+        topo: &topo,
+        policy: &policy,
+        sessions: &sessions,
+        busy_poll: c.busy_poll,
+    };
+    let running = match &kind {
+        DutKind::Bridge => dut::start(&DutSpec::KernelBridge, &setup)?,
+        DutKind::Router | DutKind::Weir { .. } => dut::start_weir_as_written(&pol.dut, &setup)?,
+        DutKind::Kernel(s) => dut::start(s, &setup)?,
+        DutKind::Cmd(p) => dut::start(&DutSpec::Cmd(p.clone()), &setup)?,
+    };
+
+    let t0 = Instant::now();
+    let t0_ns = weir_io::clock::realtime_ns();
+    let sink = |ns, port| {
+        let mut o = SinkOpts::new(
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port),
+            Duration::from_millis(BIN_MS),
+        );
+        o.epoch = Some(t0);
+        TcpSink::start_with(ns, o)
+    };
+    let sink_up = sink(&topo.rcv, UP_PORT)?;
+    let sink_down = sink(&topo.snd, DOWN_PORT)?;
+    let reflector = UdpReflector::start(
+        &topo.rcv,
+        SocketAddr::new(IpAddr::V4(SERVER), PROBE_PORT),
+        None,
+    )?;
+    let acks = if spec.case == Case::AckFilter {
+        Some(DscpCounter::start(&topo.rcv, &topo.rcv_if)?)
+    } else {
+        None
+    };
+    let calls = spec.case.has_calls();
+    let call_sinks = if calls {
+        vec![
+            CbrSink::start_with(
+                &topo.rcv,
+                voice_sink(SocketAddr::new(IpAddr::V4(SERVER), CALL_PORT)),
+            )?,
+            CbrSink::start_with(
+                &topo.snd,
+                voice_sink(SocketAddr::new(IpAddr::V4(CLIENT), CALL_PORT)),
+            )?,
+        ]
+    } else {
+        Vec::new()
+    };
+    let interval = Duration::from_secs_f64(spec.probe_ms / 1000.0);
+    let probe = |k: ProbeKind, port: u16| {
+        let mut o = ProbeOpts::new(k, SocketAddr::new(IpAddr::V4(SERVER), port), interval);
+        o.src = Some(CLIENT);
+        o.grace = Duration::from_secs(1);
+        Prober::start(&topo.snd, o)
+    };
+    let probers = [
+        probe(ProbeKind::Udp, PROBE_PORT)?,
+        probe(ProbeKind::Icmp, 0)?,
+    ];
+    let load_at = Duration::from_secs_f64(c.idle_s);
+    let end = Duration::from_secs_f64(c.idle_s + c.load_s);
+    let label = format!("{} run {} {}", spec.name(), run + 1, pol.dut);
+
+    let (reports, call_reports, probe_reports) = std::thread::scope(|sc| {
+        let call_handles: Vec<_> = if calls {
+            [(&topo.snd, CLIENT, SERVER), (&topo.rcv, SERVER, CLIENT)]
+                .into_iter()
+                .map(|(ns, from, to)| {
+                    let o = voice_sender(
+                        SocketAddr::new(IpAddr::V4(from), 0),
+                        SocketAddr::new(IpAddr::V4(to), CALL_PORT),
+                        end,
+                    );
+                    sc.spawn(move || send_cbr(ns, 0.0, o, t0))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let handles: Vec<_> = flows
+            .iter()
+            .map(|f| {
+                let (ns, dst, src) = match f.dir {
+                    Dir::Up => (&topo.snd, up_sink, Some(IpAddr::V4(host_addr(f.host)))),
+                    Dir::Down => (&topo.rcv, down_sink, None),
+                };
+                let mut o = SenderOpts::new(dst, end - load_at, &c.cc);
+                o.src = src;
+                o.mss = Some(1460);
+                o.notsent_lowat = Some(64 * 1024);
+                o.tos = (f.dscp != 0).then_some(f.dscp << 2);
+                o.info_every = Some(Duration::from_millis(INFO_MS));
+                o.info_origin = Some(t0);
+                o.connect_timeout = Duration::from_secs(10);
+                o.drain_timeout = Duration::from_secs(2);
+                o.until = Some(t0 + end);
+                sc.spawn(move || -> std::result::Result<SenderReport, String> {
+                    while t0.elapsed() < load_at {
+                        if crate::interrupted() {
+                            return Err("interrupted".into());
+                        }
+                        std::thread::sleep((load_at - t0.elapsed()).min(Duration::from_millis(50)));
+                    }
+                    let s = TcpSender::start(ns, o).map_err(|e| e.to_string())?;
+                    Ok(s.join())
+                })
+            })
+            .collect();
+        while t0.elapsed() < end {
+            std::thread::sleep(Duration::from_secs(1).min(end.saturating_sub(t0.elapsed())));
+            progress(&format!(
+                "{label}: {:.0}/{:.0} s",
+                t0.elapsed().min(end).as_secs_f64(),
+                end.as_secs_f64()
+            ));
+            if !running.is_running() || crate::interrupted() {
+                break;
+            }
+        }
+        // the probes end with the load (their replies come back within the grace)
+        let probe_reports: Vec<ProbeReport> = probers.into_iter().map(Prober::finish).collect();
+        let reports = join_each::<SenderReport>(handles, "sender");
+        let call_reports = join_each::<CbrSenderReport>(call_handles, "call");
+        (reports, call_reports, probe_reports)
+    });
+    let up_report = sink_up.stop();
+    let down_report = sink_down.stop();
+    let calls: Vec<VoiceOutcome> = call_sinks
+        .into_iter()
+        .zip(call_reports)
+        .zip([("call up", CLIENT), ("call down", SERVER)])
+        .map(|((sink, rep), (name, src))| {
+            VoiceOutcome::collect(name, super::policy::CLASS, src, sink, rep)
+        })
+        .collect();
+    let refl = reflector.stop();
+    let (ack_frames, ack_bytes) = match acks.map(DscpCounter::stop) {
+        Some(d) => {
+            let c = d.sum_where(|f| f.proto == 6 && f.src.port() == DOWN_PORT);
+            let frames: u64 = c.frames.iter().sum();
+            let ip: u64 = c.ip_bytes.iter().sum();
+            (Some(frames), Some(ip + 14 * frames))
+        }
+        None => (None, None),
+    };
+    let dut_report = running.stop();
+    let line_report = match line.stop() {
+        Some(Ok(r)) => serde_json::to_value(r).unwrap_or(Value::Null),
+        Some(Err(e)) => json!({ "error": e }),
+        None => Value::Null,
+    };
+    drop(temp);
+    crate::check_interrupted()?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let flows = flows
+        .iter()
+        .zip(reports)
+        .map(|(f, rep)| {
+            let sink = match f.dir {
+                Dir::Up => &up_report,
+                Dir::Down => &down_report,
+            };
+            flow_outcome(f, &c.cc, rep, sink)
+        })
+        .collect();
+    let mut probes: Vec<ProbeSeries> = probe_reports
+        .iter()
+        .zip([ProbeKind::Udp, ProbeKind::Icmp])
+        .map(|(r, k)| probe_series(k, r, t0_ns))
+        .collect();
+    if let Some(e) = refl.error {
+        probes[0].error.get_or_insert(format!("reflector: {e}"));
+    }
+    Ok(RrulRun {
+        dut: pol.dut.clone(),
+        run,
+        t0_ns,
+        probes,
+        flows,
+        calls,
+        ack_frames,
+        ack_bytes,
+        dut_report: serde_json::to_value(&dut_report).unwrap_or_default(),
+        line_report: json!({ "policy": line_text, "report": line_report }),
+        seconds,
+    })
+}
+
+/// A flow's outcome from its sender's report and its sink's connection.
+fn flow_outcome(
+    f: &FlowPlan,
+    cc: &str,
+    rep: std::result::Result<SenderReport, String>,
+    sink: &crate::agents::SinkReport,
+) -> FlowOutcome {
+    let mut out = FlowOutcome {
+        name: f.name.clone(),
+        dir: f.dir,
+        host: f.host,
+        dscp: f.dscp,
+        cc: cc.into(),
+        local: None,
+        bytes: 0,
+        series: Vec::new(),
+        segs_out: 0,
+        data_segs_out: 0,
+        retrans: 0,
+        ecn: false,
+        delivered_ce: 0,
+        samples: Default::default(),
+        error: None,
+    };
+    match rep {
+        Ok(r) => {
+            if let Some(conn) = sink.conns.iter().find(|c| c.peer == r.local) {
+                out.bytes = conn.bytes;
+                out.series = conn.series.clone();
+            }
+            out.local = Some(r.local);
+            out.cc = r.cc;
+            out.segs_out = u64::from(r.info_final.segs_out);
+            out.data_segs_out = u64::from(r.info_final.data_segs_out);
+            out.retrans = u64::from(r.info_final.total_retrans);
+            out.ecn = r.info_final.ecn;
+            out.delivered_ce = u64::from(r.info_final.delivered_ce);
+            out.samples = super::InfoSeries::of(&r.samples);
+            out.error = r.error;
+        }
+        Err(e) => out.error = Some(e),
+    }
+    out
+}
+
+/// A prober's report on the run's timeline (µs since `t0_ns`).
+fn probe_series(kind: ProbeKind, r: &ProbeReport, t0_ns: u64) -> ProbeSeries {
+    let us = |ns: Option<i64>| ns.map(|n| n / 1000);
+    let udp = kind == ProbeKind::Udp;
+    ProbeSeries {
+        kind: Some(kind),
+        sent_us: r
+            .records
+            .iter()
+            .map(|p| p.tx_ns.saturating_sub(t0_ns) / 1000)
+            .collect(),
+        rtt_us: r.records.iter().map(|p| us(p.rtt_ns())).collect(),
+        up_us: if udp {
+            r.records.iter().map(|p| us(p.up_ns())).collect()
+        } else {
+            Vec::new()
+        },
+        down_us: if udp {
+            r.records.iter().map(|p| us(p.down_ns())).collect()
+        } else {
+            Vec::new()
+        },
+        skipped: r.skipped,
+        send_errors: r.send_errors,
+        duplicates: r.duplicates,
+        error: r.error.clone(),
+    }
+}
