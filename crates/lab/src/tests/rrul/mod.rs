@@ -32,8 +32,8 @@
 //! * **Flows** ([`case`]): the project's bulk TCP agents with explicit settings: congestion
 //!   control `--cc` (cubic), MSS 1460, SACK, timestamps and window scaling on, the receive
 //!   buffer autotuned, `TCP_NOTSENT_LOWAT` 64 KiB, DSCP per flow (`rrul`), `tcp_ecn` per
-//!   host namespace (0, or 1 in `ecn=1`); segmentation offloads off on both hosts, so the
-//!   DUT sees wire-size frames. The sinks count bytes per 100 ms per flow, all series from
+//!   host namespace (0, or 1 in `ecn=1`); both hosts keep their default offloads, so a DUT
+//!   receives TSO/GSO super-packets as it would from real hosts. The sinks count bytes per 100 ms per flow, all series from
 //!   one origin (the run's start).
 //!   `ackfilter`'s line is asymmetric (20 Mbit/s down, 0.5 up) and a weir policy has one
 //!   rate for both directions: there the DUT shapes the uplink only (where an ACK filter
