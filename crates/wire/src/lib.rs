@@ -4,7 +4,7 @@
 //! manager needs to look at: Ethernet (with up to two 802.1Q / 802.1ad VLAN
 //! tags), IPv4, IPv6 (with extension-header walking), TCP (with options),
 //! UDP, ICMPv4 and ICMPv6, plus the Internet checksum (RFC 1071) and its
-//! incremental update (RFC 1624).
+//! incremental update (RFC 1624), and ECN congestion marking of a frame ([`ecn`]).
 //!
 //! The style follows smoltcp's `wire` module: every protocol has a view type
 //! `Packet<T: AsRef<[u8]>>` (or [`ethernet::Frame`]) over a borrowed or owned
@@ -48,6 +48,7 @@
 pub mod arp;
 pub mod build;
 pub mod checksum;
+pub mod ecn;
 mod error;
 pub mod ethernet;
 pub mod fixup;
