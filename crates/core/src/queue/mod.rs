@@ -6,4 +6,5 @@ pub mod fifo;
 pub mod gred;
 pub mod pfq;
 pub mod red;
+pub mod setassoc;
 pub mod tbf;
