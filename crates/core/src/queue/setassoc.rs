@@ -61,7 +61,7 @@ impl SetAssoc {
     /// Tags for `buckets` buckets, which must be a positive multiple of [`WAYS`]
     /// ([`SetAssoc::round`]).
     pub fn new(buckets: u32) -> Self {
-        debug_assert!(buckets > 0 && buckets as usize % WAYS == 0);
+        debug_assert!(buckets > 0 && (buckets as usize).is_multiple_of(WAYS));
         let nsets = buckets as usize / WAYS;
         SetAssoc {
             tags: vec![SetTags::default(); nsets],
