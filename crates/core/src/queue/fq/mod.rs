@@ -90,8 +90,9 @@
 //! judgement; a host-keyed mode also reads the frame's IP header.
 //! Per bucket: the 8-byte tag, a `Flow` (40 bytes + the AQM state: 72 with COBALT or
 //! CoDel), 20 bytes of heap (its position, its entry while backlogged); the dual and
-//! triple modes add two host indices and 12 bytes of host table per role
-//! ([`Fq::bytes_per_flow`]: 100 bytes with COBALT in `flow` mode, 132 in `triple`).
+//! triple modes add two host indices, 12 bytes of host table per role and 20 of round
+//! calendar ([`Fq::bytes_per_flow`]: 100 bytes with COBALT in `flow` mode, 152 in
+//! `triple`).
 //!
 //! # Statistics ([`crate::Qdisc::aqm_stats`])
 //! ECN marks, AQM drops, unmarkable signals, limit drops, new flows (since the start),
@@ -511,9 +512,10 @@ impl<A: Aqm> Fq<A> {
 
     /// Bytes of state per flow bucket (see the module comment's "Cost and memory").
     pub fn bytes_per_flow(&self) -> usize {
-        // host indices (8), and per host table a tag and a bulk count (12)
+        // host indices (8), per host table a tag and a bulk count (12), and the round
+        // calendar's position and entry (20)
         let host = self.hosts.as_ref().map_or(0, |h| {
-            8 + 12 * (h.src.is_some() as usize + h.dst.is_some() as usize)
+            8 + 12 * (h.src.is_some() as usize + h.dst.is_some() as usize) + 20
         });
         8 + core::mem::size_of::<Flow<A>>() + 4 + 16 + host
     }

@@ -612,7 +612,7 @@ fn config_defaults_and_validation() {
     assert_eq!(q.config().flows, 1008);
     assert_eq!(core::mem::size_of::<Flow<Cobalt>>(), 72);
     assert_eq!(q.bytes_per_flow(), 100);
-    assert_eq!(fq::<Cobalt>(ok).bytes_per_flow(), 132);
+    assert_eq!(fq::<Cobalt>(ok).bytes_per_flow(), 152);
 }
 
 /// Random traffic: every AQM and isolation mode keeps the counter identities of
