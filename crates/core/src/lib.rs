@@ -20,6 +20,7 @@ pub use time::{Duration, Instant};
 pub mod adapt;
 pub mod admission;
 pub mod app;
+pub mod aqm;
 pub mod classify;
 pub mod conn;
 pub mod device;

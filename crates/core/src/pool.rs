@@ -274,6 +274,50 @@ impl PktQueue {
         }
         Some(id)
     }
+
+    /// The last packet (the one `push_back` added last).
+    #[inline]
+    pub fn tail(&self) -> Option<PktId> {
+        (self.tail != NIL).then_some(PktId(self.tail))
+    }
+
+    /// The packets from head to tail (for a filter that looks for one to remove, such as
+    /// CAKE's ACK filter; pair with [`PktQueue::remove_after`]).
+    pub fn iter<'a>(&self, pool: &'a Pool) -> impl Iterator<Item = PktId> + 'a {
+        let mut at = self.head;
+        core::iter::from_fn(move || {
+            (at != NIL).then(|| {
+                let id = PktId(at);
+                at = pool.meta(id).next;
+                id
+            })
+        })
+    }
+
+    /// Unlink and return the packet that follows `prev` (the head when `prev` is `None`),
+    /// from anywhere in the queue, in O(1): the queue is singly linked, so the caller
+    /// names the predecessor (a filter walking [`PktQueue::iter`] has it). `prev` must be
+    /// in this queue; `None` when it is the tail (or the queue is empty).
+    #[inline]
+    pub fn remove_after(&mut self, pool: &mut Pool, prev: Option<PktId>) -> Option<PktId> {
+        let Some(prev) = prev else {
+            return self.pop_front(pool);
+        };
+        let id = pool.meta(prev).next;
+        if id == NIL {
+            return None;
+        }
+        let m = pool.meta_mut(PktId(id));
+        let next = m.next;
+        m.next = NIL;
+        self.bytes -= m.len as u64;
+        self.len -= 1;
+        pool.meta_mut(prev).next = next;
+        if next == NIL {
+            self.tail = prev.0;
+        }
+        Some(PktId(id))
+    }
 }
 
 #[cfg(test)]
@@ -299,6 +343,45 @@ mod tests {
         assert!(q.pop_front(&mut pool).is_none());
         assert_eq!(q.bytes(), 0);
         assert_eq!(pool.available(), 4);
+    }
+
+    /// Removal from the head, the middle and the tail keeps the order, the counts and the
+    /// tail (a later `push_back` links after the right packet).
+    #[test]
+    fn remove_after_unlinks_anywhere() {
+        let mut pool = Pool::new(8, 0);
+        let mut q = PktQueue::new();
+        let ids: Vec<_> = (0..6).map(|_| pool.alloc().unwrap()).collect();
+        for (i, &id) in ids.iter().enumerate() {
+            pool.meta_mut(id).len = 10 * (i as u32 + 1);
+            q.push_back(&mut pool, id);
+        }
+        let order = |q: &PktQueue, pool: &Pool| q.iter(pool).collect::<Vec<_>>();
+        assert_eq!(order(&q, &pool), ids);
+        // middle: after ids[1] comes ids[2]
+        assert_eq!(q.remove_after(&mut pool, Some(ids[1])), Some(ids[2]));
+        // head
+        assert_eq!(q.remove_after(&mut pool, None), Some(ids[0]));
+        // tail: after ids[4] comes ids[5], the tail
+        assert_eq!(q.remove_after(&mut pool, Some(ids[4])), Some(ids[5]));
+        assert_eq!(q.tail(), Some(ids[4]));
+        // nothing after the tail
+        assert_eq!(q.remove_after(&mut pool, Some(ids[4])), None);
+        assert_eq!(order(&q, &pool), vec![ids[1], ids[3], ids[4]]);
+        assert_eq!((q.len(), q.bytes()), (3, 20 + 40 + 50));
+        q.push_back(&mut pool, ids[5]);
+        assert_eq!(order(&q, &pool), vec![ids[1], ids[3], ids[4], ids[5]]);
+        // down to one packet and empty: head and tail follow
+        q.remove_after(&mut pool, Some(ids[1]));
+        q.remove_after(&mut pool, Some(ids[1]));
+        q.remove_after(&mut pool, Some(ids[1]));
+        assert_eq!(
+            (q.head(), q.tail(), q.len()),
+            (Some(ids[1]), Some(ids[1]), 1)
+        );
+        assert_eq!(q.remove_after(&mut pool, None), Some(ids[1]));
+        assert_eq!((q.head(), q.tail(), q.bytes()), (None, None, 0));
+        assert_eq!(q.iter(&pool).count(), 0);
     }
 
     #[test]

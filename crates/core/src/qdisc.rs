@@ -20,6 +20,7 @@
 //! `received = enqueued + dropped_on_enqueue` and
 //! `enqueued = dequeued + dropped_later + queued`, in packets and in bytes.
 
+use crate::aqm::AqmStats;
 use crate::pool::{PktId, Pool};
 use crate::rng::Rng;
 use crate::time::Instant;
@@ -55,10 +56,19 @@ pub enum DropCause {
     Admission,
     /// A DiffServ policer dropped the packet: its meter's action for its colour is `drop`.
     Policed,
+    /// An AQM (CoDel, COBALT) dropped the packet at the head of its queue: a congestion
+    /// signal that could not be an ECN mark (or BLUE's random drop).
+    Aqm,
+    /// A flow queue's packet or byte limit was reached: the head of the fattest flow was
+    /// dropped to make room (or the arriving packet, when it was that head).
+    Overlimit,
+    /// The ACK filter dropped a queued pure ACK made redundant by a newer one of the same
+    /// flow.
+    AckFilter,
 }
 
 impl DropCause {
-    pub const ALL: [DropCause; 12] = [
+    pub const ALL: [DropCause; 15] = [
         DropCause::QueueFull,
         DropCause::ByteLimit,
         DropCause::FlowLimit,
@@ -71,6 +81,9 @@ impl DropCause {
         DropCause::Reload,
         DropCause::Admission,
         DropCause::Policed,
+        DropCause::Aqm,
+        DropCause::Overlimit,
+        DropCause::AckFilter,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -92,6 +105,9 @@ impl DropCause {
             DropCause::Reload => "reload_limit",
             DropCause::Admission => "admission",
             DropCause::Policed => "policed",
+            DropCause::Aqm => "aqm",
+            DropCause::Overlimit => "overlimit",
+            DropCause::AckFilter => "ack_filter",
         }
     }
 }
@@ -144,6 +160,11 @@ pub trait Qdisc: Send {
     }
     /// Discard everything held into `cx.dropped` with `cause`.
     fn purge(&mut self, cx: &mut Ctx<'_>, cause: DropCause);
+    /// The AQM and flow counters of a queue managed by CoDel or COBALT (ECN marks, AQM
+    /// drops, flows); `None` for the others.
+    fn aqm_stats(&self) -> Option<AqmStats> {
+        None
+    }
 }
 
 /// A packet and byte count.
@@ -290,5 +311,8 @@ impl<Q: Qdisc + ?Sized> Qdisc for Counted<Q> {
         let mark = cx.dropped.len();
         self.inner.purge(cx, cause);
         self.count_later(cx, mark);
+    }
+    fn aqm_stats(&self) -> Option<AqmStats> {
+        self.inner.aqm_stats()
     }
 }

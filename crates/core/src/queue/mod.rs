@@ -1,9 +1,14 @@
 //! Queues and active queue management, each a [`crate::Qdisc`]: the drop-tail FIFO
-//! ([`fifo`]), RED ([`red`]), three-colour RED ([`gred`]), per-flow queuing ([`pfq`]) and
-//! the token-bucket-filter shaper ([`tbf`]). Each file opens with its design comment.
+//! ([`fifo`]), RED ([`red`]), three-colour RED ([`gred`]), per-flow queuing ([`pfq`]),
+//! flow queuing with sparse-flow priority, host isolation and CoDel/COBALT ([`fq`]; the
+//! FIFO with an AQM is [`crate::aqm::fifo`]) and the token-bucket-filter shaper ([`tbf`]);
+//! [`setassoc`] is the set-associative bucket lookup `pfq` and `fq` share. Each file opens
+//! with its design comment.
 
 pub mod fifo;
+pub mod fq;
 pub mod gred;
 pub mod pfq;
 pub mod red;
+pub mod setassoc;
 pub mod tbf;

@@ -48,12 +48,12 @@ use crate::meter::token_bucket::{Bucket, Ns};
 use crate::pool::{PktId, PktQueue};
 use crate::qdisc::{Ctx, DropCause, Qdisc};
 use crate::queue::red::{RedParams, RedState};
+use crate::queue::setassoc::{SetAssoc, Way};
 use crate::rate::Rate;
 use crate::sched::heap::IndexedHeap;
 use crate::time::Instant;
 
 const NIL: u32 = u32::MAX;
-const WAYS: usize = 8;
 
 /// Configuration of a [`Pfq`].
 #[derive(Clone, Debug)]
@@ -84,11 +84,6 @@ impl Default for PfqConfig {
     }
 }
 
-/// The tags of one set's ways (flow hash | 1; 0 = never used), in one cache line.
-#[derive(Clone, Copy, Default)]
-#[repr(align(64))]
-struct SetTags([u64; WAYS]);
-
 /// A flow queue's scheduling state: 32 bytes, aligned so that a flow never straddles two
 /// cache lines.
 #[derive(Clone)]
@@ -112,7 +107,7 @@ struct Cap {
 pub struct Pfq {
     cfg: PfqConfig,
     /// Tags by set; bucket `i` is way `i % WAYS` of set `i / WAYS`.
-    tags: Vec<SetTags>,
+    sets: SetAssoc,
     flows: Vec<Flow>,
     /// Predecessor of each flow in the DRR list (touched only when a flow joins or leaves
     /// it).
@@ -121,7 +116,6 @@ pub struct Pfq {
     red: Vec<RedState>,
     /// Per-bucket session-cap tokens (empty without `cfg.session_ceil`).
     caps: Vec<Cap>,
-    nsets: u64,
     /// Head of the circular DRR list of active flows.
     head: u32,
     active: u32,
@@ -164,8 +158,7 @@ impl Pfq {
             t_c: Instant::ZERO,
         };
         Ok(Pfq {
-            nsets: (n / WAYS) as u64,
-            tags: vec![SetTags::default(); n / WAYS],
+            sets: SetAssoc::new(cfg.buckets),
             flows: vec![flow; n],
             prev: vec![NIL; n],
             red: if cfg.red.is_some() {
@@ -189,7 +182,7 @@ impl Pfq {
 
     /// The bucket count actually used for a requested one (a multiple of the 8 ways).
     pub fn round_buckets(n: u32) -> u32 {
-        n.div_ceil(WAYS as u32) * WAYS as u32
+        SetAssoc::round(n)
     }
 
     /// Bytes of state per flow bucket every configuration allocates (tag, `Flow` and
@@ -209,36 +202,24 @@ impl Pfq {
     /// Find (or claim) the bucket of flow hash `h`.
     #[inline]
     fn bucket(&mut self, h: u64) -> u32 {
-        let tag = h | 1; // 0 marks a never-used way
-                         // multiply-shift to pick the set: uses the high bits of the hash
-        let set = ((h as u128 * self.nsets as u128) >> 64) as usize;
-        let base = set * WAYS;
-        // compare all ways at once (no branch per way); a tag is in at most one way
-        let mut hit = 0u32;
-        for (w, &t) in self.tags[set].0.iter().enumerate() {
-            hit |= ((t == tag) as u32) << w;
-        }
-        if hit != 0 {
-            return (base + hit.trailing_zeros() as usize) as u32;
-        }
-        // a new flow takes the first free way
-        for w in 0..WAYS {
-            let i = base + w;
-            let f = &self.flows[i];
-            // (a parked flow holds packets)
-            if f.q.is_empty() {
-                self.tags[set].0[w] = tag;
-                if let Some(red) = self.red.get_mut(i) {
+        // a new flow takes the first free way (a parked flow holds packets)
+        let flows = &self.flows;
+        match self.sets.lookup(h, |i| flows[i].q.is_empty()) {
+            Way::Hit(i) => i,
+            Way::Claimed(i) => {
+                if let Some(red) = self.red.get_mut(i as usize) {
                     *red = RedState::default();
                 }
-                if let (Some(cap), Some(b)) = (self.caps.get_mut(i), &self.cap) {
+                if let (Some(cap), Some(b)) = (self.caps.get_mut(i as usize), &self.cap) {
                     cap.tokens = b.depth();
                 }
-                return i as u32;
+                i
+            }
+            Way::Collision(i) => {
+                self.collisions += 1;
+                i
             }
         }
-        self.collisions += 1;
-        (base + (h as usize >> 3) % WAYS) as u32
     }
 
     fn list_add(&mut self, i: u32) {

@@ -90,6 +90,15 @@ impl<const D: usize> IndexedDHeap<D> {
         true
     }
 
+    /// Subtract `d` from every key (keys below `d` become 0): for keys that grow without
+    /// bound, such as round numbers, to start again from a smaller base. The order is kept
+    /// when every key is at least `d`. O(n).
+    pub fn sub_all(&mut self, d: u64) {
+        for e in &mut self.heap {
+            e.0 = e.0.saturating_sub(d);
+        }
+    }
+
     pub fn pop(&mut self) -> Option<(u64, u32)> {
         if self.heap.is_empty() {
             return None;
@@ -198,6 +207,18 @@ mod tests {
                 }
             }
         };
+    }
+
+    #[test]
+    fn sub_all_keeps_the_order() {
+        let mut h = IndexedDHeap::<4>::with_ids(8);
+        for (id, k) in [(0, 105), (1, 100), (2, 130), (3, 101)] {
+            h.set(id, k);
+        }
+        h.sub_all(100);
+        assert_eq!(h.key(2), Some(30));
+        let order: Vec<_> = std::iter::from_fn(|| h.pop()).collect();
+        assert_eq!(order, vec![(0, 1), (1, 3), (5, 0), (30, 2)]);
     }
 
     model_check!(behaves_like_a_sorted_map, IndexedHeap::with_ids(32));
