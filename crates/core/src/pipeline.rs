@@ -410,6 +410,8 @@ impl Pipeline {
             }
         }
         rep.profiles_kept = carried.profiles_kept;
+        // what each carried packet counted as, until it is sure to stay
+        let mut carried_ids: Vec<(PktId, Readmitted)> = Vec::new();
         for k in 0..old.stages.len() {
             let rank = old.stages[k].rank();
             let names = class_names(old.stages[k].as_ref().as_any().downcast_ref());
@@ -418,11 +420,23 @@ impl Pipeline {
             let held: Vec<PktId> = cx.dropped.drain(mark..).map(|(p, _)| p).collect();
             for pkt in held {
                 let name = names.get(cx.pool.meta(pkt).class as usize);
-                match self.readmit(pkt, rank, name.map(String::as_str), sh, cx) {
-                    Ok(Readmitted::Kept) => rep.kept += 1,
-                    Ok(Readmitted::Reclassified) => rep.reclassified += 1,
-                    Ok(Readmitted::Ready) if rank < Rank::Emulate => rep.reclassified += 1,
-                    Ok(Readmitted::Ready | Readmitted::Emulated) => rep.re_emulated += 1,
+                let mark = cx.dropped.len();
+                let got = self.readmit(pkt, rank, name.map(String::as_str), sh, cx);
+                // a queue that makes room by dropping another packet (flow queuing drops
+                // from its fattest flow): that packet was carried, and is not any more
+                for i in mark..cx.dropped.len() {
+                    let gone = cx.dropped[i].0;
+                    if let Some(k) = carried_ids.iter().position(|&(p, _)| p == gone) {
+                        let (_, kind) = carried_ids.swap_remove(k);
+                        rep.uncount(kind, rank);
+                        rep.dropped += 1;
+                    }
+                }
+                match got {
+                    Ok(kind) => {
+                        rep.count(kind, rank);
+                        carried_ids.push((pkt, kind));
+                    }
                     Err(_) => {
                         rep.dropped += 1;
                         cx.drop_later(pkt, DropCause::Reload);
@@ -500,6 +514,7 @@ fn class_names(s: Option<&LinkShare>) -> Vec<String> {
 }
 
 /// Where a carried packet went.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
 enum Readmitted {
     /// Into the class of the same name.
     Kept,
@@ -531,6 +546,26 @@ pub struct LaneReload {
 }
 
 impl LaneReload {
+    /// Count a packet carried from a stage of `rank` that went where `kind` says.
+    fn count(&mut self, kind: Readmitted, rank: Rank) {
+        *self.counter(kind, rank) += 1;
+    }
+
+    /// Take back [`LaneReload::count`] (the packet was dropped after all).
+    fn uncount(&mut self, kind: Readmitted, rank: Rank) {
+        let c = self.counter(kind, rank);
+        *c = c.saturating_sub(1);
+    }
+
+    fn counter(&mut self, kind: Readmitted, rank: Rank) -> &mut u64 {
+        match kind {
+            Readmitted::Kept => &mut self.kept,
+            Readmitted::Reclassified => &mut self.reclassified,
+            Readmitted::Ready if rank < Rank::Emulate => &mut self.reclassified,
+            Readmitted::Ready | Readmitted::Emulated => &mut self.re_emulated,
+        }
+    }
+
     /// Packets carried into the new policy (not dropped).
     pub fn carried(&self) -> u64 {
         self.kept + self.reclassified + self.re_emulated

@@ -373,3 +373,53 @@ fn rate_schedules_and_traces() {
     assert!(e.contains("cannot read"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `weir emu --aqm`: the rate moves to a shaper whose only leaf has the managed queue; the
+/// emulator behind it keeps the delay and loses its serialiser; the options' limit is the
+/// managed queue's; a schedule or no rate is refused.
+#[test]
+fn a_managed_bottleneck_queue_is_a_shaper_before_the_delay_line() {
+    use weir_core::aqm::AqmKind;
+    use weir_core::emulate::EmuConfig;
+    use weir_core::policy::{QueueKind, Shapes, Technique};
+    let cfg = EmuConfig {
+        rate_bps: Some(10_000_000),
+        delay: weir_core::Duration::from_millis(25),
+        limit_packets: Some(500),
+        ..EmuConfig::default()
+    };
+    let p = Policy::emulation_managed(cfg.clone(), Shapes::Both, 7, (Technique::FqCobalt, None))
+        .unwrap();
+    assert_eq!(p.link_rate, 10_000_000);
+    let line = &p.classes[p.class_index("line").unwrap()];
+    assert_eq!(
+        (line.queue, line.aqm, line.ecn),
+        (QueueKind::Fq, AqmKind::Cobalt, true)
+    );
+    assert_eq!(line.limit, weir_core::units::Limit::Packets(500));
+    assert_eq!(
+        p.emulators[0].cfg.rate_bps, None,
+        "the serialiser is the shaper now"
+    );
+    assert_eq!(p.emulators[0].cfg.delay, cfg.delay);
+    let dev = p.build_device(Instant::ZERO).unwrap();
+    for d in [Direction::Outbound, Direction::Inbound] {
+        assert_eq!(dev.stage_names(d), ["shape", "emulate"]);
+    }
+    let fifo = Policy::emulation_managed(
+        cfg.clone(),
+        Shapes::Outbound,
+        7,
+        (Technique::FqCobalt, Some(AqmKind::Codel)),
+    )
+    .unwrap();
+    let line = &fifo.classes[fifo.class_index("line").unwrap()];
+    assert_eq!((line.queue, line.aqm), (QueueKind::Fifo, AqmKind::Codel));
+    let no_rate = EmuConfig {
+        rate_bps: None,
+        ..cfg
+    };
+    let e = Policy::emulation_managed(no_rate, Shapes::Outbound, 7, (Technique::FqCobalt, None))
+        .unwrap_err();
+    assert!(e.contains("needs --rate"), "{e}");
+}

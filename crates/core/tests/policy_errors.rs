@@ -137,7 +137,7 @@ fn other_mistakes_have_specific_messages() {
 fn warnings_do_not_reject() {
     let p = Policy::parse(
         "p.toml",
-        "[link]\nrate = \"1Mbit\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"1kbit\"\n[[class]]\nname = \"b\"\nrate = \"1kbit\"\n[class.session]\nguarantee = \"50%\"\n",
+        "[link]\nrate = \"1Mbit\"\ntechnique = \"cbq\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"1kbit\"\n[[class]]\nname = \"b\"\nrate = \"1kbit\"\n[class.session]\nguarantee = \"50%\"\n",
     )
     .unwrap();
     let w: Vec<String> = p.warnings.iter().map(|w| w.to_string()).collect();

@@ -54,17 +54,30 @@ fn a_forced_technique_decides_queue_and_red_but_keeps_parameters() {
         let q = p.with_technique(t);
         assert_eq!(q.technique, t);
         let pfq = t.name().contains("pfq");
+        let fq = t.name().starts_with("fq_");
         let red = t.name().contains("red");
+        let kind = match (pfq, fq) {
+            (true, _) => QueueKind::Pfq,
+            (_, true) => QueueKind::Fq,
+            _ => QueueKind::Fifo,
+        };
         for c in q.classes.iter().filter(|c| c.leaf) {
-            assert_eq!(c.queue == QueueKind::Pfq, pfq, "{} {}", t.name(), c.name);
+            assert_eq!(c.queue, kind, "{} {}", t.name(), c.name);
             assert_eq!(c.red.is_some(), red, "{} {}", t.name(), c.name);
+            // the seed presets mark nothing: the papers' RED dropped
+            assert_eq!(c.ecn, fq, "{} {}", t.name(), c.name);
+            assert_eq!(c.aqm != weir_core::aqm::AqmKind::None, fq, "{}", t.name());
         }
         // explicit limit and RED parameters survive; unwritten limits follow the queue
         assert_eq!(leaf(&q, "tuned").limit, Limit::Packets(1000));
         if red {
             assert_eq!(leaf(&q, "tuned").red.as_ref().unwrap().max_p, 0.1);
         }
-        let want = if pfq { 1024 } else { 100 };
+        let want = match kind {
+            QueueKind::Pfq => 1024,
+            QueueKind::Fq => 10_240,
+            QueueKind::Fifo => 100,
+        };
         assert_eq!(
             leaf(&q, "plain").limit,
             Limit::Packets(want),
@@ -92,12 +105,24 @@ fn a_link_only_policy_follows_the_technique() {
 
 #[test]
 fn session_warnings_follow_the_resolved_queue() {
-    let text = "[link]\nrate = \"1Mbit\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"1Mbit\"\n[class.session]\nguarantee = \"50%\"\n";
+    let text = "[link]\nrate = \"1Mbit\"\ntechnique = \"cbq\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"1Mbit\"\n[class.session]\nguarantee = \"50%\"\n";
     let p = Policy::parse("t.toml", text).unwrap();
     assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
     assert!(p.warnings[0].to_string().starts_with(
-        "t.toml:4:1: class 'a': per-session settings are not enforced under technique cbq"
+        "t.toml:5:1: class 'a': per-session settings are not enforced under technique cbq"
     ));
+    // the default's flow queuing shares equally (a guarantee holds), but caps nothing
+    let modern = Policy::parse("t.toml", &text.replace("technique = \"cbq\"\n", "")).unwrap();
+    assert!(modern.warnings.is_empty(), "{:?}", modern.warnings);
+    let capped = text.replace("technique = \"cbq\"\n", "") + "ceil = \"90%\"\n";
+    let capped = Policy::parse("t.toml", &capped).unwrap();
+    assert!(
+        capped.warnings[0]
+            .msg
+            .contains("not enforced by flow queuing"),
+        "{:?}",
+        capped.warnings
+    );
     let q = p.with_technique(Technique::CbqPfq);
     assert!(q.warnings.is_empty(), "{:?}", q.warnings);
     let r = q.with_technique(Technique::CbqRed);

@@ -77,6 +77,13 @@ pub struct Args {
     /// Which traffic to impair: outbound (LAN → WAN), inbound, or both (each its own link).
     #[arg(long, default_value = "outbound")]
     direction: String,
+    /// Manage the bottleneck queue: fq_cobalt (flow queuing with sparse-flow priority,
+    /// triple host isolation, COBALT and ECN: weir's default leaf), fq_codel (flow
+    /// queuing, CoDel, ECN), cobalt or codel (one FIFO with that AQM and ECN), none (the
+    /// emulator's drop-tail queue). Needs --rate; the queue then runs at the rate before
+    /// the delay line, and --limit is its limit.
+    #[arg(long, default_value = "none")]
+    aqm: String,
     /// Seed of the random number generator (loss, jitter, duplication, corruption).
     #[arg(long, default_value_t = weir_core::policy::DEFAULT_SEED)]
     seed: u64,
@@ -157,11 +164,32 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         "both" => Shapes::Both,
         other => anyhow::bail!("--direction: '{other}' is not one of outbound, inbound, both"),
     };
-    let device = Policy::emulation(c.clone(), direction, a.seed)
-        .and_then(|p| p.build_device(weir_core::Instant::ZERO))
+    use weir_core::aqm::AqmKind;
+    use weir_core::policy::Technique;
+    let managed = match a.aqm.as_str() {
+        "none" => None,
+        "fq_cobalt" => Some((Technique::FqCobalt, None)),
+        "fq_codel" => Some((Technique::FqCodel, None)),
+        "cobalt" => Some((Technique::FqCobalt, Some(AqmKind::Cobalt))),
+        "codel" => Some((Technique::FqCobalt, Some(AqmKind::Codel))),
+        other => {
+            anyhow::bail!("--aqm: '{other}' is not one of fq_cobalt, fq_codel, cobalt, codel, none")
+        }
+    };
+    let policy = match managed {
+        None => Policy::emulation(c.clone(), direction, a.seed),
+        Some(q) => Policy::emulation_managed(c.clone(), direction, a.seed, q),
+    }
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let device = policy
+        .build_device(weir_core::Instant::ZERO)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let queue = match managed {
+        None => String::new(),
+        Some(_) => format!(", bottleneck queue {}", a.aqm),
+    };
     let what = format!(
-        "an emulated link ({} {}; seed {})",
+        "an emulated link ({} {}{queue}; seed {})",
         a.direction,
         spec::describe(&c),
         a.seed

@@ -411,44 +411,74 @@ mod reload_tests {
         assert!((span / want - 1.0).abs() < 0.05, "{span} ms vs {want} ms");
     }
 
+    /// A reload that removes a class and shrinks a limit: the removed class's packets are
+    /// classified by the new rules, the 20 that do not fit are dropped and counted — by
+    /// a FIFO as they arrive (`reload_limit`), by flow queuing (the default) from its
+    /// fattest flow, which is the bulk session (`overlimit`) — and what is carried is
+    /// exactly what leaves, each session in order.
     #[test]
     fn packets_of_a_removed_class_are_reclassified_and_a_smaller_limit_drops_by_name() {
-        let mut dev = policy(&classes("10Mbit", Some("9Mbit"), "100p"))
-            .build_device(Instant::ZERO)
-            .unwrap();
-        let mut env = Env::new();
-        for i in 0..30 {
-            env.push(&mut dev, 80, i, Instant::ZERO); // web
+        for (technique, cause) in [
+            ("cbq", DropCause::Reload),
+            ("fq_cobalt", DropCause::Overlimit),
+        ] {
+            let with = |text: String| {
+                policy(&text.replace(
+                    "[link]\n",
+                    &format!("[link]\ntechnique = \"{technique}\"\n"),
+                ))
+            };
+            let mut dev = with(classes("10Mbit", Some("9Mbit"), "100p"))
+                .build_device(Instant::ZERO)
+                .unwrap();
+            let mut env = Env::new();
+            for i in 0..30 {
+                env.push(&mut dev, 80, i, Instant::ZERO); // web
+            }
+            for i in 100..150 {
+                env.push(&mut dev, 5000, i, Instant::ZERO); // bulk
+            }
+            // the new policy has no "web", and "bulk" takes 60 packets
+            let rep = dev
+                .replace_policy(
+                    &with(classes("10Mbit", None, "60p")),
+                    &mut env.cx(Instant::ZERO),
+                )
+                .unwrap();
+            let r = &rep.outbound;
+            assert_eq!(r.classes_removed, ["web"]);
+            assert!(r.classes_added.is_empty());
+            assert_eq!(
+                r.kept + r.reclassified + r.dropped,
+                80,
+                "{technique}: {r:?}"
+            );
+            assert_eq!(r.dropped, 20, "{technique}: {r:?}");
+            assert_eq!(env.dropped.len(), 20);
+            assert!(env.dropped.iter().all(|&(_, c)| c == cause), "{technique}");
+            let dropped: Vec<u32> = env.dropped.iter().map(|&(p, _)| env.tag(p)).collect();
+            if cause == DropCause::Overlimit {
+                assert!(
+                    dropped.iter().all(|&t| t >= 100),
+                    "the fattest flow: {dropped:?}"
+                );
+            }
+            for (id, _) in std::mem::take(&mut env.dropped) {
+                env.pool.free(id);
+            }
+            let out = env.drain(&mut dev, Instant::ZERO);
+            assert_eq!(out.len() as u64, r.carried(), "{technique}");
+            // within each session the order is kept
+            let web: Vec<u32> = out.iter().map(|x| x.0).filter(|&x| x < 100).collect();
+            let bulk: Vec<u32> = out.iter().map(|x| x.0).filter(|&x| x >= 100).collect();
+            if cause == DropCause::Overlimit {
+                assert_eq!(web.len(), 30, "the thinner session loses nothing");
+            }
+            assert!(web.windows(2).all(|w| w[0] < w[1]), "{web:?}");
+            assert!(bulk.windows(2).all(|w| w[0] < w[1]), "{bulk:?}");
+            let snap = dev.snapshot(Direction::Outbound, Instant::ZERO).unwrap();
+            assert!(format!("{snap:?}").contains("bulk"));
         }
-        for i in 100..150 {
-            env.push(&mut dev, 5000, i, Instant::ZERO); // bulk
-        }
-        // the new policy has no "web", and "bulk" takes 60 packets
-        let rep = dev
-            .replace_policy(
-                &policy(&classes("10Mbit", None, "60p")),
-                &mut env.cx(Instant::ZERO),
-            )
-            .unwrap();
-        let r = &rep.outbound;
-        assert_eq!(r.classes_removed, ["web"]);
-        assert!(r.classes_added.is_empty());
-        assert_eq!(r.kept + r.reclassified + r.dropped, 80, "{r:?}");
-        assert_eq!(r.dropped, 20, "{r:?}");
-        assert_eq!(env.dropped.len(), 20);
-        assert!(env.dropped.iter().all(|&(_, c)| c == DropCause::Reload));
-        for (id, _) in std::mem::take(&mut env.dropped) {
-            env.pool.free(id);
-        }
-        let out = env.drain(&mut dev, Instant::ZERO);
-        assert_eq!(out.len() as u64, r.carried());
-        // within each session the order is kept
-        let web: Vec<u32> = out.iter().map(|x| x.0).filter(|&x| x < 100).collect();
-        let bulk: Vec<u32> = out.iter().map(|x| x.0).filter(|&x| x >= 100).collect();
-        assert!(web.windows(2).all(|w| w[0] < w[1]), "{web:?}");
-        assert!(bulk.windows(2).all(|w| w[0] < w[1]), "{bulk:?}");
-        let snap = dev.snapshot(Direction::Outbound, Instant::ZERO).unwrap();
-        assert!(format!("{snap:?}").contains("bulk"));
     }
 
     #[test]

@@ -4,6 +4,8 @@
 
 use super::{ClassDef, MssCap, Policy, QueueKind, RedSpec, Shapes, Technique};
 use crate::adapt::{AdaptClassDef, AdaptConfig};
+use crate::aqm::fifo::AqmFifoConfig;
+use crate::aqm::{AqmKind, AqmParams};
 use crate::classify::{Classifier, Rule};
 use crate::device::{Configure, Device, DeviceConfig, LaneConfig};
 use crate::diffserv::{Conditioner, Role, NO_METER};
@@ -11,7 +13,8 @@ use crate::emulate::{self, EmuConfig, Emulator};
 use crate::pipeline::Pipeline;
 use crate::pool::Direction;
 use crate::qdisc::Qdisc;
-use crate::queue::fifo::Fifo;
+use crate::queue::fifo::{Fifo, Limits};
+use crate::queue::fq::FqConfig;
 use crate::queue::gred::{DropProfile, GredParams, GredQueue};
 use crate::queue::pfq::{Pfq, PfqConfig};
 use crate::queue::red::{RedMode, RedParams, RedQueue};
@@ -33,6 +36,36 @@ impl Policy {
         }
         let red = c.red.as_ref().map(|r| self.red_params(c, r));
         Ok(match c.queue {
+            QueueKind::Fifo if c.aqm != AqmKind::None => {
+                let (packets, bytes) = c.limit.packets_and_bytes();
+                let cfg = AqmFifoConfig {
+                    aqm: c.aqm,
+                    params: self.aqm_params(c),
+                    limits: Limits::new(packets, bytes),
+                };
+                cfg.build()
+                    .map_err(|e| format!("class '{}': {e}", c.name))?
+            }
+            QueueKind::Fq => {
+                let mut cfg = FqConfig::for_rate(Some(self.class_rate(c)));
+                cfg.flows = c.session.buckets;
+                cfg.isolate = c.isolate;
+                cfg.aqm = c.aqm;
+                cfg.params = self.aqm_params(c);
+                if c.ack_filter != crate::tcp::ack_filter::AckFilterMode::Off {
+                    return Err(format!(
+                        "class '{}': the ACK filter is not in this build's flow queue yet",
+                        c.name
+                    ));
+                }
+                match c.limit {
+                    Limit::Packets(n) => cfg.limit_packets = n,
+                    Limit::Bytes(b) => cfg.limit_bytes = b,
+                }
+                cfg.validate()
+                    .and_then(|()| cfg.build(self.seed ^ crate::rng::mix64(c.line as u64)))
+                    .map_err(|e| format!("class '{}': {e}", c.name))?
+            }
             QueueKind::Fifo => {
                 let (p, b) = c.limit.packets_and_bytes();
                 match red {
@@ -59,6 +92,26 @@ impl Policy {
                 })?)
             }
         })
+    }
+
+    /// The rate a leaf is sure of (its assured `rate`, framed as the policy counts
+    /// frames): what its AQM's MTU time and a flow queue's quantum and memory derive from.
+    fn class_rate(&self, c: &ClassDef) -> Rate {
+        Rate::with_framing(c.rate, self.framing)
+    }
+
+    /// A leaf's CoDel/COBALT parameters: CAKE's derivation from its assured rate
+    /// ([`AqmParams::for_rate`]: the target at least 1.5 MTU times at that rate) of the
+    /// written or default target and interval; ECN as resolved.
+    pub(super) fn aqm_params(&self, c: &ClassDef) -> AqmParams {
+        let mut p = AqmParams::for_rate(
+            Some(self.class_rate(c)),
+            c.target.unwrap_or(AqmParams::TARGET),
+            c.interval.unwrap_or(AqmParams::INTERVAL),
+            self.mtu,
+        );
+        p.ecn = c.ecn;
+        p
     }
 
     fn red_params(&self, c: &ClassDef, r: &RedSpec) -> Result<RedParams, String> {
@@ -219,7 +272,7 @@ impl Policy {
                 self.rate_controlled(i).then(|| TcrClass {
                     rate_bps: c.rate,
                     guarantee_bps: match c.queue {
-                        QueueKind::Pfq => c.session.guarantee.unwrap_or(0),
+                        QueueKind::Pfq | QueueKind::Fq => c.session.guarantee.unwrap_or(0),
                         QueueKind::Fifo => 0,
                     },
                 })

@@ -228,6 +228,18 @@ impl Policy {
     fn describe_queue(&self, c: &ClassDef) -> String {
         let mut q = match c.queue {
             QueueKind::Fifo => format!("fifo limit {}", c.limit),
+            QueueKind::Fq => {
+                let mut q = format!(
+                    "fq {} flows, isolate {}, limit {}",
+                    c.session.buckets,
+                    c.isolate.name(),
+                    c.limit
+                );
+                if c.ack_filter != crate::tcp::ack_filter::AckFilterMode::Off {
+                    q += &format!(", ack filter {}", c.ack_filter.name());
+                }
+                q
+            }
             QueueKind::Pfq => {
                 let mut q = format!(
                     "pfq {} buckets, flow limit {}p, limit {}",
@@ -283,6 +295,18 @@ impl Policy {
                 r.wq,
                 if r.gentle { " gentle" } else { "" }
             );
+        }
+        if c.aqm != crate::aqm::AqmKind::None {
+            let p = self.aqm_params(c);
+            q += &format!(
+                ", {} target {} interval {}",
+                c.aqm.name(),
+                p.target,
+                p.interval
+            );
+        }
+        if c.ecn {
+            q += ", ecn";
         }
         q
     }

@@ -29,10 +29,15 @@ pub use crate::adapt::{AdaptDef, AdaptMode};
 pub use crate::device::Device;
 pub use crate::pipeline::Pipeline;
 
+use crate::aqm::fifo::AqmFifoConfig;
+use crate::aqm::AqmKind;
 use crate::classify::Match;
 use crate::emulate::EmuConfig;
 use crate::pool::Direction;
+use crate::queue::fq::{FqConfig, Isolation};
 use crate::queue::pfq::PfqConfig;
+use crate::tcp::ack_filter::AckFilterMode;
+use crate::time::Duration;
 use crate::units::Limit;
 use compile::{compile, session_warnings};
 use raw::{toml_error, RawPolicy, Src};
@@ -94,10 +99,30 @@ pub enum Technique {
     CbqTcr,
     /// Class-based queuing, per-flow queuing and TCR (PacketShaper, WiseWAN).
     CbqPfqTcr,
+    /// The link-sharing classes with RFC 8290's leaf in each: flow queuing with
+    /// sparse-flow priority, CoDel per flow, ECN (Linux `fq_codel`).
+    FqCodel,
+    /// The modern default (no `technique`): flow queuing with sparse-flow priority and
+    /// CAKE's triple host isolation, COBALT per flow, ECN (CAKE's leaf).
+    FqCobalt,
 }
 
 impl Technique {
-    pub const ALL: [Technique; 7] = [
+    pub const ALL: [Technique; 9] = [
+        Technique::Cbq,
+        Technique::CbqRed,
+        Technique::CbqPfq,
+        Technique::CbqPfqRed,
+        Technique::Tcr,
+        Technique::CbqTcr,
+        Technique::CbqPfqTcr,
+        Technique::FqCodel,
+        Technique::FqCobalt,
+    ];
+    /// What a policy gets when it names no `technique`.
+    pub const DEFAULT: Technique = Technique::FqCobalt;
+    /// The presets that reproduce the seed papers' bandwidth managers (the labs' DUTs).
+    pub const SEED: [Technique; 7] = [
         Technique::Cbq,
         Technique::CbqRed,
         Technique::CbqPfq,
@@ -118,13 +143,33 @@ impl Technique {
             Technique::Tcr => "tcr",
             Technique::CbqTcr => "cbq+tcr",
             Technique::CbqPfqTcr => "cbq+pfq+tcr",
+            Technique::FqCodel => "fq_codel",
+            Technique::FqCobalt => "fq_cobalt",
         }
     }
-    fn pfq(self) -> bool {
-        matches!(
-            self,
-            Technique::CbqPfq | Technique::CbqPfqRed | Technique::CbqPfqTcr
-        )
+    /// The leaf queue kind the preset gives a class that does not name one.
+    fn queue(self) -> QueueKind {
+        match self {
+            Technique::CbqPfq | Technique::CbqPfqRed | Technique::CbqPfqTcr => QueueKind::Pfq,
+            Technique::FqCodel | Technique::FqCobalt => QueueKind::Fq,
+            _ => QueueKind::Fifo,
+        }
+    }
+    /// The AQM the preset gives a leaf that does not name one (RED is [`Technique::red`]).
+    fn aqm(self) -> AqmKind {
+        match self {
+            Technique::FqCodel => AqmKind::Codel,
+            Technique::FqCobalt => AqmKind::Cobalt,
+            _ => AqmKind::None,
+        }
+    }
+    /// The host isolation the preset gives a flow-queued leaf: CAKE's `triple` for
+    /// `fq_cobalt`, flows only for `fq_codel` (as Linux's `fq_codel`).
+    fn isolate(self) -> Isolation {
+        match self {
+            Technique::FqCodel => Isolation::Flow,
+            _ => Isolation::Triple,
+        }
     }
     /// Whether the preset turns TCP rate control on (for classes without a `tcr` key).
     pub fn tcr(self) -> bool {
@@ -180,8 +225,33 @@ pub struct EmuDef {
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum QueueKind {
+    /// One drop-tail FIFO (with RED, three-colour RED, CoDel or COBALT if the leaf has
+    /// one).
     Fifo,
+    /// Seed 000's per-flow queuing: DRR over per-session queues (with RED per flow).
     Pfq,
+    /// Flow queuing with sparse-flow priority (RFC 8290 DRR++), host isolation and CoDel
+    /// or COBALT per flow ([`crate::queue::fq`]).
+    Fq,
+}
+
+impl QueueKind {
+    /// As the policy writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            QueueKind::Fifo => "fifo",
+            QueueKind::Pfq => "pfq",
+            QueueKind::Fq => "fq",
+        }
+    }
+}
+
+/// A leaf's `aqm` as written: RED (with the `red` table's parameters or its defaults) or
+/// one of the delay-based AQMs.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum AqmChoice {
+    Red,
+    Delay(AqmKind),
 }
 
 /// RED thresholds as written: packets or bytes.
@@ -262,6 +332,18 @@ pub struct ClassDef {
     pub queue: QueueKind,
     pub limit: Limit,
     pub red: Option<RedSpec>,
+    /// The delay-based AQM of the leaf's queue (CoDel, COBALT; `None` without).
+    pub aqm: AqmKind,
+    /// CoDel/COBALT `target` and `interval` as written (`None`: CAKE's defaults for the
+    /// class rate, [`crate::aqm::AqmParams::for_rate`]).
+    pub target: Option<Duration>,
+    pub interval: Option<Duration>,
+    /// Whether the AQM (CoDel, COBALT, RED) marks ECN-capable packets instead of dropping.
+    pub ecn: bool,
+    /// Flow queuing's host isolation.
+    pub isolate: Isolation,
+    /// Flow queuing's ACK filter.
+    pub ack_filter: AckFilterMode,
     pub session: SessionSpec,
     /// The queue keys as written in the file, before a technique was applied.
     pub written: Written,
@@ -296,49 +378,72 @@ pub struct Written {
     pub limit: Option<Limit>,
     /// `Some(None)` is `red = false`.
     pub red: Option<Option<RedSpec>>,
+    pub aqm: Option<AqmChoice>,
+    pub ecn: Option<bool>,
+    pub isolate: Option<Isolation>,
+    pub ack_filter: Option<AckFilterMode>,
 }
 
 impl ClassDef {
     /// Resolve the leaf's queue from a technique and what the file says. Normally the
-    /// class's own `queue`/`red` keys win over the technique; `forced` (the testbed and
-    /// `--technique`) makes the technique decide the queue kind and whether RED is on,
-    /// the class's `red` table still giving the parameters. An unwritten `limit` takes
-    /// the default of the resulting queue kind.
+    /// class's own `queue`/`aqm`/`red`/`ecn`/`isolate`/`ack_filter` keys win over the
+    /// technique; `forced` (the testbed and `--technique`) makes the technique decide the
+    /// queue kind, the AQM and whether RED is on, the class's `red` table, `target` and
+    /// `interval` still giving the parameters (so a seed preset is exactly what the
+    /// papers measured). An unwritten `limit` takes the default of the resulting queue.
+    /// Where the written keys and the preset do not fit together (RED on a flow queue,
+    /// CoDel on seed 000's per-flow queue), the written keys win and the preset's queue
+    /// kind gives way; keys that cannot fit at all are the compiler's errors
+    /// (`compile/class.rs`).
     fn apply(&mut self, t: Technique, forced: bool) {
-        let by_technique = if t.pfq() {
-            QueueKind::Pfq
+        let w = if forced {
+            Written {
+                limit: self.written.limit,
+                ..Written::default()
+            }
         } else {
-            QueueKind::Fifo
+            self.written.clone()
         };
-        self.queue = match self.written.queue {
-            Some(q) if !forced => q,
-            _ => by_technique,
-        };
-        self.limit = self.written.limit.unwrap_or(match self.queue {
-            QueueKind::Pfq => Limit::Packets(DEFAULT_PFQ_LIMIT),
-            QueueKind::Fifo => Limit::Packets(DEFAULT_FIFO_LIMIT),
-        });
-        let params = || {
+        let red_params = || {
             self.written
                 .red
                 .clone()
                 .flatten()
                 .unwrap_or_else(RedSpec::defaults)
         };
-        self.red = match &self.written.red {
-            Some(r) if !forced => r.clone(),
-            _ => t.red().then(params),
+        // the AQM: written (`aqm`, or a `red` table), else the preset's
+        let (red, aqm) = match (w.aqm, &w.red) {
+            (Some(AqmChoice::Red), _) => (Some(red_params()), AqmKind::None),
+            (Some(AqmChoice::Delay(k)), _) => (None, k),
+            (None, Some(r)) => (r.clone(), AqmKind::None),
+            (None, None) => (t.red().then(red_params), t.aqm()),
         };
-        // three-colour RED keeps one FIFO: it wins over a preset's per-flow queuing unless
-        // the file asks for `queue = "pfq"` (an error) or a technique is forced
-        let colours = self.red.as_ref().is_some_and(|r| r.colors.is_some());
-        if colours && !forced && self.written.queue.is_none() && self.queue == QueueKind::Pfq {
-            self.queue = QueueKind::Fifo;
-            self.limit = self
-                .written
-                .limit
-                .unwrap_or(Limit::Packets(DEFAULT_FIFO_LIMIT));
-        }
+        self.red = red;
+        self.aqm = aqm;
+        // the queue: written, else the preset's — unless the AQM asks for another kind
+        self.queue = w.queue.unwrap_or_else(|| {
+            let q = t.queue();
+            let colours = self.red.as_ref().is_some_and(|r| r.colors.is_some());
+            match q {
+                // three-colour RED keeps one FIFO (packets of a flow never reorder)
+                _ if colours && !forced => QueueKind::Fifo,
+                // RED runs on a FIFO or per flow in seed 000's queue, not in flow queuing
+                QueueKind::Fq if self.red.is_some() => QueueKind::Fifo,
+                // CoDel and COBALT per flow are flow queuing
+                QueueKind::Pfq if aqm != AqmKind::None => QueueKind::Fq,
+                q => q,
+            }
+        });
+        self.limit = w.limit.unwrap_or(match (self.queue, self.aqm) {
+            (QueueKind::Pfq, _) => Limit::Packets(DEFAULT_PFQ_LIMIT),
+            (QueueKind::Fq, _) => Limit::Packets(FqConfig::LIMIT_PACKETS),
+            (QueueKind::Fifo, AqmKind::None) => Limit::Packets(DEFAULT_FIFO_LIMIT),
+            (QueueKind::Fifo, _) => Limit::Packets(AqmFifoConfig::LIMIT),
+        });
+        // ECN: on with CoDel/COBALT, off with RED (the seed papers' RED dropped)
+        self.ecn = w.ecn.unwrap_or(self.aqm != AqmKind::None);
+        self.isolate = w.isolate.unwrap_or_else(|| t.isolate());
+        self.ack_filter = w.ack_filter.unwrap_or_default();
     }
 }
 
@@ -510,6 +615,64 @@ impl Policy {
             "[link]\nrate = \"100Gbit\"\ndirection = \"none\"\n",
         )
         .map_err(|e| e.to_string())?;
+        p.emulators = vec![EmuDef {
+            name: "emu".into(),
+            cfg,
+            direction,
+        }];
+        p.default_emulate = Some(0);
+        p.seed = seed;
+        Ok(p)
+    }
+
+    /// [`Policy::emulation`] whose bottleneck queue is managed (`weir emu --aqm`): the
+    /// link's rate moves from the emulator's serialiser to a shaper of that rate in the
+    /// same direction(s), whose only leaf (the link) has the queue of `technique`
+    /// (`fq_cobalt`, `fq_codel`: flow queuing with COBALT or CoDel and ECN) or a FIFO with
+    /// `aqm` (CoDel or COBALT, ECN on); the emulator behind it keeps the delay, jitter,
+    /// loss, duplication and corruption. `limit` is the managed queue's (default: its
+    /// own). Needs a fixed rate: a rate schedule or a trace is the serialiser's.
+    pub fn emulation_managed(
+        mut cfg: EmuConfig,
+        direction: Shapes,
+        seed: u64,
+        queue: (Technique, Option<AqmKind>),
+    ) -> Result<Policy, String> {
+        cfg.validate().map_err(|e| e.to_string())?;
+        if cfg.capacity.is_some() {
+            return Err("--aqm needs a fixed --rate: a rate schedule or a trace runs in the emulator's serialiser, which has no AQM".into());
+        }
+        let Some(rate) = cfg.rate_bps.take() else {
+            return Err("--aqm needs --rate: without a rate nothing queues".into());
+        };
+        let (technique, aqm) = queue;
+        let dir = match direction {
+            Shapes::Outbound => "outbound",
+            Shapes::Inbound => "inbound",
+            Shapes::Both => "both",
+            Shapes::None => return Err("an emulated link needs a direction".into()),
+        };
+        let mut text = format!(
+            "[link]\nrate = \"{rate}bit\"\ndirection = \"{dir}\"\ntechnique = \"{}\"\nmtu = {}\n",
+            technique.name(),
+            cfg.mtu
+        );
+        match (cfg.limit_packets.take(), cfg.limit_bytes.take()) {
+            (Some(n), _) => {
+                text += &format!("[[class]]\nname = \"line\"\nrate = \"100%\"\nlimit = \"{n}p\"\n")
+            }
+            (None, Some(b)) => {
+                text += &format!("[[class]]\nname = \"line\"\nrate = \"100%\"\nlimit = \"{b}B\"\n")
+            }
+            (None, None) => text += "[[class]]\nname = \"line\"\nrate = \"100%\"\n",
+        }
+        text = text.replace("[[class]]", "default = \"line\"\n[[class]]");
+        if let Some(k) = aqm {
+            text += &format!("queue = \"fifo\"\naqm = \"{}\"\n", k.name());
+        }
+        let mut p = Policy::parse("weir emu", &text).map_err(|e| e.to_string())?;
+        p.framing = cfg.framing;
+        p.overhead = cfg.framing.overhead();
         p.emulators = vec![EmuDef {
             name: "emu".into(),
             cfg,

@@ -4,13 +4,16 @@
 
 use super::super::raw::{parse_red, parse_with, RawClass, Src};
 use super::super::{
-    ClassDef, QueueKind, SessionSpec, Technique, Written, DEFAULT_BUCKETS, DEFAULT_FIFO_LIMIT,
-    DEFAULT_FLOW_LIMIT,
+    AqmChoice, ClassDef, QueueKind, SessionSpec, Technique, Written, DEFAULT_BUCKETS,
+    DEFAULT_FIFO_LIMIT, DEFAULT_FLOW_LIMIT,
 };
 use super::burst_for;
 use crate::admission;
+use crate::aqm::{AqmKind, AqmParams};
+use crate::queue::fq::Isolation;
 use crate::queue::pfq::Pfq;
 use crate::sched::linkshare::{MAX_QUANTUM, PRIOS};
+use crate::tcp::ack_filter::AckFilterMode;
 use crate::time::Duration;
 use crate::units::{self, fmt_rate, fmt_size, Limit};
 use toml::{Spanned, Value};
@@ -45,6 +48,12 @@ pub(super) fn compile_class(
         queue: QueueKind::Fifo,
         limit: Limit::Packets(DEFAULT_FIFO_LIMIT),
         red: None,
+        aqm: AqmKind::None,
+        target: None,
+        interval: None,
+        ecn: false,
+        isolate: Isolation::default(),
+        ack_filter: AckFilterMode::Off,
         session,
         written,
         mss: c.mss.as_ref().and_then(|v| super::mss_cap(src, v)),
@@ -62,7 +71,9 @@ pub(super) fn compile_class(
         meter: None,
         line: src.line(raw.span()),
     };
+    (def.target, def.interval) = aqm_times(src, c);
     def.apply(technique, false);
+    check_queue(src, c, &def, mtu);
     if let (Some(r), Some(v)) = (def.red.as_ref().filter(|r| r.colors.is_some()), &c.red) {
         match super::super::build::gred_params(&def, r, mtu) {
             Ok((.., warnings)) => {
@@ -228,8 +239,12 @@ fn class_queue_keys(src: &mut Src<'_>, c: &RawClass, leaf: bool) -> Written {
         None => None,
         Some(("fifo", _)) => Some(QueueKind::Fifo),
         Some(("pfq", _)) => Some(QueueKind::Pfq),
+        Some(("fq", _)) => Some(QueueKind::Fq),
         Some((other, span)) => {
-            src.err(span, format!("`queue`: '{other}' is not one of fifo, pfq"));
+            src.err(
+                span,
+                format!("`queue`: '{other}' is not one of fifo, pfq, fq"),
+            );
             None
         }
     };
@@ -238,6 +253,12 @@ fn class_queue_keys(src: &mut Src<'_>, c: &RawClass, leaf: bool) -> Written {
             ("queue", c.queue.as_ref().map(|v| v.span())),
             ("limit", c.limit.as_ref().map(|v| v.span())),
             ("red", c.red.as_ref().map(|v| v.span())),
+            ("aqm", c.aqm.as_ref().map(|v| v.span())),
+            ("target", c.target.as_ref().map(|v| v.span())),
+            ("interval", c.interval.as_ref().map(|v| v.span())),
+            ("ecn", c.ecn.as_ref().map(|v| v.span())),
+            ("isolate", c.isolate.as_ref().map(|v| v.span())),
+            ("ack_filter", c.ack_filter.as_ref().map(|v| v.span())),
             ("session", c.session.as_ref().map(|v| v.span())),
         ] {
             if let Some(span) = present {
@@ -255,10 +276,156 @@ fn class_queue_keys(src: &mut Src<'_>, c: &RawClass, leaf: bool) -> Written {
         },
         None => None,
     };
+    let aqm = c.aqm.as_ref().and_then(|v| match v.get_ref().as_str() {
+        "red" => Some(AqmChoice::Red),
+        other => match AqmKind::parse(other) {
+            Ok(k) => Some(AqmChoice::Delay(k)),
+            Err(_) => {
+                src.err(
+                    v.span(),
+                    format!(
+                        "`aqm`: '{other}' is not one of codel, cobalt, red, none (the AQM of the \
+                         leaf's queue)"
+                    ),
+                );
+                None
+            }
+        },
+    });
+    let ecn = c.ecn.as_ref().and_then(|v| match v.get_ref() {
+        Value::Boolean(b) => Some(*b),
+        _ => {
+            src.err(
+                v.span(),
+                "`ecn`: expected true or false (mark ECN-capable packets instead of dropping them)",
+            );
+            None
+        }
+    });
+    let isolate = c.isolate.as_ref().and_then(|v| {
+        Isolation::parse(v.get_ref())
+            .map_err(|e| src.err(v.span(), format!("`{e}")))
+            .ok()
+    });
+    let ack_filter = c.ack_filter.as_ref().and_then(|v| {
+        let text = match v.get_ref() {
+            Value::Boolean(true) => "on".to_string(),
+            Value::Boolean(false) => "off".to_string(),
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        AckFilterMode::parse(&text)
+            .ok_or_else(|| {
+                src.err(
+                    v.span(),
+                    format!(
+                        "`ack_filter`: '{text}' is not one of off, on, aggressive (CAKE's ACK filter)"
+                    ),
+                )
+            })
+            .ok()
+    });
     Written {
         queue: written_queue,
         limit: written_limit,
         red: c.red.as_ref().map(|v| parse_red(src, v)),
+        aqm,
+        ecn,
+        isolate,
+        ack_filter,
+    }
+}
+
+/// A class's CoDel/COBALT `target` and `interval` as written: durations, target shorter
+/// than interval (the default interval when only `target` is written).
+fn aqm_times(src: &mut Src<'_>, c: &RawClass) -> (Option<Duration>, Option<Duration>) {
+    let dur = |src: &mut Src<'_>, key: &str, v: &Option<Spanned<Value>>| {
+        let v = v.as_ref()?;
+        match parse_with(src, key, v, units::parse_duration)? {
+            0 => {
+                src.err(v.span(), format!("`{key}`: must be longer than 0"));
+                None
+            }
+            ns if ns > 3_600_000_000_000 => {
+                src.err(v.span(), format!("`{key}`: must be at most 1 hour"));
+                None
+            }
+            ns => Some(Duration(ns)),
+        }
+    };
+    let target = dur(src, "target", &c.target);
+    let interval = dur(src, "interval", &c.interval);
+    if let Some(t) = target {
+        let (i, which) = match interval {
+            Some(i) => (i, ""),
+            None => (AqmParams::INTERVAL, " (the default)"),
+        };
+        if t >= i {
+            let span = c.target.as_ref().map_or(0..0, |v| v.span());
+            src.err(
+                span,
+                format!("`target` {t} is not shorter than `interval` {i}{which}: CoDel needs the queue above target for a whole interval before it acts"),
+            );
+        }
+    }
+    (target, interval)
+}
+
+/// The resolved queue against what the file asked of it: keys that need another kind of
+/// queue, two AQMs at once, a signal with nothing to send it.
+fn check_queue(src: &mut Src<'_>, c: &RawClass, def: &ClassDef, _mtu: u32) {
+    let span = |v: &Option<Spanned<Value>>| v.as_ref().map(|v| v.span());
+    let sspan = |v: &Option<Spanned<String>>| v.as_ref().map(|v| v.span());
+    let w = &def.written;
+    let red_written = matches!(w.red, Some(Some(_))) || w.aqm == Some(AqmChoice::Red);
+    if let (Some(AqmChoice::Delay(k)), Some(Some(_))) = (w.aqm, &w.red) {
+        if k != AqmKind::None {
+            if let Some(s) = sspan(&c.aqm) {
+                src.err(
+                    s,
+                    format!(
+                        "`aqm` = \"{}\" and a `red` table: a leaf has one AQM; remove one of them",
+                        k.name()
+                    ),
+                );
+            }
+        }
+    }
+    if w.aqm == Some(AqmChoice::Red) && matches!(w.red, Some(None)) {
+        if let Some(s) = sspan(&c.aqm) {
+            src.err(s, "`aqm` = \"red\" and `red = false` contradict each other");
+        }
+    }
+    if def.queue == QueueKind::Fq && red_written {
+        let s = span(&c.red).or(sspan(&c.aqm)).unwrap_or(0..0);
+        src.err(s, "RED runs on queue = \"fifo\" or on seed 000's per-flow queue (queue = \"pfq\"), not in flow queuing (queue = \"fq\"), whose flows take aqm = \"codel\" or \"cobalt\"");
+    }
+    if def.queue == QueueKind::Pfq && def.aqm != AqmKind::None {
+        if let Some(s) = sspan(&c.aqm) {
+            src.err(s, format!("`aqm` = \"{}\": seed 000's per-flow queue (queue = \"pfq\") takes RED per flow; CoDel and COBALT per flow are flow queuing, queue = \"fq\"", def.aqm.name()));
+        }
+    }
+    if def.queue != QueueKind::Fq {
+        if let Some(s) = sspan(&c.isolate) {
+            src.err(s, format!("`isolate`: host isolation is flow queuing's (queue = \"fq\"); this leaf's queue is {}", def.queue.name()));
+        }
+        if let (Some(s), Some(m)) = (span(&c.ack_filter), w.ack_filter) {
+            if m != AckFilterMode::Off {
+                src.err(s, format!("`ack_filter`: the ACK filter needs a TCP-aware flow queue (queue = \"fq\"), which finds a connection's queued ACKs; this leaf's queue is {}", def.queue.name()));
+            }
+        }
+    }
+    if def.aqm == AqmKind::None {
+        for (key, v) in [("target", &c.target), ("interval", &c.interval)] {
+            if let Some(s) = span(v) {
+                src.err(s, format!("`{key}` is a CoDel/COBALT parameter, and this leaf has no such AQM (aqm = \"codel\" or \"cobalt\")"));
+            }
+        }
+        if def.red.is_none() && w.ecn == Some(true) {
+            if let Some(s) = span(&c.ecn) {
+                src.err(s, "`ecn`: nothing on this leaf signals congestion (no aqm, no red) to mark packets with");
+            }
+        }
     }
 }
 

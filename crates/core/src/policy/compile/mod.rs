@@ -184,7 +184,7 @@ fn compile_link(src: &mut Src<'_>, link: &RawLink) -> Link {
     // CAKE's ranges (iproute2 tc/q_cake.c)
     let framing = compile_framing(src, keys, -64..=256, 256);
     let technique = match &link.technique {
-        None => Technique::Cbq,
+        None => Technique::DEFAULT,
         Some(t) => Technique::parse(t.get_ref()).unwrap_or_else(|| {
             src.err(
                 t.span(),
@@ -368,6 +368,12 @@ fn root_class(
         queue: QueueKind::Fifo,
         limit: Limit::Packets(DEFAULT_FIFO_LIMIT),
         red: None,
+        aqm: crate::aqm::AqmKind::None,
+        target: None,
+        interval: None,
+        ecn: false,
+        isolate: Default::default(),
+        ack_filter: Default::default(),
         session: SessionSpec {
             guarantee: None,
             ceil: None,
@@ -817,20 +823,38 @@ fn compile_emulators(
 
 /// Warnings for leaves whose per-session settings the resolved queue cannot enforce.
 pub(super) fn session_warnings(p: &Policy) -> Vec<PolicyError> {
-    p.classes
-        .iter()
-        .filter(|c| c.leaf && c.session.configured && c.queue == QueueKind::Fifo)
-        .map(|c| PolicyError {
-            file: p.file.clone(),
-            line: c.line,
-            col: 1,
-            msg: format!(
-                "class '{}': per-session settings are not enforced under technique {} (no per-flow queuing)",
-                c.name,
-                p.technique.name()
-            ),
-        })
-        .collect()
+    let warn = |c: &ClassDef, msg: String| PolicyError {
+        file: p.file.clone(),
+        line: c.line,
+        col: 1,
+        msg,
+    };
+    let mut out = Vec::new();
+    for c in p.classes.iter().filter(|c| c.leaf && c.session.configured) {
+        match c.queue {
+            QueueKind::Fifo => out.push(warn(
+                c,
+                format!(
+                    "class '{}': per-session settings are not enforced under technique {} (no per-flow queuing)",
+                    c.name,
+                    p.technique.name()
+                ),
+            )),
+            // flow queuing shares equally among flows (a guarantee holds while the flows
+            // fit in the rate) but has no per-session cap or queue limit
+            QueueKind::Fq if c.session.ceil.is_some() || c.session.flow_limit != DEFAULT_FLOW_LIMIT => {
+                out.push(warn(
+                    c,
+                    format!(
+                        "class '{}': a per-session `ceil` or `limit` is not enforced by flow queuing (queue = \"fq\"); seed 000's per-flow queue (queue = \"pfq\") enforces them",
+                        c.name
+                    ),
+                ))
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Default bucket depth: one MTU plus 1 ms at the rate (tc's `rate/HZ + mtu`).
