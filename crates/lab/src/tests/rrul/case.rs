@@ -7,7 +7,7 @@
 //! | `rrul_be` | 4 + 4, unmarked | `rrul_be` |
 //! | `tcp_nup` | N uploads (`streams`, default 4) | `tcp_nup` |
 //! | `tcp_ndown` | N downloads | `tcp_ndown` |
-//! | `hosts` | host A: 1 upload; host B: 16 uploads (two client addresses) | — (CAKE's host isolation) |
+//! | `hosts` | host A: 1 upload to the server; host B: 16 uploads to the server's second address (two client addresses, two far ends) | — (CAKE's host isolation) |
 //! | `voice` | `rrul_be`'s 8 flows and a G.729 call each way (from the start of the idle phase) | `voip` mixin |
 //! | `ecn` | `rrul_be`, twice: every host's `net.ipv4.tcp_ecn` = 1, then 0 | — |
 //! | `ackfilter` | 4 downloads + 1 upload on a 20 / 0.5 Mbit/s line, twice: the DUT's ACK filter on, then off | — |

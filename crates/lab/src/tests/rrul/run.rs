@@ -33,6 +33,10 @@ const SERVER: Ipv4Addr = BridgeTopo::RCV_ADDR;
 /// The `hosts` case's two client hosts (aliases on the client's interface).
 pub const HOST_A: Ipv4Addr = Ipv4Addr::new(10, 77, 1, 1);
 pub const HOST_B: Ipv4Addr = Ipv4Addr::new(10, 77, 1, 2);
+/// The server address host B's uploads go to in the `hosts` case: a second address of the
+/// server, so that the hosts' flows fan out to different far ends as a LAN's do (where
+/// every flow goes to one far host, CAKE's `triple` is flow-fair: see docs/lab.md).
+pub const SERVER_B: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 3);
 /// The server's sink of uploads, the client's sink of downloads, the reflector, the calls.
 pub const UP_PORT: u16 = 5001;
 pub const DOWN_PORT: u16 = 5002;
@@ -92,16 +96,22 @@ pub(super) fn run_one(
     }
     if flows.iter().any(|f| f.host != Host::Client) {
         topo.add_sender_addrs(&[HOST_A, HOST_B])?;
+        crate::topo::add_addr(&topo.rcv, &topo.rcv_if, &format!("{SERVER_B}/24"))?;
     }
     let line_text = line_policy(&spec.link, 1 + u64::from(run));
     let mut line = start_wan_stage(&topo, &line_text, c.busy_poll)?;
     let up_sink = SocketAddr::new(IpAddr::V4(SERVER), UP_PORT);
+    // where a host's uploads go: host B's to the server's second address (`hosts`)
+    let up_to = |h: Host| match h {
+        Host::B => SocketAddr::new(IpAddr::V4(SERVER_B), UP_PORT),
+        _ => up_sink,
+    };
     let down_sink = SocketAddr::new(IpAddr::V4(CLIENT), DOWN_PORT);
     let sessions: Vec<dut::Session> = flows
         .iter()
         .map(|f| match f.dir {
             Dir::Up => {
-                dut::Session::tcp(SocketAddr::new(IpAddr::V4(host_addr(f.host)), 0), up_sink)
+                dut::Session::tcp(SocketAddr::new(IpAddr::V4(host_addr(f.host)), 0), up_to(f.host))
             }
             Dir::Down => dut::Session::tcp(SocketAddr::new(IpAddr::V4(SERVER), 0), down_sink),
         })
@@ -191,7 +201,7 @@ pub(super) fn run_one(
             .iter()
             .map(|f| {
                 let (ns, dst, src) = match f.dir {
-                    Dir::Up => (&topo.snd, up_sink, Some(IpAddr::V4(host_addr(f.host)))),
+                    Dir::Up => (&topo.snd, up_to(f.host), Some(IpAddr::V4(host_addr(f.host)))),
                     Dir::Down => (&topo.rcv, down_sink, None),
                 };
                 let mut o = SenderOpts::new(dst, end - load_at, &c.cc);
