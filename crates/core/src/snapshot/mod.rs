@@ -5,8 +5,10 @@
 //!   per class (in scheduler order: the root first, every parent before its children) the
 //!   configured rate and ceil, packets/bytes sent, lends, borrows and overlimits, and for
 //!   leaves the queue's backlog and [`QStats`](crate::qdisc::QStats) with drops by cause
-//!   (non-zero causes only, keyed by [`DropCause::as_str`]); per rule the hits; the
-//!   default-class hits and the frames whose headers could not be parsed.
+//!   (non-zero causes only, keyed by [`DropCause::as_str`]), and for a queue with an AQM
+//!   or flow queuing its [`AqmSnapshot`] (ECN marks, AQM and ACK-filter drops, flows); per
+//!   rule the hits; the default-class hits and the frames whose headers could not be
+//!   parsed.
 //! * [`RateMeter`] fills in each class's current rate, `rate_now_bps` = bytes sent × 8 / Δt
 //!   between two successive snapshots (0 for the first, for a class it has not seen before,
 //!   and when the counters went backwards, e.g. after the policy was replaced).
@@ -18,8 +20,11 @@
 //! Identities that hold in every snapshot (tests assert them): for each leaf queue,
 //! `received = enqueued + dropped_on_enqueue`, `enqueued = dequeued + dropped_later +
 //! queued`, the `drops` map sums to `dropped_on_enqueue + dropped_later`; the rule hits
-//! plus `default_rule` equal the packets that entered the pipeline.
+//! plus `default_rule` equal the packets that entered the pipeline; a queue's `aqm.aqm_drops`
+//! equals its `drops.aqm` packets and `aqm.ack_filter_drops` its `drops.ack_filter`
+//! packets (0 when absent).
 
+use crate::aqm::AqmStats;
 use crate::emulate::EmuCounters;
 use crate::pipeline::Pipeline;
 use crate::qdisc::{Count, DropCause, QStats, Qdisc};
@@ -109,6 +114,106 @@ pub struct QueueSnapshot {
     /// Drops by cause ([`DropCause::as_str`]), non-zero causes only.
     #[serde(deserialize_with = "de_count_map")]
     pub drops: BTreeMap<String, Count>,
+    /// The AQM and flow counters; `None` (absent from the JSON) for a queue without an
+    /// AQM or flow queuing (a plain FIFO, per-flow DRR, RED, an emulator's queue).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aqm: Option<AqmSnapshot>,
+}
+
+/// The counters of a leaf queue managed by CoDel or COBALT, or of a flow queue
+/// ([`crate::Qdisc::aqm_stats`], [`crate::aqm::AqmStats`]), under the names reports are
+/// searched by (`ecn_marks`, `aqm_drops`, `ack_filter_drops`). Packet counts; the
+/// counters run from the queue's creation, the gauges are the state now.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AqmSnapshot {
+    /// Packets sent with CE because the AQM signalled them (not drops).
+    pub ecn_marks: u64,
+    /// Packets the AQM dropped (also `drops.aqm`).
+    pub aqm_drops: u64,
+    /// Pure ACKs the ACK filter dropped (also `drops.ack_filter`).
+    pub ack_filter_drops: u64,
+    /// Signals on packets whose headers could not be read: sent unchanged.
+    pub unmarkable: u64,
+    /// Packets dropped to respect the packet or byte limit (`drops.overlimit`, or a
+    /// FIFO's `queue_full`/`byte_limit`).
+    pub limit_drops: u64,
+    /// Flows holding packets now (0 for a single FIFO).
+    pub flows: u32,
+    /// The most flows that held packets at once.
+    pub max_flows: u32,
+    /// Flows in the new-flow (sparse) list now.
+    pub sparse_flows: u32,
+    /// Flows in the old-flow list with packets (bulk) now.
+    pub bulk_flows: u32,
+    /// Empty flows whose AQM state still decays (COBALT) now.
+    pub decaying_flows: u32,
+    /// Flows that entered the new-flow list, since the start.
+    pub new_flows: u64,
+    /// Source and destination hosts with bulk flows now (host isolation modes).
+    pub src_hosts: u32,
+    pub dst_hosts: u32,
+    /// Arrivals that shared a bucket with another flow (every way of their set taken).
+    pub collisions: u64,
+}
+
+impl AqmSnapshot {
+    /// The counters `a` of a queue whose [`QStats`] are `q` (the ACK filter's drops are
+    /// read from `q`, where [`crate::Counted`] counts them by cause).
+    pub fn new(a: &AqmStats, q: &QStats) -> Self {
+        AqmSnapshot {
+            ecn_marks: a.ecn_marked,
+            aqm_drops: a.aqm_dropped,
+            ack_filter_drops: q.drops_by(DropCause::AckFilter).packets,
+            unmarkable: a.unmarkable,
+            limit_drops: a.overlimit_dropped,
+            flows: a.active_flows,
+            max_flows: a.max_flows_seen,
+            sparse_flows: a.sparse_flows,
+            bulk_flows: a.bulk_flows,
+            decaying_flows: a.decaying_flows,
+            new_flows: a.new_flows,
+            src_hosts: a.src_hosts,
+            dst_hosts: a.dst_hosts,
+            collisions: a.collisions,
+        }
+    }
+
+    /// Whether the queue keeps flows (a flow queue that has seen one; a FIFO never does).
+    pub fn has_flows(&self) -> bool {
+        self.new_flows > 0 || self.max_flows > 0
+    }
+
+    /// The second line of a leaf's row in [`format_table`]: marks and AQM drops, then the
+    /// rest that is non-zero or meaningful for the queue.
+    pub fn summary(&self) -> String {
+        let mut s = format!("ecn marks {}, aqm drops {}", self.ecn_marks, self.aqm_drops);
+        if self.ack_filter_drops > 0 {
+            let _ = write!(s, ", ack filter drops {}", self.ack_filter_drops);
+        }
+        if self.unmarkable > 0 {
+            let _ = write!(s, ", unmarkable {}", self.unmarkable);
+        }
+        if self.has_flows() {
+            let _ = write!(
+                s,
+                "; flows {} now, {} most (sparse {}, bulk {}, decaying {}; {} new)",
+                self.flows,
+                self.max_flows,
+                self.sparse_flows,
+                self.bulk_flows,
+                self.decaying_flows,
+                self.new_flows
+            );
+        }
+        if self.src_hosts > 0 || self.dst_hosts > 0 {
+            let _ = write!(s, "; hosts {} src, {} dst", self.src_hosts, self.dst_hosts);
+        }
+        if self.collisions > 0 {
+            let _ = write!(s, "; collisions {}", self.collisions);
+        }
+        s
+    }
 }
 
 impl QueueSnapshot {
@@ -167,8 +272,8 @@ fn de_count_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Coun
     Ok(m.into_iter().map(|(k, v)| (k, v.into())).collect())
 }
 
-/// Copy the statistics of `p` at `at`.
-fn queue_snapshot(q: &QStats, packets: usize, bytes: u64) -> QueueSnapshot {
+/// Copy a queue's statistics: its counters `q`, its backlog, its AQM's counters `aqm`.
+fn queue_snapshot(q: &QStats, packets: usize, bytes: u64, aqm: Option<AqmStats>) -> QueueSnapshot {
     QueueSnapshot {
         packets: packets as u64,
         bytes,
@@ -183,9 +288,11 @@ fn queue_snapshot(q: &QStats, packets: usize, bytes: u64) -> QueueSnapshot {
             .filter(|(_, cnt)| cnt.packets != 0 || cnt.bytes != 0)
             .map(|(cause, cnt)| (cause.as_str().to_string(), cnt))
             .collect(),
+        aqm: aqm.map(|a| AqmSnapshot::new(&a, q)),
     }
 }
 
+/// Copy the statistics of `p` at `at`.
 pub fn snapshot(p: &Pipeline, at: Instant) -> PipelineSnapshot {
     let mut classes = Vec::new();
     let n = p.shaper().map_or(0, |s| s.num_classes());
@@ -216,7 +323,7 @@ pub fn snapshot(p: &Pipeline, at: Instant) -> PipelineSnapshot {
                 .map(|(i, l)| EmuSnapshot {
                     name: e.names.get(i).cloned().unwrap_or_else(|| format!("#{i}")),
                     config: crate::emulate::spec::describe(l.config()),
-                    queue: queue_snapshot(l.stats(), l.len(), l.bytes()),
+                    queue: queue_snapshot(l.stats(), l.len(), l.bytes(), None),
                     counters: l.counters().clone(),
                 })
                 .collect()
@@ -266,7 +373,7 @@ fn class_snapshots(s: &crate::sched::linkshare::LinkShare) -> Vec<ClassSnapshot>
         let st = s.class_stats(c);
         let queue = s.queue_stats(c).map(|q| {
             let (packets, bytes) = s.backlog(c);
-            queue_snapshot(q, packets, bytes)
+            queue_snapshot(q, packets, bytes, s.queue_aqm(c))
         });
         classes.push(ClassSnapshot {
             name: s.name(c).to_string(),
@@ -367,7 +474,8 @@ pub fn fmt_rate_approx(bps: f64) -> String {
 
 /// The statistics table `weir stats` prints for one direction: the class tree with
 /// configured rate and ceil, current rate, packets and bytes sent, borrows, queue length,
-/// drops in total and by cause; then the rules with their hits.
+/// drops in total and by cause, and under a leaf whose queue has an AQM a second line
+/// `aqm: …` ([`AqmSnapshot::summary`]); then the rules with their hits.
 pub fn format_table(s: &PipelineSnapshot, direction: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -391,25 +499,30 @@ pub fn format_table(s: &PipelineSnapshot, direction: &str) -> String {
             _ => roots.push(i),
         }
     }
-    let mut rows: Vec<(String, usize)> = Vec::with_capacity(s.classes.len());
+    // (label, class index, the tree's lines below the label: a second line's prefix)
+    let mut rows: Vec<(String, usize, String)> = Vec::with_capacity(s.classes.len());
     fn walk(
         i: usize,
         prefix: &str,
         branch: &str,
         children: &[Vec<usize>],
-        rows: &mut Vec<(String, usize)>,
+        rows: &mut Vec<(String, usize, String)>,
         depth: usize,
         names: &[ClassSnapshot],
     ) {
-        rows.push((format!("{prefix}{branch}{}", names[i].name), i));
-        if depth > names.len() {
-            return; // defensive: a malformed document with a parent cycle
-        }
         let next = match branch {
             "" => prefix.to_string(),
             "└─ " => format!("{prefix}   "),
             _ => format!("{prefix}│  "),
         };
+        rows.push((
+            format!("{prefix}{branch}{}", names[i].name),
+            i,
+            next.clone(),
+        ));
+        if depth > names.len() {
+            return; // defensive: a malformed document with a parent cycle
+        }
         let kids = &children[i];
         for (k, &c) in kids.iter().enumerate() {
             let b = if k + 1 == kids.len() {
@@ -426,7 +539,7 @@ pub fn format_table(s: &PipelineSnapshot, direction: &str) -> String {
 
     let w = rows
         .iter()
-        .map(|(l, _)| l.chars().count())
+        .map(|(l, _, _)| l.chars().count())
         .max()
         .unwrap_or(0)
         .max(5);
@@ -445,7 +558,7 @@ pub fn format_table(s: &PipelineSnapshot, direction: &str) -> String {
         "queued B",
         "dropped",
     );
-    for (label, i) in &rows {
+    for (label, i, below) in &rows {
         let c = &s.classes[*i];
         let (queued, queued_b, dropped, causes) = match &c.queue {
             Some(q) => (
@@ -474,6 +587,9 @@ pub fn format_table(s: &PipelineSnapshot, direction: &str) -> String {
             dropped,
         );
         let _ = writeln!(out, "{}", line.trim_end());
+        if let Some(a) = c.queue.as_ref().and_then(|q| q.aqm.as_ref()) {
+            let _ = writeln!(out, "{below}  aqm: {}", a.summary());
+        }
     }
 
     let rw = s
