@@ -268,6 +268,18 @@ pub struct BridgeReport {
     pub adapt: Option<weir_core::device::AdaptSnapshot>,
     /// The loop's timer wake-ups: how late, and what was made up.
     pub wake: WakeStats,
+    /// Each direction's pipeline counters at the end, after the shutdown purge (as `weir
+    /// stats --json` has them under `pipeline`, `rate_now_bps` 0): per class, and per
+    /// leaf queue its drops by cause and, with an AQM, `aqm` (`ecn_marks`, `aqm_drops`,
+    /// `ack_filter_drops`, flows).
+    pub pipelines: ReportPipelines,
+}
+
+/// [`BridgeReport::pipelines`]: `None` for a direction the policy leaves alone.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ReportPipelines {
+    pub outbound: Option<PipelineSnapshot>,
+    pub inbound: Option<PipelineSnapshot>,
 }
 
 /// Applications the published discovery tree lists (the rest summed into one entry).
@@ -552,6 +564,10 @@ impl Bridge {
             admission: self.device.admission_report(),
             adapt: self.device.adapt(),
             wake: self.wake.clone(),
+            pipelines: ReportPipelines {
+                outbound: self.device.snapshot(Direction::Outbound, end),
+                inbound: self.device.snapshot(Direction::Inbound, end),
+            },
         })
     }
 

@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration as StdDuration;
+use weir_core::device::{Device, DeviceConfig, LaneConfig};
 use weir_core::policy::Policy;
-use weir_core::Instant;
+use weir_core::{Instant, Rate};
 use weir_io::afpacket::{RingConfig, RxRing};
 use weir_io::bridge::{Bridge, BridgeConfig, BridgeReport};
 use weir_io::ethtool::{set_offloads, Offloads};
@@ -48,8 +49,11 @@ struct Weir {
 impl Weir {
     fn start(t: &BridgeTopo, policy: &str) -> Weir {
         let p = Policy::parse("test.toml", policy).unwrap_or_else(|e| panic!("{e}"));
+        Weir::start_device(t, p.build_device(Instant::ZERO).unwrap())
+    }
+    fn start_device(t: &BridgeTopo, device: Device) -> Weir {
         let mut cfg = BridgeConfig::new(&t.dut_lan, &t.dut_wan);
-        cfg.device = p.build_device(Instant::ZERO).unwrap();
+        cfg.device = device;
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -325,6 +329,72 @@ fn basic_test_policy_with_20_sessions() {
             err * 100.0
         );
     }
+}
+
+/// A 10 Mbit/s link whose one leaf is a flow queue with COBALT (built from its parts: the
+/// policy keys for it come separately), one ECN-capable cubic flow through it for 6 s:
+/// the final report carries the leaf's AQM counters under `pipelines`, with the marks
+/// COBALT made, under the JSON key the lab's rrul reads (`ecn_marks`).
+#[test]
+fn aqm_counters_reach_the_final_report() {
+    use weir_core::classify::Classifier;
+    use weir_core::queue::fq::FqConfig;
+    use weir_core::sched::linkshare::{ClassSpec, LinkShare};
+    if skip_unless_root("aqm_counters_reach_the_final_report") {
+        return;
+    }
+    let _serial = serial();
+    let t = topo("aqmrep");
+    for ns in [&t.snd, &t.rcv] {
+        ns.set_sysctl("net.ipv4.tcp_ecn", "1").unwrap();
+    }
+    let rate = Rate::from_bps(10_000_000);
+    let spec = |name: &str, parent, queue| ClassSpec::fixed(name, parent, rate, queue);
+    let fq = FqConfig::for_rate(Some(rate)).build(1).unwrap();
+    let ls = LinkShare::new(
+        vec![spec("link", None, None), spec("fq", Some(0), Some(fq))],
+        1,
+        Instant::ZERO,
+    )
+    .unwrap();
+    let mut cfg = DeviceConfig::default();
+    cfg.lanes[0] = LaneConfig {
+        classifier: Some(Classifier::new(Vec::new(), 1).unwrap()),
+        shaper: Some(ls),
+        ..Default::default()
+    };
+    let w = Weir::start_device(&t, Device::new(cfg).unwrap());
+    let sink_addr = SocketAddr::new(IpAddr::V4(BridgeTopo::RCV_ADDR), 5001);
+    let sink = TcpSink::start(&t.rcv, sink_addr, StdDuration::from_millis(100)).unwrap();
+    let snd = TcpSender::start(
+        &t.snd,
+        SenderOpts::new(sink_addr, StdDuration::from_secs(6), "cubic"),
+    )
+    .unwrap();
+    let sr = snd.join();
+    sink.stop();
+    let r = w.stop();
+    check_no_unnamed_loss(&r);
+    assert!(r.pipelines.inbound.is_none(), "inbound is not shaped");
+    let snap = r.pipelines.outbound.as_ref().expect("outbound is shaped");
+    let q = snap.classes[1].queue.as_ref().unwrap();
+    let a = q.aqm.expect("an FQ + COBALT leaf has AQM counters");
+    eprintln!(
+        "{a:?}; drops {:?}; sender retransmits {}",
+        q.drops, sr.retrans
+    );
+    assert!(a.ecn_marks > 0, "COBALT marked the ECN flow: {a:?}");
+    assert!(a.max_flows >= 1 && a.new_flows >= 1, "{a:?}");
+    assert_eq!(
+        a.aqm_drops,
+        q.drops.get("aqm").map_or(0, |c| c.packets),
+        "{q:?}"
+    );
+    let v = serde_json::to_value(&r).unwrap();
+    let aqm = &v["pipelines"]["outbound"]["classes"][1]["queue"]["aqm"];
+    assert_eq!(aqm["ecn_marks"].as_u64(), Some(a.ecn_marks), "{v}");
+    assert_eq!(aqm["aqm_drops"].as_u64(), Some(a.aqm_drops), "{v}");
+    assert_eq!(aqm["ack_filter_drops"].as_u64(), Some(0), "{v}");
 }
 
 /// A frame longer than the outgoing interface's MTU is dropped and counted (`oversize`)

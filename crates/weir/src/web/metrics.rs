@@ -6,8 +6,9 @@
 //! Prometheus conventions: a `weir_` prefix, the unit in the name (`_bytes`,
 //! `_packets`, `_bits_per_second`, `_seconds`), `_total` on counters (added by the
 //! encoder). Labels: `direction` (`outbound`, `inbound`), `class`, `parent`, `rule`,
-//! `emulator`, `cause` (why a packet was dropped). The metric list is in
-//! docs/web.md.
+//! `emulator`, `cause` (why a packet was dropped). A leaf whose queue has an AQM or flow
+//! queuing adds `weir_queue_*` (ECN marks, AQM and ACK-filter drops, flows) with its
+//! class's labels. The metric list is in docs/web.md.
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -17,7 +18,7 @@ use prometheus_client::registry::Registry;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
-use weir_core::snapshot::{PipelineSnapshot, QueueSnapshot};
+use weir_core::snapshot::{AqmSnapshot, PipelineSnapshot, QueueSnapshot};
 
 type Labels = Vec<(String, String)>;
 type Float = Gauge<f64, AtomicU64>;
@@ -280,6 +281,9 @@ fn pipeline(m: &mut Metrics, dir: &str, s: &PipelineSnapshot) {
         );
         if let Some(q) = &c.queue {
             queue(m, CLASS_QUEUE, &l, q);
+            if let Some(a) = &q.aqm {
+                aqm(m, &l, a);
+            }
         }
     }
     for r in &s.rules {
@@ -324,6 +328,63 @@ const EMULATOR_QUEUE: [&str; 4] = [
     "weir_emulator_dropped_bytes",
 ];
 
+/// The counters of a leaf queue with an AQM or flow queuing.
+fn aqm(m: &mut Metrics, l: &Labels, a: &AqmSnapshot) {
+    for (name, help, v) in [
+        (
+            "weir_queue_ecn_marks",
+            "Packets a leaf's AQM signalled with an ECN CE mark (not drops)",
+            a.ecn_marks,
+        ),
+        (
+            "weir_queue_aqm_drops",
+            "Packets a leaf's AQM dropped (CoDel, COBALT)",
+            a.aqm_drops,
+        ),
+        (
+            "weir_queue_ack_filter_drops",
+            "Pure ACKs a leaf's ACK filter dropped",
+            a.ack_filter_drops,
+        ),
+        (
+            "weir_queue_unmarkable",
+            "AQM signals on packets whose headers could not be read (sent unchanged)",
+            a.unmarkable,
+        ),
+        (
+            "weir_queue_new_flows",
+            "Flows that entered a leaf's new-flow list",
+            a.new_flows,
+        ),
+    ] {
+        m.counter(name, help, l, v);
+    }
+    for (name, help, v) in [
+        (
+            "weir_queue_flows",
+            "Flows holding packets in a leaf's flow queue",
+            a.flows,
+        ),
+        (
+            "weir_queue_flows_max",
+            "The most flows that held packets at once in a leaf's flow queue",
+            a.max_flows,
+        ),
+        (
+            "weir_queue_sparse_flows",
+            "Flows in a leaf's new-flow (sparse) list",
+            a.sparse_flows,
+        ),
+        (
+            "weir_queue_bulk_flows",
+            "Flows in a leaf's old-flow (bulk) list",
+            a.bulk_flows,
+        ),
+    ] {
+        m.gauge(name, help, l, f64::from(v));
+    }
+}
+
 /// A queue's backlog and its drops by cause, under `names`.
 fn queue(m: &mut Metrics, [qp, qb, dp, db]: [&'static str; 4], l: &Labels, q: &QueueSnapshot) {
     m.gauge(qp, "Packets queued", l, q.packets as f64);
@@ -333,5 +394,118 @@ fn queue(m: &mut Metrics, [qp, qb, dp, db]: [&'static str; 4], l: &Labels, q: &Q
         l.push(("cause".into(), cause.clone()));
         m.counter(dp, "Packets dropped, by cause", &l, c.packets);
         m.counter(db, "Bytes dropped, by cause", &l, c.bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A statistics document with one outbound pipeline: `link` → leaves `fq` (with AQM
+    /// counters) and `fifo` (without).
+    fn doc() -> String {
+        let count = |p: u64, b: u64| json!({ "packets": p, "bytes": b });
+        let queue = |aqm: Option<Value>| {
+            let mut q = json!({
+                "packets": 2, "bytes": 3000,
+                "received": count(100, 150_000), "enqueued": count(100, 150_000),
+                "dequeued": count(91, 136_500), "dropped_on_enqueue": count(0, 0),
+                "dropped_later": count(7, 10_500),
+                "drops": { "aqm": count(4, 6000), "ack_filter": count(3, 4500) },
+            });
+            if let Some(a) = aqm {
+                q["aqm"] = a;
+            }
+            q
+        };
+        let class = |name: &str, parent: Value, q: Value| {
+            json!({
+                "name": name, "parent": parent, "leaf": !q.is_null(),
+                "rate_bps": 1_000_000, "ceil_bps": 1_000_000, "sent": count(91, 136_500),
+                "lends": 91, "borrows": 0, "overlimits": 0, "queue": q, "rate_now_bps": 0.0,
+            })
+        };
+        let aqm = json!({
+            "ecn_marks": 17, "aqm_drops": 4, "ack_filter_drops": 3, "unmarkable": 1,
+            "limit_drops": 0, "flows": 2, "max_flows": 9, "sparse_flows": 1, "bulk_flows": 1,
+            "decaying_flows": 0, "new_flows": 30, "src_hosts": 1, "dst_hosts": 1,
+            "collisions": 0,
+        });
+        json!({
+            "uptime_s": 5.0,
+            "policy": { "source": "t.toml", "generation": 1, "reloads": 0, "reloads_refused": 0 },
+            "outbound": {
+                "lane": {},
+                "pipeline": {
+                    "at_ns": 1, "rules": [], "default_rule": count(0, 0),
+                    "default_class": "fq", "malformed": count(0, 0),
+                    "classes": [
+                        class("link", Value::Null, Value::Null),
+                        class("fq", json!("link"), queue(Some(aqm))),
+                        class("fifo", json!("link"), queue(None)),
+                    ],
+                },
+            },
+            "inbound": { "lane": {}, "pipeline": null },
+        })
+        .to_string()
+    }
+
+    /// The value of the sample `name{labels}` in `text`.
+    fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
+        let head = format!("{name}{{{labels}}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&head))
+            .map(|v| v.parse().unwrap())
+    }
+
+    #[test]
+    fn queues_with_an_aqm_export_marks_drops_and_flows() {
+        let text = render(&doc()).unwrap();
+        let fq = r#"direction="outbound",class="fq",parent="link""#;
+        for (name, want) in [
+            ("weir_queue_ecn_marks_total", 17.0),
+            ("weir_queue_aqm_drops_total", 4.0),
+            ("weir_queue_ack_filter_drops_total", 3.0),
+            ("weir_queue_unmarkable_total", 1.0),
+            ("weir_queue_flows", 2.0),
+            ("weir_queue_flows_max", 9.0),
+            ("weir_queue_sparse_flows", 1.0),
+            ("weir_queue_bulk_flows", 1.0),
+            ("weir_queue_new_flows_total", 30.0),
+        ] {
+            assert_eq!(sample(&text, name, fq), Some(want), "{name}: {text}");
+        }
+        assert!(
+            text.contains("# TYPE weir_queue_ecn_marks counter"),
+            "{text}"
+        );
+        assert!(text.contains("# TYPE weir_queue_flows gauge"), "{text}");
+        // The drops by cause stay where they were, the AQM's among them.
+        let cause = r#"direction="outbound",class="fq",parent="link",cause="aqm""#;
+        assert_eq!(
+            sample(&text, "weir_class_dropped_packets_total", cause),
+            Some(4.0)
+        );
+        // A queue without an AQM has none of them.
+        assert!(!text.contains(r#"weir_queue_ecn_marks_total{direction="outbound",class="fifo""#));
+        assert!(sample(
+            &text,
+            "weir_class_queue_packets",
+            r#"direction="outbound",class="fifo",parent="link""#
+        )
+        .is_some());
+        assert!(text.trim_end().ends_with("# EOF"));
+    }
+
+    #[test]
+    fn no_aqm_no_queue_metrics() {
+        let mut v: Value = serde_json::from_str(&doc()).unwrap();
+        let q = &mut v["outbound"]["pipeline"]["classes"][1]["queue"];
+        q.as_object_mut().unwrap().remove("aqm");
+        let text = render(&v.to_string()).unwrap();
+        assert!(!text.contains("weir_queue_"), "{text}");
+        assert!(text.contains("weir_class_queue_packets"), "{text}");
     }
 }

@@ -4,7 +4,8 @@
 //! * `GET /` — one page (HTML, CSS and script embedded in the binary, nothing fetched
 //!   from elsewhere) that polls `/api/snapshot` every second and draws, per direction,
 //!   the class tree (assured rate, ceiling, current rate with a sparkline of the last
-//!   minutes kept by the page, queue, drops by cause, borrowing), the rules' hits, the
+//!   minutes kept by the page, queue and its flows, drops by cause and ECN marks,
+//!   borrowing), the rules' hits, the
 //!   emulators, the connection table, the policy's generation and reloads, the adaptive
 //!   controller.
 //! * `GET /api/snapshot` — the statistics document, as `weir stats --json` prints it.

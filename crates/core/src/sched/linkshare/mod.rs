@@ -124,6 +124,31 @@ pub struct ClassSpec {
     pub queue: Option<Box<dyn Qdisc>>,
 }
 
+impl ClassSpec {
+    /// A class held to `rate` (ceil = rate, no borrowing beyond it) with buckets of 1 ms
+    /// at the rate plus one 1514-byte frame, priority 0, a 1514-byte quantum: the plain
+    /// class tests and tools build trees of (a leaf when `queue` is given).
+    pub fn fixed(
+        name: &str,
+        parent: Option<ClassId>,
+        rate: Rate,
+        queue: Option<Box<dyn Qdisc>>,
+    ) -> ClassSpec {
+        let burst = (rate.bytes_in(Duration::from_millis(1)) + 1514).min(u32::MAX as u64) as u32;
+        ClassSpec {
+            name: name.into(),
+            parent,
+            rate,
+            ceil: rate,
+            burst,
+            cburst: burst,
+            prio: 0,
+            quantum: 1514,
+            queue,
+        }
+    }
+}
+
 #[derive(Copy, Clone, PartialEq, Eq, Debug)]
 pub enum Mode {
     CantSend,
@@ -400,6 +425,11 @@ impl LinkShare {
     /// Queue statistics of a leaf.
     pub fn queue_stats(&self, c: ClassId) -> Option<&QStats> {
         self.queues[c as usize].as_ref().map(|q| &q.stats)
+    }
+    /// The AQM and flow counters of a leaf's queue ([`Qdisc::aqm_stats`]): `None` for an
+    /// inner class and for a queue without an AQM.
+    pub fn queue_aqm(&self, c: ClassId) -> Option<crate::aqm::AqmStats> {
+        self.queues[c as usize].as_ref().and_then(|q| q.aqm_stats())
     }
     /// (packets, bytes) queued in a leaf.
     pub fn backlog(&self, c: ClassId) -> (usize, u64) {

@@ -526,3 +526,16 @@ mod prop {
         }
     }
 }
+
+/// `ClassSpec::fixed`: ceil = rate, buckets of 1 ms at the rate + one 1514-byte frame
+/// (1 Mbit/s: 125 + 1514 bytes; 10 Gbit/s: 1,250,000 + 1514).
+#[test]
+fn fixed_class_spec() {
+    let c = ClassSpec::fixed("a", Some(0), Rate::from_bps(1_000_000), None);
+    assert_eq!((c.name.as_str(), c.parent), ("a", Some(0)));
+    assert_eq!((c.rate.bps(), c.ceil.bps()), (1_000_000, 1_000_000));
+    assert_eq!((c.burst, c.cburst), (1639, 1639));
+    assert_eq!((c.prio, c.quantum, c.queue.is_none()), (0, 1514, true));
+    let c = ClassSpec::fixed("b", None, Rate::from_bps(10_000_000_000), None);
+    assert_eq!((c.burst, c.cburst), (1_251_514, 1_251_514));
+}

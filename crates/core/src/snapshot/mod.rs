@@ -5,8 +5,10 @@
 //!   per class (in scheduler order: the root first, every parent before its children) the
 //!   configured rate and ceil, packets/bytes sent, lends, borrows and overlimits, and for
 //!   leaves the queue's backlog and [`QStats`](crate::qdisc::QStats) with drops by cause
-//!   (non-zero causes only, keyed by [`DropCause::as_str`]); per rule the hits; the
-//!   default-class hits and the frames whose headers could not be parsed.
+//!   (non-zero causes only, keyed by [`DropCause::as_str`]), and for a queue with an AQM
+//!   or flow queuing its [`AqmSnapshot`] (ECN marks, AQM and ACK-filter drops, flows); per
+//!   rule the hits; the default-class hits and the frames whose headers could not be
+//!   parsed.
 //! * [`RateMeter`] fills in each class's current rate, `rate_now_bps` = bytes sent × 8 / Δt
 //!   between two successive snapshots (0 for the first, for a class it has not seen before,
 //!   and when the counters went backwards, e.g. after the policy was replaced).
@@ -18,8 +20,11 @@
 //! Identities that hold in every snapshot (tests assert them): for each leaf queue,
 //! `received = enqueued + dropped_on_enqueue`, `enqueued = dequeued + dropped_later +
 //! queued`, the `drops` map sums to `dropped_on_enqueue + dropped_later`; the rule hits
-//! plus `default_rule` equal the packets that entered the pipeline.
+//! plus `default_rule` equal the packets that entered the pipeline; a queue's `aqm.aqm_drops`
+//! equals its `drops.aqm` packets and `aqm.ack_filter_drops` its `drops.ack_filter`
+//! packets (0 when absent).
 
+use crate::aqm::AqmStats;
 use crate::emulate::EmuCounters;
 use crate::pipeline::Pipeline;
 use crate::qdisc::{Count, DropCause, QStats, Qdisc};
@@ -109,6 +114,106 @@ pub struct QueueSnapshot {
     /// Drops by cause ([`DropCause::as_str`]), non-zero causes only.
     #[serde(deserialize_with = "de_count_map")]
     pub drops: BTreeMap<String, Count>,
+    /// The AQM and flow counters; `None` (absent from the JSON) for a queue without an
+    /// AQM or flow queuing (a plain FIFO, per-flow DRR, RED, an emulator's queue).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aqm: Option<AqmSnapshot>,
+}
+
+/// The counters of a leaf queue managed by CoDel or COBALT, or of a flow queue
+/// ([`crate::Qdisc::aqm_stats`], [`crate::aqm::AqmStats`]), under the names reports are
+/// searched by (`ecn_marks`, `aqm_drops`, `ack_filter_drops`). Packet counts; the
+/// counters run from the queue's creation, the gauges are the state now.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AqmSnapshot {
+    /// Packets sent with CE because the AQM signalled them (not drops).
+    pub ecn_marks: u64,
+    /// Packets the AQM dropped (also `drops.aqm`).
+    pub aqm_drops: u64,
+    /// Pure ACKs the ACK filter dropped (also `drops.ack_filter`).
+    pub ack_filter_drops: u64,
+    /// Signals on packets whose headers could not be read: sent unchanged.
+    pub unmarkable: u64,
+    /// Packets dropped to respect the packet or byte limit (`drops.overlimit`, or a
+    /// FIFO's `queue_full`/`byte_limit`).
+    pub limit_drops: u64,
+    /// Flows holding packets now (0 for a single FIFO).
+    pub flows: u32,
+    /// The most flows that held packets at once.
+    pub max_flows: u32,
+    /// Flows in the new-flow (sparse) list now.
+    pub sparse_flows: u32,
+    /// Flows in the old-flow list with packets (bulk) now.
+    pub bulk_flows: u32,
+    /// Empty flows whose AQM state still decays (COBALT) now.
+    pub decaying_flows: u32,
+    /// Flows that entered the new-flow list, since the start.
+    pub new_flows: u64,
+    /// Source and destination hosts with bulk flows now (host isolation modes).
+    pub src_hosts: u32,
+    pub dst_hosts: u32,
+    /// Arrivals that shared a bucket with another flow (every way of their set taken).
+    pub collisions: u64,
+}
+
+impl AqmSnapshot {
+    /// The counters `a` of a queue whose [`QStats`] are `q` (the ACK filter's drops are
+    /// read from `q`, where [`crate::Counted`] counts them by cause).
+    pub fn new(a: &AqmStats, q: &QStats) -> Self {
+        AqmSnapshot {
+            ecn_marks: a.ecn_marked,
+            aqm_drops: a.aqm_dropped,
+            ack_filter_drops: q.drops_by(DropCause::AckFilter).packets,
+            unmarkable: a.unmarkable,
+            limit_drops: a.overlimit_dropped,
+            flows: a.active_flows,
+            max_flows: a.max_flows_seen,
+            sparse_flows: a.sparse_flows,
+            bulk_flows: a.bulk_flows,
+            decaying_flows: a.decaying_flows,
+            new_flows: a.new_flows,
+            src_hosts: a.src_hosts,
+            dst_hosts: a.dst_hosts,
+            collisions: a.collisions,
+        }
+    }
+
+    /// Whether the queue keeps flows (a flow queue that has seen one; a FIFO never does).
+    pub fn has_flows(&self) -> bool {
+        self.new_flows > 0 || self.max_flows > 0
+    }
+
+    /// The second line of a leaf's row in [`format_table`]: marks and AQM drops, then the
+    /// rest that is non-zero or meaningful for the queue.
+    pub fn summary(&self) -> String {
+        let mut s = format!("ecn marks {}, aqm drops {}", self.ecn_marks, self.aqm_drops);
+        if self.ack_filter_drops > 0 {
+            let _ = write!(s, ", ack filter drops {}", self.ack_filter_drops);
+        }
+        if self.unmarkable > 0 {
+            let _ = write!(s, ", unmarkable {}", self.unmarkable);
+        }
+        if self.has_flows() {
+            let _ = write!(
+                s,
+                "; flows {} now, {} most (sparse {}, bulk {}, decaying {}; {} new)",
+                self.flows,
+                self.max_flows,
+                self.sparse_flows,
+                self.bulk_flows,
+                self.decaying_flows,
+                self.new_flows
+            );
+        }
+        if self.src_hosts > 0 || self.dst_hosts > 0 {
+            let _ = write!(s, "; hosts {} src, {} dst", self.src_hosts, self.dst_hosts);
+        }
+        if self.collisions > 0 {
+            let _ = write!(s, "; collisions {}", self.collisions);
+        }
+        s
+    }
 }
 
 impl QueueSnapshot {
@@ -167,8 +272,8 @@ fn de_count_map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Coun
     Ok(m.into_iter().map(|(k, v)| (k, v.into())).collect())
 }
 
-/// Copy the statistics of `p` at `at`.
-fn queue_snapshot(q: &QStats, packets: usize, bytes: u64) -> QueueSnapshot {
+/// Copy a queue's statistics: its counters `q`, its backlog, its AQM's counters `aqm`.
+fn queue_snapshot(q: &QStats, packets: usize, bytes: u64, aqm: Option<AqmStats>) -> QueueSnapshot {
     QueueSnapshot {
         packets: packets as u64,
         bytes,
@@ -183,9 +288,11 @@ fn queue_snapshot(q: &QStats, packets: usize, bytes: u64) -> QueueSnapshot {
             .filter(|(_, cnt)| cnt.packets != 0 || cnt.bytes != 0)
             .map(|(cause, cnt)| (cause.as_str().to_string(), cnt))
             .collect(),
+        aqm: aqm.map(|a| AqmSnapshot::new(&a, q)),
     }
 }
 
+/// Copy the statistics of `p` at `at`.
 pub fn snapshot(p: &Pipeline, at: Instant) -> PipelineSnapshot {
     let mut classes = Vec::new();
     let n = p.shaper().map_or(0, |s| s.num_classes());
@@ -216,7 +323,7 @@ pub fn snapshot(p: &Pipeline, at: Instant) -> PipelineSnapshot {
                 .map(|(i, l)| EmuSnapshot {
                     name: e.names.get(i).cloned().unwrap_or_else(|| format!("#{i}")),
                     config: crate::emulate::spec::describe(l.config()),
-                    queue: queue_snapshot(l.stats(), l.len(), l.bytes()),
+                    queue: queue_snapshot(l.stats(), l.len(), l.bytes(), None),
                     counters: l.counters().clone(),
                 })
                 .collect()
@@ -266,7 +373,7 @@ fn class_snapshots(s: &crate::sched::linkshare::LinkShare) -> Vec<ClassSnapshot>
         let st = s.class_stats(c);
         let queue = s.queue_stats(c).map(|q| {
             let (packets, bytes) = s.backlog(c);
-            queue_snapshot(q, packets, bytes)
+            queue_snapshot(q, packets, bytes, s.queue_aqm(c))
         });
         classes.push(ClassSnapshot {
             name: s.name(c).to_string(),
@@ -367,7 +474,8 @@ pub fn fmt_rate_approx(bps: f64) -> String {
 
 /// The statistics table `weir stats` prints for one direction: the class tree with
 /// configured rate and ceil, current rate, packets and bytes sent, borrows, queue length,
-/// drops in total and by cause; then the rules with their hits.
+/// drops in total and by cause, and under a leaf whose queue has an AQM a second line
+/// `aqm: …` ([`AqmSnapshot::summary`]); then the rules with their hits.
 pub fn format_table(s: &PipelineSnapshot, direction: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -391,25 +499,30 @@ pub fn format_table(s: &PipelineSnapshot, direction: &str) -> String {
             _ => roots.push(i),
         }
     }
-    let mut rows: Vec<(String, usize)> = Vec::with_capacity(s.classes.len());
+    // (label, class index, the tree's lines below the label: a second line's prefix)
+    let mut rows: Vec<(String, usize, String)> = Vec::with_capacity(s.classes.len());
     fn walk(
         i: usize,
         prefix: &str,
         branch: &str,
         children: &[Vec<usize>],
-        rows: &mut Vec<(String, usize)>,
+        rows: &mut Vec<(String, usize, String)>,
         depth: usize,
         names: &[ClassSnapshot],
     ) {
-        rows.push((format!("{prefix}{branch}{}", names[i].name), i));
-        if depth > names.len() {
-            return; // defensive: a malformed document with a parent cycle
-        }
         let next = match branch {
             "" => prefix.to_string(),
             "└─ " => format!("{prefix}   "),
             _ => format!("{prefix}│  "),
         };
+        rows.push((
+            format!("{prefix}{branch}{}", names[i].name),
+            i,
+            next.clone(),
+        ));
+        if depth > names.len() {
+            return; // defensive: a malformed document with a parent cycle
+        }
         let kids = &children[i];
         for (k, &c) in kids.iter().enumerate() {
             let b = if k + 1 == kids.len() {
@@ -426,7 +539,7 @@ pub fn format_table(s: &PipelineSnapshot, direction: &str) -> String {
 
     let w = rows
         .iter()
-        .map(|(l, _)| l.chars().count())
+        .map(|(l, _, _)| l.chars().count())
         .max()
         .unwrap_or(0)
         .max(5);
@@ -445,7 +558,7 @@ pub fn format_table(s: &PipelineSnapshot, direction: &str) -> String {
         "queued B",
         "dropped",
     );
-    for (label, i) in &rows {
+    for (label, i, below) in &rows {
         let c = &s.classes[*i];
         let (queued, queued_b, dropped, causes) = match &c.queue {
             Some(q) => (
@@ -474,6 +587,9 @@ pub fn format_table(s: &PipelineSnapshot, direction: &str) -> String {
             dropped,
         );
         let _ = writeln!(out, "{}", line.trim_end());
+        if let Some(a) = c.queue.as_ref().and_then(|q| q.aqm.as_ref()) {
+            let _ = writeln!(out, "{below}  aqm: {}", a.summary());
+        }
     }
 
     let rw = s
@@ -597,288 +713,4 @@ fn fmt_rate_or_zero(bps: u64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::policy::Policy;
-    use crate::pool::{PktId, Pool};
-    use crate::qdisc::Ctx;
-    use crate::rng::Rng;
-    use crate::time::Duration;
-    use weir_wire::build::{self, EthSpec, Ipv4Spec, TcpSpec};
-
-    const POLICY: &str = r#"
-        [link]
-        rate = "1Mbit"
-        default = "other"
-        technique = "cbq"
-        [[class]]
-        name = "interactive"
-        rate = "600kbit"
-        [[class]]
-        name = "web"
-        parent = "interactive"
-        rate = "400kbit"
-        limit = "3p"
-        [[class]]
-        name = "ssh"
-        parent = "interactive"
-        rate = "200kbit"
-        [[class]]
-        name = "other"
-        rate = "400kbit"
-        [[rule]]
-        name = "http"
-        class = "web"
-        proto = "tcp"
-        port = 80
-        [[rule]]
-        name = "ssh"
-        class = "ssh"
-        proto = "tcp"
-        port = 22
-    "#;
-
-    fn frame(pool: &mut Pool, dport: u16, payload: usize) -> PktId {
-        let id = pool.alloc().unwrap();
-        let tcp = TcpSpec {
-            src_port: 40000,
-            dst_port: dport,
-            ..Default::default()
-        };
-        let ip = Ipv4Spec {
-            src: "10.0.0.1".parse().unwrap(),
-            dst: "10.0.0.2".parse().unwrap(),
-            ..Default::default()
-        };
-        let buf = vec![0u8; payload];
-        let n =
-            build::tcp_v4_frame(pool.slot_mut(id), &EthSpec::default(), &ip, &tcp, &buf).unwrap();
-        pool.meta_mut(id).len = n as u32;
-        id
-    }
-
-    /// Push 6 web frames (3 fit the queue), 1 ssh frame and 1 garbage frame at t=0, then
-    /// dequeue whatever the shaper lets out within `until`.
-    fn run(until: Duration) -> (Pipeline, u32) {
-        let policy = Policy::parse("t.toml", POLICY).unwrap();
-        let mut pipe = policy.build(Instant::ZERO).unwrap();
-        let mut pool = Pool::new(64, 2048);
-        let mut rng = Rng::new(1);
-        let mut dropped = Vec::new();
-        let mut ids = Vec::new();
-        for _ in 0..6 {
-            ids.push(frame(&mut pool, 80, 946)); // 1000-byte frames
-        }
-        ids.push(frame(&mut pool, 22, 46)); // 100 bytes
-        let junk = pool.alloc().unwrap();
-        pool.slot_mut(junk)[..5].copy_from_slice(&[1, 2, 3, 4, 5]);
-        pool.meta_mut(junk).len = 5;
-        ids.push(junk);
-        let len = pool.len(ids[0]);
-        let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
-        for id in ids {
-            if pipe.ingress(id, &mut cx).is_err() {
-                cx.pool.free(id);
-            }
-        }
-        let mut t = 0;
-        while t <= until.0 {
-            cx.now = Instant(t);
-            while let Some(p) = pipe.dequeue(&mut cx) {
-                cx.pool.free(p);
-            }
-            t += 1_000_000;
-        }
-        (pipe, len)
-    }
-
-    fn class<'a>(s: &'a PipelineSnapshot, name: &str) -> &'a ClassSnapshot {
-        s.classes.iter().find(|c| c.name == name).unwrap()
-    }
-
-    #[test]
-    fn snapshot_copies_counters() {
-        let (pipe, len) = run(Duration::from_secs(1));
-        assert_eq!(len, 1000);
-        let s = snapshot(&pipe, Instant(1_000_000_000));
-        assert_eq!(s.at_ns, 1_000_000_000);
-        let names: Vec<&str> = s.classes.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(names[0], "link");
-        assert!(s.classes[0].parent.is_none() && !s.classes[0].leaf);
-        assert_eq!(s.classes[0].rate_bps, 1_000_000);
-        let web = class(&s, "web");
-        assert_eq!(web.parent.as_deref(), Some("interactive"));
-        assert!(web.leaf);
-        assert_eq!(web.rate_bps, 400_000);
-        assert!(!class(&s, "interactive").leaf);
-        assert!(class(&s, "interactive").queue.is_none());
-        let q = web.queue.as_ref().unwrap();
-        assert_eq!(q.received.packets, 6);
-        assert_eq!(q.dropped_on_enqueue.packets, 3, "limit 3");
-        assert_eq!(
-            q.drops.get("queue_full").copied(),
-            Some(Count {
-                packets: 3,
-                bytes: 3000
-            })
-        );
-        assert_eq!(q.drops.len(), 1, "only non-zero causes");
-        // 1 s at up to 1 Mbit/s is plenty for 3 kB: everything left.
-        assert_eq!(q.packets, 0);
-        assert_eq!(q.dequeued.packets, 3);
-        assert_eq!(web.sent.packets, 3);
-        assert_eq!(web.sent.bytes, 3000);
-        // The root is charged for everything sent: 3 web + 1 ssh + 1 garbage.
-        assert_eq!(s.classes[0].sent.packets, 5);
-        assert_eq!(s.classes[0].sent.bytes, 3000 + 100 + 5);
-        // Counter identities.
-        for c in s.classes.iter() {
-            if let Some(q) = &c.queue {
-                assert_eq!(q.received, q.enqueued + q.dropped_on_enqueue);
-                assert_eq!(
-                    q.enqueued,
-                    q.dequeued
-                        + q.dropped_later
-                        + Count {
-                            packets: q.packets,
-                            bytes: q.bytes
-                        }
-                );
-                let by_cause = q.drops.values().fold(Count::default(), |a, &b| a + b);
-                assert_eq!(by_cause, q.dropped());
-            }
-        }
-        // Rules.
-        assert_eq!(s.rules.len(), 2);
-        assert_eq!(s.rules[0].name, "http");
-        assert_eq!(s.rules[0].class, "web");
-        assert_eq!(s.rules[0].hits.packets, 6);
-        assert_eq!(s.rules[1].class, "ssh");
-        assert_eq!(s.rules[1].hits.packets, 1);
-        assert_eq!(s.default_class, "other");
-        assert_eq!(
-            s.default_rule,
-            Count {
-                packets: 1,
-                bytes: 5
-            }
-        );
-        assert_eq!(
-            s.malformed,
-            Count {
-                packets: 1,
-                bytes: 5
-            }
-        );
-    }
-
-    #[test]
-    fn backlog_is_reported_while_shaping() {
-        // At t = 0 the web class sends what its burst allows; the rest waits.
-        let (pipe, _) = run(Duration::ZERO);
-        let s = snapshot(&pipe, Instant::ZERO);
-        let q = class(&s, "web").queue.clone().unwrap();
-        assert_eq!(q.packets + q.dequeued.packets, 3);
-        assert_eq!(q.bytes, q.packets * 1000);
-    }
-
-    #[test]
-    fn rate_meter_measures_between_updates() {
-        let (pipe, _) = run(Duration::from_secs(1));
-        let mut m = RateMeter::new();
-        let mut a = snapshot(&pipe, Instant(1_000_000_000));
-        m.update(&mut a);
-        assert!(a.classes.iter().all(|c| c.rate_now_bps == 0.0), "first: 0");
-        // Pretend 2000 more bytes went through "web" and its ancestors in 0.5 s.
-        let mut b = a.clone();
-        b.at_ns += 500_000_000;
-        for name in ["web", "interactive", "link"] {
-            b.classes
-                .iter_mut()
-                .find(|c| c.name == name)
-                .unwrap()
-                .sent
-                .bytes += 2000;
-        }
-        m.update(&mut b);
-        assert_eq!(class(&b, "web").rate_now_bps, 32_000.0);
-        assert_eq!(class(&b, "link").rate_now_bps, 32_000.0);
-        assert_eq!(class(&b, "ssh").rate_now_bps, 0.0);
-        // Same instant again: 0, baseline kept.
-        let mut c = b.clone();
-        m.update(&mut c);
-        assert_eq!(class(&c, "web").rate_now_bps, 0.0);
-        // Counters going backwards (policy replaced) give 0, and classes are matched by
-        // name even when the order changes.
-        let mut d = a.clone();
-        d.at_ns = b.at_ns + 1_000_000_000;
-        d.classes.reverse();
-        m.update(&mut d);
-        assert!(d.classes.iter().all(|c| c.rate_now_bps == 0.0));
-        let mut e = d.clone();
-        e.at_ns += 250_000_000;
-        e.classes
-            .iter_mut()
-            .find(|c| c.name == "ssh")
-            .unwrap()
-            .sent
-            .bytes += 125;
-        m.update(&mut e);
-        assert_eq!(class(&e, "ssh").rate_now_bps, 4_000.0);
-    }
-
-    #[test]
-    fn approx_rates() {
-        assert_eq!(fmt_rate_approx(0.0), "0bit");
-        assert_eq!(fmt_rate_approx(f64::NAN), "0bit");
-        assert_eq!(fmt_rate_approx(950.0), "950bit");
-        assert_eq!(fmt_rate_approx(12_345.0), "12.3kbit");
-        assert_eq!(fmt_rate_approx(4_870_000.0), "4.87Mbit");
-        assert_eq!(fmt_rate_approx(999_990.0), "1.00Mbit");
-        assert_eq!(fmt_rate_approx(155_000_000.0), "155Mbit");
-        assert_eq!(fmt_rate_approx(10e9), "10.0Gbit");
-    }
-
-    #[test]
-    fn table_shows_tree_rates_queues_drops_and_rules() {
-        let (pipe, _) = run(Duration::from_secs(1));
-        let mut m = RateMeter::new();
-        let mut s = snapshot(&pipe, Instant(1_000_000_000));
-        // The state before anything was sent.
-        let mut s0 = s.clone();
-        s0.at_ns = 0;
-        s0.classes
-            .iter_mut()
-            .for_each(|c| c.sent = Count::default());
-        m.update(&mut s0);
-        m.update(&mut s);
-        let t = format_table(&s, "lan0→wan0");
-        eprintln!("{t}");
-        let lines: Vec<&str> = t.lines().collect();
-        assert!(lines[0].starts_with("direction lan0→wan0"));
-        assert!(lines[1].starts_with("class"));
-        assert!(lines[2].starts_with("link "));
-        assert!(lines[3].starts_with("├─ interactive "));
-        assert!(lines[4].starts_with("│  ├─ web "));
-        assert!(lines[5].starts_with("│  └─ ssh "));
-        assert!(lines[6].starts_with("└─ other "));
-        let web = lines[4];
-        assert!(web.contains("400kbit"), "{web}");
-        assert!(
-            web.contains("24.0kbit"),
-            "current rate: 3000 B in 1 s: {web}"
-        );
-        assert!(web.contains("queue_full 3"), "{web}");
-        assert!(lines[3].contains(" - "), "inner classes have no queue");
-        assert!(t.contains("http"));
-        assert!(t.contains("(default)"));
-        assert!(t.contains("unparsable frames (sent to the default class): 1 packets, 5 bytes"));
-        // Columns line up: every class row has its rate column at the same place.
-        let end_of = |line: &str, pat: &str| {
-            let b = line.find(pat).unwrap() + pat.len();
-            line[..b].chars().count()
-        };
-        assert_eq!(end_of(lines[2], "1Mbit"), end_of(lines[6], "400kbit"));
-        assert_eq!(end_of(lines[2], "1Mbit"), end_of(lines[4], "400kbit"));
-    }
-}
+mod tests;
