@@ -99,6 +99,27 @@ fn the_class_keys_choose_the_queue_and_its_parameters() {
 }
 
 #[test]
+fn the_ack_filter_reaches_the_flow_queue() {
+    use weir_core::tcp::ack_filter::AckFilterMode;
+    for (v, mode) in [
+        ("\"on\"", AckFilterMode::On),
+        ("\"aggressive\"", AckFilterMode::Aggressive),
+        ("true", AckFilterMode::On),
+        ("\"off\"", AckFilterMode::Off),
+    ] {
+        let p = Policy::parse("p.toml", &format!("{HEAD}ack_filter = {v}\n")).unwrap();
+        assert_eq!(leaf(&p, "a").ack_filter, mode, "{v}");
+        let text = p.describe();
+        assert_eq!(
+            text.contains(&format!("ack filter {}", mode.name())),
+            mode != AckFilterMode::Off,
+            "{text}"
+        );
+        p.build_device(Instant::ZERO).unwrap();
+    }
+}
+
+#[test]
 fn fq_codel_is_flow_fair_and_the_seed_presets_stay_as_they_were() {
     let p = Policy::parse(
         "p.toml",

@@ -56,8 +56,9 @@
 //!
 //! # Statistics
 //! [`AqmStats`] (through [`crate::Qdisc::aqm_stats`]): ECN marks, AQM drops, unmarkable
-//! signals, limit drops, and the flow counters of a flow queue. AQM drops are also
-//! counted by [`crate::Counted`] under [`crate::DropCause::Aqm`]; marks are not drops.
+//! signals, limit drops, and the flow and ACK-filter counters of a flow queue. AQM drops
+//! are also counted by [`crate::Counted`] under [`crate::DropCause::Aqm`]; marks are not
+//! drops.
 
 pub mod cobalt;
 pub mod codel;
@@ -347,6 +348,9 @@ pub struct AqmStats {
     /// flow queue: `overlimit` in [`crate::QStats`]; a FIFO's tail drops are its
     /// `queue_full`/`byte_limit` and counted here too).
     pub overlimit_dropped: u64,
+    /// Queued pure ACKs the ACK filter dropped, made redundant by a newer segment of
+    /// their connection (CAKE's `ack_drops`; also in [`crate::QStats`] as `ack_filter`).
+    pub ack_drops: u64,
     /// Flows that entered the new-flow (sparse) list, since the start.
     pub new_flows: u64,
     /// Flows in the new-flow list now.

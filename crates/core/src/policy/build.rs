@@ -52,12 +52,7 @@ impl Policy {
                 cfg.isolate = c.isolate;
                 cfg.aqm = c.aqm;
                 cfg.params = self.aqm_params(c);
-                if c.ack_filter != crate::tcp::ack_filter::AckFilterMode::Off {
-                    return Err(format!(
-                        "class '{}': the ACK filter is not in this build's flow queue yet",
-                        c.name
-                    ));
-                }
+                cfg.ack_filter = c.ack_filter;
                 match c.limit {
                     Limit::Packets(n) => cfg.limit_packets = n,
                     Limit::Bytes(b) => cfg.limit_bytes = b,

@@ -61,8 +61,10 @@
 //!
 //! Cost: the trigger is read once; each queued packet is read up to its TCP options (no
 //! allocation), head to tail, stopping at the second eligible ACK in mode `On`. A queue
-//! calls [`Trigger::of`] (or checks [`may_trigger`] on flags it already has) and scans
-//! only for a trigger. Statistics are the queue's (CAKE counts `ack_drops` per tin).
+//! checks [`may_trigger_frame`] (a few loads; or [`may_trigger`] on flags it already
+//! has), then calls [`Trigger::of`], and scans only for a trigger. Statistics are the
+//! queue's (CAKE counts `ack_drops` per tin); the flow queue runs the filter in
+//! `crate::queue::fq`.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -108,6 +110,46 @@ impl AckFilterMode {
 #[inline]
 pub fn may_trigger(flags: TcpFlags) -> bool {
     flags & (TcpFlags::ACK | TcpFlags::SYN) == TcpFlags::ACK
+}
+
+/// Whether `frame` may hold a trigger, from a few reads at fixed offsets and no header
+/// checks: the queue's pre-check before [`Trigger::of`], so that a frame which cannot
+/// trigger (not TCP, SYN set, ACK clear) costs a few loads. True when the EtherType after
+/// at most two VLAN tags is IPv4 with protocol TCP and flags that [`may_trigger`] (or
+/// protocol 41, 6in4, left to `Trigger::of`), or IPv6 with TCP as the next header and
+/// such flags. True for every frame `Trigger::of` accepts (property-tested); false for a
+/// frame too short to read.
+#[inline]
+pub fn may_trigger_frame(frame: &[u8]) -> bool {
+    let be16 = |at: usize| {
+        frame
+            .get(at..at + 2)
+            .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]))
+    };
+    let flags_at = |l4: usize| {
+        frame
+            .get(l4 + 13)
+            .is_some_and(|&f| may_trigger(TcpFlags(f)))
+    };
+    let (mut l3, mut et) = (ethernet::HEADER_LEN, be16(12));
+    for _ in 0..ethernet::MAX_VLAN_TAGS {
+        if !ethernet::is_vlan_tpid(et) {
+            break;
+        }
+        et = be16(l3 + 2);
+        l3 += 4;
+    }
+    match et {
+        ethertype::IPV4 => match frame.get(l3 + 9) {
+            Some(&protocol::TCP) => flags_at(l3 + 4 * usize::from(frame[l3] & 0x0f)),
+            Some(&protocol::IPV6) => true,
+            _ => false,
+        },
+        ethertype::IPV6 => {
+            frame.get(l3 + 6) == Some(&protocol::TCP) && flags_at(l3 + ipv6::HEADER_LEN)
+        }
+        _ => false,
+    }
 }
 
 /// The packet of `queued` that `new` makes redundant, if any (see the module). `new` is
@@ -410,4 +452,4 @@ fn sack_compare(c: &Segment<'_>, t: &Segment<'_>) -> SackCmp {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

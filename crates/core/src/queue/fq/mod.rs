@@ -68,11 +68,10 @@
 //! at 10,000 flows the scan alone is 40 KB per overflow, and the batch throws away far
 //! more than the one packet that was too many).
 //!
-//! # ACK filter hook
-//! [`Fq::unlink_after`] removes any queued packet of a flow (the one after a named
-//! predecessor, [`crate::PktQueue::remove_after`]) with all counters kept; the ACK filter
-//! (CAKE's `cake_ack_filter`) is to be called in `enqueue` right after the arrival is
-//! queued, on its flow's queue, and drops the ACK it chooses with [`DropCause::AckFilter`].
+//! # ACK filter (`ack_filter`: off, on, aggressive)
+//! CAKE's: in `enqueue`, right after the arrival joins its flow's queue and before the
+//! limits, a queued pure ACK the arrival makes redundant is dropped
+//! ([`DropCause::AckFilter`], counted in `ack_drops`). See `ack.rs`.
 //!
 //! # Parameters ([`FqConfig`]; [`FqConfig::for_rate`] gives CAKE's defaults for a rate)
 //! * `flows` (buckets, default 1024 = CAKE's `CAKE_QUEUES`; rounded up to a multiple of 8).
@@ -83,11 +82,13 @@
 //!   rate, at least 4 MiB, at most `limit_packets × 1514` (weir counts frame bytes where
 //!   CAKE counts the kernel's `truesize`).
 //! * `isolate` (default `triple`), `aqm` (default COBALT) and its [`AqmParams`].
+//! * `ack_filter` (default off): see above.
 //!
 //! # Cost and memory
 //! Per packet: one bucket lookup (one cache line of tags), O(1) list work (O(log n) with
 //! the round calendar), two updates of the fattest-flow heap (O(log n)), and the AQM's
-//! judgement; a host-keyed mode also reads the frame's IP header.
+//! judgement; a host-keyed mode also reads the frame's IP header; the ACK filter, when on,
+//! reads TCP headers (`ack.rs`).
 //! Per bucket: the 8-byte tag, a `Flow` (40 bytes + the AQM state: 72 with COBALT or
 //! CoDel), 20 bytes of heap (its position, its entry while backlogged); the dual and
 //! triple modes add two host indices, 12 bytes of host table per role and 20 of round
@@ -95,9 +96,9 @@
 //! `triple`).
 //!
 //! # Statistics ([`crate::Qdisc::aqm_stats`])
-//! ECN marks, AQM drops, unmarkable signals, limit drops, new flows (since the start),
-//! sparse, bulk and decaying flows now, flows holding packets now and at most, source and
-//! destination hosts with bulk flows, bucket collisions.
+//! ECN marks, AQM drops, unmarkable signals, limit drops, ACK-filter drops (`ack_drops`),
+//! new flows (since the start), sparse, bulk and decaying flows now, flows holding packets
+//! now and at most, source and destination hosts with bulk flows, bucket collisions.
 //!
 //! # Invariants
 //! `len`/`bytes` are the sums over the flows; a flow is in exactly the list its state
@@ -113,6 +114,7 @@ use crate::queue::setassoc::{SetAssoc, Way};
 use crate::rate::Rate;
 use crate::rng::{mix64, Rng};
 use crate::sched::heap::IndexedDHeap;
+use crate::tcp::ack_filter::AckFilterMode;
 use crate::time::Instant;
 use weir_wire::ethernet::{self, ethertype};
 use weir_wire::{ipv4, ipv6};
@@ -184,7 +186,7 @@ impl Isolation {
 }
 
 /// Configuration of a flow queue (the policy's `queue = "fq"` keys: `flows`, `quantum`,
-/// `limit`, `isolate`, `aqm`, `target`, `interval`, `ecn`).
+/// `limit`, `isolate`, `aqm`, `target`, `interval`, `ecn`, `ack_filter`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FqConfig {
     /// Flow buckets (rounded up to a multiple of 8).
@@ -198,6 +200,8 @@ pub struct FqConfig {
     pub isolate: Isolation,
     pub aqm: AqmKind,
     pub params: AqmParams,
+    /// CAKE's ACK filter on every flow (default off).
+    pub ack_filter: AckFilterMode,
 }
 
 impl FqConfig {
@@ -229,6 +233,7 @@ impl FqConfig {
             isolate: Isolation::Triple,
             aqm: AqmKind::Cobalt,
             params,
+            ack_filter: AckFilterMode::Off,
         }
     }
 
@@ -848,7 +853,9 @@ impl<A: Aqm> Qdisc for Fq<A> {
             }
             Set::New | Set::Bulk => {}
         }
-        // (the ACK filter's place: on flow `i`'s queue, now ending with `pkt`)
+        if self.cfg.ack_filter != AckFilterMode::Off && self.flows[i as usize].q.len() > 1 {
+            self.ack_filter(i, pkt, cx);
+        }
         while self.len > self.cfg.limit_packets as usize || self.bytes > self.cfg.limit_bytes {
             let Some((_, v)) = self.fat.peek() else { break };
             self.stats.overlimit_dropped += 1;
@@ -937,5 +944,6 @@ impl<A: Aqm> Qdisc for Fq<A> {
     }
 }
 
+mod ack;
 #[cfg(test)]
 mod tests;

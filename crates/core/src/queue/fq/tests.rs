@@ -32,8 +32,13 @@ struct Bench {
 
 impl Bench {
     fn new() -> Self {
+        Self::with_slot(96)
+    }
+
+    /// A bench whose pool slots hold `slot` bytes of frame.
+    fn with_slot(slot: usize) -> Self {
         Bench {
-            pool: Pool::new(20_000, 96),
+            pool: Pool::new(20_000, slot),
             rng: Rng::new(3),
             dropped: Vec::new(),
             now: Instant::ZERO,
@@ -689,3 +694,5 @@ proptest! {
         random_traffic::<Codel>(seed, Isolation::ALL[iso], 1500);
     }
 }
+
+mod ack;

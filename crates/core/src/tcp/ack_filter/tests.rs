@@ -10,22 +10,23 @@ const ACK: TcpFlags = TcpFlags::ACK;
 const ECE: TcpFlags = TcpFlags::ECE;
 const CWR: TcpFlags = TcpFlags::CWR;
 
-/// One segment to build: a pure ACK from 10.0.0.2:80 to 10.0.0.1:40000 unless changed.
+/// One segment to build: a pure ACK from 10.0.0.2:80 to 10.0.0.1:40000 unless changed
+/// (also the flow queue's ACK-filter tests' frames).
 #[derive(Clone, Debug)]
-struct Seg {
-    v6: bool,
-    src_port: u16,
+pub(crate) struct Seg {
+    pub(crate) v6: bool,
+    pub(crate) src_port: u16,
     /// Swap the addresses (the other direction) when set.
-    reverse: bool,
-    seq: u32,
-    ack: u32,
-    flags: TcpFlags,
-    window: u16,
-    ts: Option<(u32, u32)>,
-    sack: Vec<(u32, u32)>,
+    pub(crate) reverse: bool,
+    pub(crate) seq: u32,
+    pub(crate) ack: u32,
+    pub(crate) flags: TcpFlags,
+    pub(crate) window: u16,
+    pub(crate) ts: Option<(u32, u32)>,
+    pub(crate) sack: Vec<(u32, u32)>,
     /// Options written after the timestamps and SACK.
-    extra: Vec<TcpOption>,
-    data: usize,
+    pub(crate) extra: Vec<TcpOption>,
+    pub(crate) data: usize,
 }
 
 impl Default for Seg {
@@ -46,7 +47,7 @@ impl Default for Seg {
     }
 }
 
-fn ack(n: u32) -> Seg {
+pub(crate) fn ack(n: u32) -> Seg {
     Seg {
         ack: n,
         ..Seg::default()
@@ -63,28 +64,28 @@ fn sack_option(blocks: &[(u32, u32)]) -> TcpOption {
 }
 
 impl Seg {
-    fn ts(mut self, tsval: u32, tsecr: u32) -> Seg {
+    pub(crate) fn ts(mut self, tsval: u32, tsecr: u32) -> Seg {
         self.ts = Some((tsval, tsecr));
         self
     }
-    fn sack(mut self, blocks: &[(u32, u32)]) -> Seg {
+    pub(crate) fn sack(mut self, blocks: &[(u32, u32)]) -> Seg {
         self.sack = blocks.to_vec();
         self
     }
-    fn flags(mut self, f: TcpFlags) -> Seg {
+    pub(crate) fn flags(mut self, f: TcpFlags) -> Seg {
         self.flags = f;
         self
     }
-    fn opt(mut self, o: TcpOption) -> Seg {
+    pub(crate) fn opt(mut self, o: TcpOption) -> Seg {
         self.extra.push(o);
         self
     }
-    fn v6(mut self) -> Seg {
+    pub(crate) fn v6(mut self) -> Seg {
         self.v6 = true;
         self
     }
 
-    fn frame(&self) -> Vec<u8> {
+    pub(crate) fn frame(&self) -> Vec<u8> {
         let spec = TcpSpec {
             src_port: self.src_port,
             dst_port: 40000,
@@ -128,6 +129,15 @@ impl Seg {
         buf.truncate(n.unwrap());
         buf
     }
+}
+
+/// A UDP frame (never a trigger nor a candidate).
+pub(crate) fn udp_frame() -> Vec<u8> {
+    let mut udp = vec![0u8; 128];
+    let ip = Ipv4Spec::default();
+    let n = build::udp_v4_frame(&mut udp, &EthSpec::default(), &ip, 1, 2, b"x").unwrap();
+    udp.truncate(n);
+    udp
 }
 
 /// The filter's answer for `queued` (head first) and a new segment.
@@ -490,17 +500,7 @@ fn what_triggers_the_filter() {
     assert!(!may_trigger(TcpFlags::PSH));
     assert!(Trigger::of(&ack(1).frame()).is_some());
     // not TCP, truncated, garbage: no trigger, and such queued frames are skipped
-    let mut udp = vec![0u8; 128];
-    let n = build::udp_v4_frame(
-        &mut udp,
-        &EthSpec::default(),
-        &Ipv4Spec::default(),
-        1,
-        2,
-        b"x",
-    )
-    .unwrap();
-    udp.truncate(n);
+    let udp = udp_frame();
     let full = ack(200).frame();
     for bad in [&udp[..], &full[..full.len() - 1], &[0u8; 10][..], &[]] {
         assert!(Trigger::of(bad).is_none());
@@ -634,6 +634,67 @@ fn vlan_tagged_frames() {
         run_frames(AckFilterMode::On, &q, &tagged(ack(200))),
         Some(0)
     );
+}
+
+/// The pre-check accepts what may trigger, refuses what cannot, reading VLAN tags, IPv6
+/// and 6in4 as `Trigger::of` does.
+#[test]
+fn the_pre_check() {
+    let yes = |f: &[u8]| assert!(may_trigger_frame(f), "{f:02x?}");
+    let no = |f: &[u8]| assert!(!may_trigger_frame(f), "{f:02x?}");
+    yes(&ack(1).frame());
+    yes(&ack(1).v6().frame());
+    yes(&Seg {
+        data: 100,
+        ..ack(1)
+    }
+    .frame());
+    yes(&ack(1).flags(ACK | TcpFlags::FIN | ECE).frame());
+    let mut tagged = ack(1).frame();
+    tagged.splice(12..12, [0x81, 0x00, 0x00, 0x07, 0x81, 0x00, 0x00, 0x08]);
+    yes(&tagged);
+    let t = (Ipv4Addr::new(192, 0, 2, 1), Ipv4Addr::new(198, 51, 100, 1));
+    yes(&six_in_four(&ack(1), t));
+    no(&ack(1).flags(ACK | TcpFlags::SYN).frame());
+    no(&ack(1).flags(TcpFlags::PSH).frame());
+    no(&ack(1).v6().flags(TcpFlags::SYN).frame());
+    no(&udp_frame());
+    let f = ack(1).frame();
+    for cut in [0, 13, 14 + 9, 14 + 20 + 13] {
+        no(&f[..cut]);
+    }
+    yes(&f[..14 + 20 + 14]);
+}
+
+proptest::proptest! {
+    /// Every frame `Trigger::of` accepts passes the pre-check: valid segments of any
+    /// flags, IPv4 or IPv6, 0-2 VLAN tags, with random bytes overwritten and cut short.
+    #[test]
+    fn the_pre_check_keeps_every_trigger(
+        flags in proptest::prelude::any::<u8>(),
+        v6 in proptest::prelude::any::<bool>(),
+        tags in 0usize..3,
+        data in 0usize..40,
+        edits in proptest::collection::vec(
+            (proptest::prelude::any::<u16>(), proptest::prelude::any::<u8>()), 0..4),
+        cut in proptest::prelude::any::<u16>(),
+    ) {
+        let s = Seg { v6, data, ..ack(7).flags(TcpFlags(flags)).ts(1, 2) };
+        let mut f = s.frame();
+        for _ in 0..tags {
+            f.splice(12..12, [0x81, 0x00, 0x00, 0x07]);
+        }
+        for (at, b) in edits {
+            let at = at as usize % f.len();
+            f[at] = b;
+        }
+        f.truncate(f.len() - cut as usize % 8);
+        if Trigger::of(&f).is_some() {
+            proptest::prop_assert!(may_trigger_frame(&f));
+        }
+        let valid = Seg { v6, data, ..ack(7).flags(TcpFlags(flags)) }.frame();
+        proptest::prop_assert_eq!(may_trigger_frame(&valid), may_trigger(TcpFlags(flags)));
+    }
 }
 
 mod stream;

@@ -110,9 +110,10 @@ pub(super) fn run_one(
     let sessions: Vec<dut::Session> = flows
         .iter()
         .map(|f| match f.dir {
-            Dir::Up => {
-                dut::Session::tcp(SocketAddr::new(IpAddr::V4(host_addr(f.host)), 0), up_to(f.host))
-            }
+            Dir::Up => dut::Session::tcp(
+                SocketAddr::new(IpAddr::V4(host_addr(f.host)), 0),
+                up_to(f.host),
+            ),
             Dir::Down => dut::Session::tcp(SocketAddr::new(IpAddr::V4(SERVER), 0), down_sink),
         })
         .collect();
@@ -201,7 +202,11 @@ pub(super) fn run_one(
             .iter()
             .map(|f| {
                 let (ns, dst, src) = match f.dir {
-                    Dir::Up => (&topo.snd, up_to(f.host), Some(IpAddr::V4(host_addr(f.host)))),
+                    Dir::Up => (
+                        &topo.snd,
+                        up_to(f.host),
+                        Some(IpAddr::V4(host_addr(f.host))),
+                    ),
                     Dir::Down => (&topo.rcv, down_sink, None),
                 };
                 let mut o = SenderOpts::new(dst, end - load_at, &c.cc);
