@@ -9,23 +9,27 @@
 //!   both (the XOR of the two host hashes, as CAKE): one queue per host or host pair, all
 //!   its flows in it.
 //! * `dual-src`, `dual-dst`, `triple` (the default, as CAKE's): 5-tuple queues whose DRR
-//!   quantum is divided by the number of flows *in the bulk rotation* (bulk, or waiting
-//!   empty in the old list) of their source host, of their destination host, or by the
-//!   larger of the two: hosts share the class fairly first, then each host's flows share
-//!   its part (`cake_get_flow_quantum`:
+//!   quantum is divided by the **load** of their source host, of their destination
+//!   host, or by the larger of the two: hosts share the class fairly first, then each
+//!   host's flows share its part (`cake_get_flow_quantum`:
 //!   `quantum · ⌊65535 / load⌋ + random16 >> 16`, dithered so the rounding does not
 //!   accumulate). A flow's hosts are found when it claims a bucket (as CAKE sets them at
 //!   allocation): the frame's IPv4/IPv6 addresses are read (Ethernet, VLAN tags, the IP
 //!   fixed header) and hashed with the queue's seed (SplitMix64's mixer) into 8-way host
 //!   tables (a slot is reused once no flow counts on it).
 //!
-//!   One deliberate difference from CAKE: CAKE counts only flows in its bulk state, so a
-//!   host whose many flows each empty now and then (TCP ACK-clocked bursts over a long
-//!   path) is counted low and its flows get near-whole quanta: measured with 4 cubic
-//!   uploads of host A against 1 of host B at 50 ms, A got 57 % of the class. Counting
-//!   the flows still in the old list (empty but not yet retired) keeps the count at the
-//!   host's real number of active flows (test
-//!   `hosts_share_equally_when_the_many_flows_are_intermittent`: 50.2 %).
+//! **Host load** (`Flow::loaded`): the host's flows that hold packets or pay back an
+//! overspent quantum — counted from the arrival that finds the flow empty until a dequeue
+//! finds it empty, except that a flow in the new list that empties within its quantum
+//! (it owes nothing: a probe, a DNS query) stops counting at once. CAKE counts its bulk
+//! set instead (a flow from the moment it overspends with packets left until found
+//! empty), which counts too few and too many: a host's intermittent TCP flows (ACK-clocked
+//! bursts of a packet or two) that send from the new list and pay back empty in the old
+//! list are not counted, so the host's other flows get larger quanta; and a sparse flow
+//! that gets its next packet while it waits empty in the old list turns bulk and counts.
+//! Measured in `weir lab rrul`'s `hosts` case (10 Mbit/s, 50 ms, cubic: host A's one
+//! upload, host B's 16, the latency probes sharing A's destination), CAKE's count showed
+//! the probes in A's destination load (3 instead of 1 at A's departures), this one 1.
 //!
 //! A frame without IP addresses (ARP, garbage, or a pool without frame bytes as in the
 //! simulator) counts as one "no address" host.
@@ -50,7 +54,7 @@
 //!   CAKE (whose emptied flows mostly decay for one interval and come back as new ones).
 //!
 //! **Divided quanta and the round calendar.** Where quanta are divided by host loads
-//! (`dual-*`, `triple`), a flow of a host with `n` flows in rotation gets `quantum / n` bytes a
+//! (`dual-*`, `triple`), a flow of a host with load `n` gets `quantum / n` bytes a
 //! round: at `n = 100` a 1514-byte packet takes it ~100 rounds, and DRR (as CAKE) visits
 //! every flow once a round to add its share — 100 visits of every flow per packet each
 //! sends (measured: 1.5 µs a packet at 10,000 flows of 100 hosts). There the old list is
@@ -107,13 +111,12 @@
 //! # Statistics ([`crate::Qdisc::aqm_stats`])
 //! ECN marks, AQM drops, unmarkable signals, limit drops, ACK-filter drops (`ack_drops`),
 //! new flows (since the start), sparse, bulk and decaying flows now, flows holding packets
-//! now and at most, source and destination hosts with flows in rotation, bucket collisions.
+//! now and at most, source and destination hosts with a load, bucket collisions.
 //!
 //! # Invariants
 //! `len`/`bytes` are the sums over the flows; a flow is in exactly the list its state
 //! names (`Idle`: none); every backlogged flow is in the new or old list and in the heap
-//! with its byte count; a host's load is the number of flows in the bulk rotation (`Bulk`
-//! or `OldWait`) that point at it; `Idle` flows are empty and are the only free buckets. Checked by the tests after
+//! with its byte count; a host's load is the number of `loaded` flows that point at it; `Idle` flows are empty and are the only free buckets. Checked by the tests after
 //! every operation.
 
 use crate::aqm::{judge_packet, Aqm, AqmKind, AqmParams, AqmStats, Cobalt, Codel, NoAqm, Verdict};
@@ -184,11 +187,11 @@ impl Isolation {
                 )
             })
     }
-    /// Whether a flow's quantum is divided by its source host's flows in rotation.
+    /// Whether a flow's quantum is divided by its source host's load.
     fn by_src(self) -> bool {
         matches!(self, Isolation::DualSrc | Isolation::Triple)
     }
-    /// Whether a flow's quantum is divided by its destination host's flows in rotation.
+    /// Whether a flow's quantum is divided by its destination host's load.
     fn by_dst(self) -> bool {
         matches!(self, Isolation::DualDst | Isolation::Triple)
     }
@@ -282,15 +285,6 @@ impl FqConfig {
     }
 }
 
-impl Set {
-    /// Whether the flow is in the bulk rotation (the old list: `Bulk`, or `OldWait` while
-    /// empty), which is what its hosts' loads count.
-    #[inline]
-    fn in_rotation(self) -> bool {
-        matches!(self, Set::Bulk | Set::OldWait)
-    }
-}
-
 impl Default for FqConfig {
     /// [`FqConfig::for_rate`] of an unlimited class.
     fn default() -> Self {
@@ -322,6 +316,8 @@ struct Flow<A> {
     next: u32,
     prev: u32,
     set: Set,
+    /// Counted in its hosts' loads (see the module comment's *host load*).
+    loaded: bool,
     aqm: A,
 }
 
@@ -370,7 +366,7 @@ impl Rounds {
     }
 }
 
-/// A host table for one role (source or destination): tags and counts of flows in rotation.
+/// A host table for one role (source or destination): tags and loads.
 struct Hosts {
     sets: SetAssoc,
     bulk: Vec<u32>,
@@ -492,6 +488,7 @@ impl<A: Aqm> Fq<A> {
             next: NIL,
             prev: NIL,
             set: Set::Idle,
+            loaded: false,
             aqm: A::default(),
         };
         let iso = cfg.isolate;
@@ -640,7 +637,7 @@ impl<A: Aqm> Fq<A> {
 
     // ---- hosts and quanta ----
 
-    /// Flow `i` joined the bulk rotation (its hosts' loads count it: see `load`).
+    /// Add flow `i` to its hosts' loads.
     fn load_inc(&mut self, i: u32) {
         if let Some(h) = &mut self.hosts {
             if let Some(t) = &mut h.src {
@@ -652,7 +649,23 @@ impl<A: Aqm> Fq<A> {
         }
     }
 
-    /// Flow `i` left the bulk rotation.
+    /// Count flow `i` in its hosts' loads unless they count it already.
+    #[inline]
+    fn load(&mut self, i: u32) {
+        if !std::mem::replace(&mut self.flows[i as usize].loaded, true) {
+            self.load_inc(i);
+        }
+    }
+
+    /// Stop counting flow `i` in its hosts' loads.
+    #[inline]
+    fn unload(&mut self, i: u32) {
+        if std::mem::replace(&mut self.flows[i as usize].loaded, false) {
+            self.load_dec(i);
+        }
+    }
+
+    /// Take flow `i` out of its hosts' loads.
     fn load_dec(&mut self, i: u32) {
         if let Some(h) = &mut self.hosts {
             if let Some(t) = &mut h.src {
@@ -665,7 +678,7 @@ impl<A: Aqm> Fq<A> {
     }
 
     /// Flow `i`'s share of a round in units of 2⁻¹⁶ bytes in the modes that divide
-    /// quanta: `quantum · ⌊65535 / load⌋`, the load being the larger bulk-flow count of
+    /// quanta: `quantum · ⌊65535 / load⌋`, the load being the larger load of
     /// its hosts (`cake_get_flow_quantum`, before its dithering); `None` in the others.
     #[inline]
     fn share16(&self, i: u32) -> Option<u64> {
@@ -779,8 +792,13 @@ impl<A: Aqm> Fq<A> {
     fn took(&mut self, i: u32, len: u32) {
         self.len -= 1;
         self.bytes -= len as u64;
-        if self.flows[i as usize].q.is_empty() {
+        let f = &self.flows[i as usize];
+        if f.q.is_empty() {
             self.active -= 1;
+            if f.set == Set::New && f.deficit > 0 {
+                // a sparse flow that owes nothing: it uses less than a share
+                self.unload(i);
+            }
         }
         self.reheap(i);
     }
@@ -808,6 +826,7 @@ impl<A: Aqm> Fq<A> {
         if was == Set::Bulk {
             self.bulk -= 1;
         }
+        self.unload(i);
         let (set, to) = if !self.flows[i as usize].aqm.at_rest(now) {
             (Set::Decaying, Some(Which::Decaying))
         } else if w == Which::New && self.len_of(Which::Old) > 0 {
@@ -815,11 +834,6 @@ impl<A: Aqm> Fq<A> {
         } else {
             (Set::Idle, None)
         };
-        match (was.in_rotation(), set.in_rotation()) {
-            (true, false) => self.load_dec(i),
-            (false, true) => self.load_inc(i),
-            _ => {}
-        }
         self.flows[i as usize].set = set;
         match to {
             Some(to) => self.move_to(w, to, i),
@@ -849,12 +863,12 @@ impl<A: Aqm> Qdisc for Fq<A> {
     fn enqueue(&mut self, pkt: PktId, cx: &mut Ctx<'_>) -> Result<(), DropCause> {
         let len = cx.pool.len(pkt);
         let i = self.bucket(pkt, cx.pool);
-        let f = &mut self.flows[i as usize];
-        if f.q.is_empty() {
+        if self.flows[i as usize].q.is_empty() {
             self.active += 1;
             self.stats.max_flows_seen = self.stats.max_flows_seen.max(self.active);
+            self.load(i);
         }
-        f.q.push_back(cx.pool, pkt);
+        self.flows[i as usize].q.push_back(cx.pool, pkt);
         self.len += 1;
         self.bytes += len as u64;
         self.reheap(i);
@@ -871,7 +885,6 @@ impl<A: Aqm> Qdisc for Fq<A> {
                 self.stats.new_flows += 1;
             }
             Set::OldWait => {
-                // in the rotation already: its hosts' loads count it
                 self.flows[i as usize].set = Set::Bulk;
                 self.bulk += 1;
             }
@@ -910,15 +923,12 @@ impl<A: Aqm> Qdisc for Fq<A> {
                     Set::New if !f.q.is_empty() => {
                         f.set = Set::Bulk;
                         self.bulk += 1;
-                        self.load_inc(i);
                     }
-                    Set::New => {
-                        f.set = Set::OldWait;
-                        self.load_inc(i);
-                    }
+                    Set::New => f.set = Set::OldWait,
                     _ => {}
                 }
-                // (a bulk flow's quantum counts itself in its hosts' loads)
+                // it overspent: counted while it pays back (its quantum counts itself)
+                self.load(i);
                 let rounds = self.refill(i, cx.rng);
                 let to = if w == Which::Decaying { w } else { Which::Old };
                 self.unlink(w, i);
