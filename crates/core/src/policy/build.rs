@@ -80,6 +80,7 @@ impl Policy {
             gentle: r.gentle,
             mode,
             idle_pkt_ns: Rate::from_bps(c.rate).tx_ns(self.mtu),
+            ecn: false,
         };
         p.validate()
             .map_err(|e| format!("class '{}': RED {e}", c.name))?;
@@ -422,6 +423,7 @@ pub(crate) fn gred_params(
         },
         idle_pkt_ns: Rate::from_bps(c.rate).tx_ns(mtu),
         averaging: colors.averaging,
+        ecn: false,
     };
     let (p, b) = c.limit.packets_and_bytes();
     let warnings = params

@@ -52,7 +52,16 @@
 //!   green 0.375L / 0.75L / 0.02, yellow 0.1875L / 0.375L / 0.05, red 0.0875L / 0.1875L /
 //!   0.1.
 //! * shared: `wq` (0.002), `gentle` (off), `mode` ([`RedMode`]; bytes, `mean_pkt` given),
-//!   `idle_pkt_ns` (ns, one `mean_pkt` packet at the link rate), `averaging` (`Coupled`).
+//!   `idle_pkt_ns` (ns, one `mean_pkt` packet at the link rate), `averaging` (`Coupled`),
+//!   `ecn` (off).
+//!
+//! ECN (`ecn` on; Linux `sch_gred` with its `ecn` and `harddrop` flags): every colour acts
+//! on its decision as RED does ([`RedParams::mark_or_drop`], see [`crate::queue::red`]):
+//! an early decision on an ECT(0)/ECT(1) packet sets CE and enqueues it (already CE:
+//! enqueued as it is; headers the marker cannot read: enqueued unchanged, `unmarkable`);
+//! on a packet that is not ECN-capable it drops; a forced decision always drops (RFC 3168
+//! section 7: drop rather than mark while the average exceeds the upper threshold), and so
+//! do the hard limits. The colour's count resets on a mark as on a drop.
 //!
 //! [`GredParams::validate`] takes the queue's limits and returns an error for a parameter
 //! RED would refuse (named by colour) or a colour whose `max_th` lies above the limit in the
@@ -65,8 +74,11 @@
 //! red but are sampled at different arrivals), no guarantee with `Separate`.
 //!
 //! Statistics ([`GredStats`], per colour): arrivals, early drops, forced drops and tail
-//! drops, packets and bytes; `arrived = accepted + early + forced + tail`. The drops are
-//! also reported with their [`DropCause`] to [`crate::Counted`] like any qdisc's.
+//! drops, packets and bytes; `arrived = accepted + early + forced + tail`; ECN marks and
+//! unmarkable signals, both among the accepted (not drops). The drops are also reported
+//! with their [`DropCause`] to [`crate::Counted`] like any qdisc's, and the sums over the
+//! colours as [`AqmStats`] through [`Qdisc::aqm_stats`] (`ecn_marked`, `unmarkable`,
+//! `aqm_dropped` = early + forced, `overlimit_dropped` = tail).
 //!
 //! Invariants: per-colour occupancy ([`GredQueue::held`]) sums to the FIFO's `len()` and
 //! `bytes()` and equals what the queue holds after every call (property-tested); packets
@@ -76,6 +88,7 @@
 //!
 //! [`Meta::color`]: crate::pool::Meta::color
 
+use crate::aqm::{AqmStats, Delivered};
 use crate::pool::{Color, PktId};
 use crate::qdisc::{Count, Ctx, DropCause, Qdisc};
 use crate::queue::fifo::{Fifo, Limits};
@@ -149,6 +162,9 @@ pub struct GredParams {
     /// `s`: transmission time of a typical packet in ns, for the idle-period decay.
     pub idle_pkt_ns: u64,
     pub averaging: GredAveraging,
+    /// Mark ECN-capable packets with CE on early decisions instead of dropping them
+    /// (every colour).
+    pub ecn: bool,
 }
 
 impl GredParams {
@@ -168,9 +184,9 @@ impl GredParams {
     /// | wq | 0.002 | 0.002 | 0.002 |
     ///
     /// Not in the table, chosen here: `Coupled` averaging (the paper's "RIO-like"), not
-    /// gentle, `s` = `mean_pkt` bytes at `link`, and `p_b` scaled by `len / mean_pkt`
-    /// (RED's byte mode; Linux GRED does not scale, so pass the full-size frame, 1514, to
-    /// leave full-size segments at the table's probabilities).
+    /// gentle, no ECN, `s` = `mean_pkt` bytes at `link`, and `p_b` scaled by
+    /// `len / mean_pkt` (RED's byte mode; Linux GRED does not scale, so pass the full-size
+    /// frame, 1514, to leave full-size segments at the table's probabilities).
     pub fn seed001_table1(queue_bytes: u64, link: Rate, mean_pkt: u32) -> Self {
         let m = mean_pkt.max(1);
         // Fractions as exact ratios so that L = 120 000 gives whole bytes.
@@ -196,6 +212,7 @@ impl GredParams {
             mode: RedMode::Bytes { mean_pkt: m },
             idle_pkt_ns: link.tx_ns(m).max(1),
             averaging: GredAveraging::Coupled,
+            ecn: false,
         }
     }
 
@@ -219,6 +236,7 @@ impl GredParams {
             gentle: self.gentle,
             mode: self.mode,
             idle_pkt_ns: self.idle_pkt_ns,
+            ecn: self.ecn,
         }
     }
 
@@ -299,6 +317,12 @@ pub struct ColorStats {
     pub forced: Count,
     /// Refused by the hard limits ([`DropCause::QueueFull`], [`DropCause::ByteLimit`]).
     pub tail: Count,
+    /// Early decisions delivered as a CE mark (`ecn`; already-CE packets included):
+    /// accepted, not drops.
+    pub marked: Count,
+    /// Early decisions on packets whose headers the marker could not read (`ecn`):
+    /// accepted unchanged, not drops.
+    pub unmarkable: Count,
 }
 
 impl ColorStats {
@@ -331,6 +355,19 @@ impl GredStats {
             Color::Green => &self.green,
             Color::Yellow => &self.yellow,
             Color::Red => &self.red,
+        }
+    }
+
+    /// The colours' counters added up.
+    pub fn total(&self) -> ColorStats {
+        let [g, y, r] = [&self.green, &self.yellow, &self.red];
+        ColorStats {
+            arrived: g.arrived + y.arrived + r.arrived,
+            early: g.early + y.early + r.early,
+            forced: g.forced + y.forced + r.forced,
+            tail: g.tail + y.tail + r.tail,
+            marked: g.marked + y.marked + r.marked,
+            unmarkable: g.unmarkable + y.unmarkable + r.unmarkable,
         }
     }
 
@@ -441,12 +478,20 @@ impl Qdisc for GredQueue {
         let (color, len) = (m.color, m.len);
         let c = index(color);
         self.stats.color_mut(color).arrived.add(len);
-        let r = match self.red_decision(c, len, cx) {
-            Some(cause) => Err(cause),
-            None => self.fifo.try_push(cx.pool, pkt),
-        };
+        let decision = self.red_decision(c, len, cx);
+        let r = self.red[c]
+            .mark_or_drop(decision, cx.pool, pkt)
+            .and_then(|signal| self.fifo.try_push(cx.pool, pkt).map(|()| signal));
         match r {
-            Ok(()) => self.held[c].add(len),
+            Ok(signal) => {
+                self.held[c].add(len);
+                let s = self.stats.color_mut(color);
+                match signal {
+                    None => {}
+                    Some(Delivered::Ce) => s.marked.add(len),
+                    Some(Delivered::Unmarkable) => s.unmarkable.add(len),
+                }
+            }
             Err(cause) => {
                 let s = self.stats.color_mut(color);
                 match cause {
@@ -456,7 +501,7 @@ impl Qdisc for GredQueue {
                 }
             }
         }
-        r
+        r.map(|_| ())
     }
 
     #[inline]
@@ -484,6 +529,17 @@ impl Qdisc for GredQueue {
         self.fifo.drain_to(cx, cause);
         self.held = [Count::default(); 3];
         self.start_idle_periods(cx.now);
+    }
+
+    fn aqm_stats(&self) -> Option<AqmStats> {
+        let t = self.stats.total();
+        Some(AqmStats {
+            ecn_marked: t.marked.packets,
+            unmarkable: t.unmarkable.packets,
+            aqm_dropped: (t.early + t.forced).packets,
+            overlimit_dropped: t.tail.packets,
+            ..AqmStats::default()
+        })
     }
 }
 

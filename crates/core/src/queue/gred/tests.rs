@@ -1,8 +1,11 @@
-//! Tests of Three-colour RED: the averaging modes, forced, early and tail drops per colour, byte mode, idle ageing per level, seed 001's Table 1, validation, and occupancy under random traffic.
+//! Tests of three-colour RED: the averaging modes, forced, early and tail drops per
+//! colour, byte mode, idle ageing per level, seed 001's Table 1, validation, occupancy
+//! under random traffic, and ECN marking per colour.
 
 use super::*;
 use crate::pool::Pool;
 use crate::qdisc::Counted;
+use crate::queue::red::tests::{drive_ecn, ecn_pkt, frame_bytes, Frame, SLOT};
 use crate::rng::Rng;
 use crate::time::Duration;
 use std::collections::VecDeque;
@@ -30,6 +33,7 @@ fn params(averaging: GredAveraging, p: [DropProfile; 3], wq: f64) -> GredParams 
         mode: RedMode::Packets,
         idle_pkt_ns: 1_000_000,
         averaging,
+        ecn: false,
     }
 }
 
@@ -692,5 +696,153 @@ proptest::proptest! {
         for (id, _, _) in model {
             cx.pool.free(id);
         }
+    }
+}
+
+/// Per colour, RED's ECN rule (Coupled, 5/15/0.1 for every colour, averages pinned by
+/// `wq` = 1e-12): green at avg 4 (below min_th: no signal), yellow at avg 10 (p_b = 0.1 ·
+/// 5/10 = 0.05; count 100, so (count + 1) p_b > 1 and p_a = 1: an early decision), red at
+/// avg 20 (above max_th: forced). An ECT yellow packet is marked and enqueued, a not-ECT
+/// one dropped, an unreadable one enqueued unchanged; an ECT red one is dropped; an ECT
+/// green one passes unmarked. Without `ecn` the ECT yellow packet is dropped.
+#[test]
+fn ecn_per_colour() {
+    use weir_wire::ip::ecn::{CE, ECT0, NOT_ECT};
+    let p = GredParams {
+        ecn: true,
+        ..params(GredAveraging::Coupled, [prof(5.0, 15.0, 0.1); 3], 1e-12)
+    };
+    let mut pool = Pool::new(64, SLOT);
+    let mut rng = Rng::new(1);
+    let mut dropped = Vec::new();
+    let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
+    let mut q = GredQueue::new(p, 100, u64::MAX).unwrap();
+    assert!(q.red.iter().all(|r| r.ecn), "every colour marks");
+    for c in [G, Y, R] {
+        let id = ecn_pkt(cx.pool, Frame::V4(NOT_ECT));
+        cx.pool.meta_mut(id).color = c;
+        q.enqueue(id, &mut cx).unwrap();
+    }
+    for (level, avg) in [4.0, 10.0, 20.0].into_iter().enumerate() {
+        q.state[level].avg = avg;
+    }
+    let len = frame_bytes(Frame::V4(ECT0)).len() as u32;
+    assert!(close(q.red[1].p_b(10.0, len), 0.05, 1e-9));
+    let mut offer = |q: &mut GredQueue, f: Frame, c: Color| {
+        q.state[1].count = 100;
+        let id = ecn_pkt(cx.pool, f);
+        cx.pool.meta_mut(id).color = c;
+        let r = q.enqueue(id, &mut cx);
+        let now = cx.pool.data(id).to_vec();
+        if r.is_err() {
+            cx.pool.free(id);
+        }
+        (r, now)
+    };
+    let cases = [
+        (Frame::V4(ECT0), G, Ok(()), Frame::V4(ECT0)),
+        (Frame::V4(ECT0), Y, Ok(()), Frame::V4(CE)),
+        (Frame::V6(ECT0), Y, Ok(()), Frame::V6(CE)),
+        (
+            Frame::V4(NOT_ECT),
+            Y,
+            Err(DropCause::RedEarly),
+            Frame::V4(NOT_ECT),
+        ),
+        (Frame::BadChecksum, Y, Ok(()), Frame::BadChecksum),
+        (
+            Frame::V4(ECT0),
+            R,
+            Err(DropCause::RedForced),
+            Frame::V4(ECT0),
+        ),
+    ];
+    for (f, c, want, after) in cases {
+        let (r, now) = offer(&mut q, f, c);
+        assert_eq!(r, want, "{f:?} {c:?}");
+        assert_eq!(now, frame_bytes(after), "{f:?} {c:?}");
+    }
+    let s = *q.stats();
+    let v6 = frame_bytes(Frame::V6(ECT0)).len() as u64;
+    let one = |bytes: u64| Count { packets: 1, bytes };
+    let two = Count {
+        packets: 2,
+        bytes: len as u64 + v6,
+    };
+    assert_eq!(s.yellow.marked, two);
+    assert_eq!(s.yellow.unmarkable, one(len as u64));
+    assert_eq!(s.yellow.early, one(len as u64));
+    assert_eq!(s.red.forced, one(len as u64));
+    assert_eq!(s.green.marked.packets + s.red.marked.packets, 0);
+    // marks are accepted packets, not drops
+    assert_eq!(s.yellow.arrived.packets, 1 + 4);
+    assert_eq!(s.yellow.dropped().packets, 1);
+    assert_eq!(q.held(Y).packets, 1 + 3);
+    let want = AqmStats {
+        ecn_marked: 2,
+        unmarkable: 1,
+        aqm_dropped: 2,
+        ..AqmStats::default()
+    };
+    assert_eq!(q.aqm_stats(), Some(want));
+    assert_eq!(s.total().arrived.packets, 3 + 6);
+
+    // ECN off: the ECT yellow packet is dropped
+    let mut off = GredQueue::new(
+        params(GredAveraging::Coupled, [prof(5.0, 15.0, 0.1); 3], 1e-12),
+        100,
+        u64::MAX,
+    )
+    .unwrap();
+    off.state[1].avg = 10.0;
+    let (r, now) = offer(&mut off, Frame::V4(ECT0), Y);
+    assert_eq!(
+        (r, now),
+        (Err(DropCause::RedEarly), frame_bytes(Frame::V4(ECT0)))
+    );
+    assert_eq!(off.stats().yellow.marked, Count::default());
+}
+
+/// Random traffic of every frame kind and colour through three-colour RED with ECN, in
+/// each averaging mode: the per-colour counters add up to [`Counted`]'s and to the
+/// [`AqmStats`] sums (`arrived = accepted + early + forced + tail`, marks among the
+/// accepted), every frame leaves as it came or exactly marked CE.
+#[test]
+fn ecn_random_traffic_per_colour() {
+    for (averaging, seed) in [
+        (GredAveraging::Coupled, 1),
+        (GredAveraging::Separate, 2),
+        (GredAveraging::Single, 3),
+    ] {
+        let p = GredParams {
+            ecn: true,
+            gentle: seed % 2 == 0,
+            ..params(
+                averaging,
+                [
+                    prof(6.0, 12.0, 0.2),
+                    prof(3.0, 6.0, 0.3),
+                    prof(1.0, 3.0, 0.5),
+                ],
+                0.05,
+            )
+        };
+        let q = drive_ecn(GredQueue::new(p, 20, 16_000).unwrap(), 0.6, 30_000, seed);
+        let a = q.aqm_stats().unwrap();
+        assert!(
+            a.ecn_marked > 100 && a.unmarkable > 10,
+            "{averaging:?}: {a:?}"
+        );
+        assert!(a.aqm_dropped > 100, "{averaging:?}: {a:?}");
+        let (t, s) = (q.inner.stats().total(), &q.stats);
+        assert_eq!(t.arrived, s.received);
+        assert_eq!(t.early, s.drops_by(DropCause::RedEarly));
+        assert_eq!(t.forced, s.drops_by(DropCause::RedForced));
+        let tail = s.drops_by(DropCause::QueueFull) + s.drops_by(DropCause::ByteLimit);
+        assert_eq!(t.tail, tail);
+        assert_eq!(t.arrived, s.enqueued + t.dropped(), "marks are not drops");
+        assert_eq!(t.marked.packets, a.ecn_marked);
+        assert_eq!(t.unmarkable.packets, a.unmarkable);
+        assert!((t.marked + t.unmarkable).packets <= s.enqueued.packets);
     }
 }

@@ -45,6 +45,30 @@
 //! * `idle_pkt_ns` (ns): `s`, the transmission time of a typical packet on the output link,
 //!   used to age `avg` over an idle period as if `m = idle / s` empty-queue samples had
 //!   been taken. Default: 1000 bytes at the link rate.
+//! * `ecn`: signal ECN-capable packets with a CE mark instead of dropping them on an early
+//!   decision (below). Default off (the 1993 paper's and the seed papers' RED drops).
+//!
+//! ECN (with `ecn` on; Linux `sch_red`/`sch_gred` with the `ecn` and `harddrop` flags,
+//! [`RedParams::mark_or_drop`]): the decision is unchanged (the same `avg`, `p_a`, and
+//! `count` reset to 0 by a mark as by a drop, as Linux `red_action` resets `qcount` before
+//! the qdisc chooses), only its action differs:
+//! * early decision (`RedEarly`, the gentle band included) on an ECT(0)/ECT(1) packet: CE
+//!   is set (IPv4's header checksum fixed by the RFC 1624 incremental update) and the
+//!   packet is enqueued, counted as a mark, not a drop; already CE: enqueued as it is,
+//!   also a mark (Linux's `INET_ECN_set_ce` succeeds on it too); not ECN-capable (ECN
+//!   `00`, or not IP): dropped as without ECN; headers the marker cannot read (truncated,
+//!   impossible, a wrong IPv4 checksum): enqueued **unchanged** and counted `unmarkable`,
+//!   the AQMs' policy ([`crate::aqm::mark_signal`], the one marking rule of every queue);
+//! * forced decision (`avg >= max_th`, or `>= 2 max_th` when gentle): always a drop.
+//!   This is Linux's `harddrop`, and RFC 3168 section 7's recommendation: routers mark
+//!   only while the marking rate is reasonably low, and drop rather than set CE while the
+//!   average exceeds an upper threshold. Marking there would let traffic that sets ECT
+//!   but ignores CE hold the average above `max_th` for good, every non-ECT arrival then
+//!   dropped: the unresponsive would lock the responsive out;
+//! * the hard limits of the queue always drop (a full queue cannot take a marked packet).
+//!   They are checked after the mark; a marked packet they refuse is a tail drop and is
+//!   not counted as a mark (marks count packets enqueued with the signal);
+//! * a pool without frame bytes (the simulator's) has no ECN field: every decision drops.
 //!
 //! State ([`RedState`], 32 bytes, one per queue; per-flow RED keeps one per flow and shares
 //! one `RedParams`): `avg`, `count` (-1 initially), `idle_since` (the paper's `q_time`,
@@ -54,7 +78,10 @@
 //!
 //! Statistics: RED drops are reported with [`DropCause::RedEarly`] (probabilistic, including
 //! the gentle band) and [`DropCause::RedForced`]; [`crate::Counted`] counts them by cause.
-//! Only dropping is implemented (no ECN marking).
+//! [`RedQueue`] also keeps [`AqmStats`] (through [`Qdisc::aqm_stats`]): `ecn_marked` and
+//! `unmarkable` (early decisions delivered without a drop, enqueued: not drops),
+//! `aqm_dropped` (its `RedEarly` + `RedForced` drops) and `overlimit_dropped` (its
+//! `QueueFull` + `ByteLimit` tail drops).
 //!
 //! Invariants: `avg >= 0` and finite for valid parameters; `count >= -1`; `p_b, p_a` in
 //! [0, 1]. No allocation; the only float work per arrival is a few multiply-adds, a
@@ -64,7 +91,8 @@
 //! [`RedQueue`] is RED in front of a drop-tail FIFO with hard limits (a "cbq+red" class
 //! queue).
 
-use crate::pool::PktId;
+use crate::aqm::{mark_signal, AqmStats, Delivered};
+use crate::pool::{PktId, Pool};
 use crate::qdisc::{Ctx, DropCause, Qdisc};
 use crate::queue::fifo::{Fifo, Limits};
 use crate::rate::Rate;
@@ -97,6 +125,8 @@ pub struct RedParams {
     pub mode: RedMode,
     /// `s`: transmission time of a typical packet in ns, for the idle-period decay.
     pub idle_pkt_ns: u64,
+    /// Mark ECN-capable packets with CE on early decisions instead of dropping them.
+    pub ecn: bool,
 }
 
 /// Per-queue RED state. 32 bytes.
@@ -136,7 +166,7 @@ impl RedParams {
     pub const DEFAULT_AVPKT: u32 = 1000;
 
     /// The paper's suggested parameters in packet mode: min_th = 5, max_th = 15 (3·min_th)
-    /// packets, max_p = 1/50, wq = 0.002, not gentle, `s` = 1000 bytes at `link`.
+    /// packets, max_p = 1/50, wq = 0.002, not gentle, `s` = 1000 bytes at `link`, no ECN.
     pub fn floyd_defaults(link: Rate) -> Self {
         RedParams {
             min_th: 5.0,
@@ -146,6 +176,7 @@ impl RedParams {
             gentle: false,
             mode: RedMode::Packets,
             idle_pkt_ns: link.tx_ns(Self::DEFAULT_AVPKT).max(1),
+            ecn: false,
         }
     }
 
@@ -266,6 +297,28 @@ impl RedParams {
         }
     }
 
+    /// What becomes of an arrival given RED's `decision` for it ([`Self::on_arrival`],
+    /// [`Self::decide`]): `Ok(None)` accepted without a signal; `Ok(Some(_))` an early
+    /// decision delivered without a drop (`ecn` on: CE set or already there, or headers
+    /// unreadable and left unchanged, [`mark_signal`]); `Err(cause)` dropped: a forced
+    /// decision always, an early one with `ecn` off or on a packet that is not ECN-capable
+    /// (see the module comment). An accepted packet must still fit the queue's limits.
+    #[inline]
+    pub fn mark_or_drop(
+        &self,
+        decision: Option<DropCause>,
+        pool: &mut Pool,
+        pkt: PktId,
+    ) -> Result<Option<Delivered>, DropCause> {
+        match decision {
+            None => Ok(None),
+            Some(DropCause::RedEarly) if self.ecn => mark_signal(true, pool, pkt)
+                .map(Some)
+                .ok_or(DropCause::RedEarly),
+            Some(cause) => Err(cause),
+        }
+    }
+
     /// Start of an idle period: the queue this state belongs to has just become empty.
     #[inline]
     pub fn on_queue_empty(&self, st: &mut RedState, now: Instant) {
@@ -325,14 +378,16 @@ impl RedParams {
 
 /// RED in front of a drop-tail FIFO with hard limits: a [`Qdisc`] for one class queue.
 ///
-/// An arrival first updates RED (which may drop it with `RedEarly`/`RedForced`), then must
-/// fit the hard limits (`QueueFull`/`ByteLimit`). The idle period starts when `dequeue`
-/// empties the queue (or finds it empty) and when the queue is purged.
+/// An arrival first updates RED (which may drop it with `RedEarly`/`RedForced`, or with
+/// `ecn` mark it instead of an early drop), then must fit the hard limits
+/// (`QueueFull`/`ByteLimit`). The idle period starts when `dequeue` empties the queue (or
+/// finds it empty) and when the queue is purged.
 #[derive(Clone, Debug)]
 pub struct RedQueue {
     fifo: Fifo,
     params: RedParams,
     state: RedState,
+    stats: AqmStats,
 }
 
 impl RedQueue {
@@ -344,6 +399,7 @@ impl RedQueue {
             fifo: Fifo::new(limit_packets, limit_bytes),
             params,
             state: RedState::new(),
+            stats: AqmStats::default(),
         })
     }
 
@@ -384,17 +440,25 @@ impl Qdisc for RedQueue {
     #[inline]
     fn enqueue(&mut self, pkt: PktId, cx: &mut Ctx<'_>) -> Result<(), DropCause> {
         let len = cx.pool.len(pkt);
-        if let Some(cause) = self.params.on_arrival(
+        let decision = self.params.on_arrival(
             &mut self.state,
             self.fifo.len(),
             self.fifo.bytes(),
             len,
             cx.now,
             cx.rng,
-        ) {
-            return Err(cause);
+        );
+        let signal = self
+            .params
+            .mark_or_drop(decision, cx.pool, pkt)
+            .inspect_err(|_| self.stats.aqm_dropped += 1)?;
+        self.fifo
+            .try_push(cx.pool, pkt)
+            .inspect_err(|_| self.stats.overlimit_dropped += 1)?;
+        if let Some(d) = signal {
+            self.stats.count_delivered(d);
         }
-        self.fifo.try_push(cx.pool, pkt)
+        Ok(())
     }
 
     #[inline]
@@ -418,7 +482,11 @@ impl Qdisc for RedQueue {
         self.fifo.drain_to(cx, cause);
         self.params.on_queue_empty(&mut self.state, cx.now);
     }
+
+    fn aqm_stats(&self) -> Option<AqmStats> {
+        Some(self.stats)
+    }
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1,9 +1,16 @@
-//! Tests of RED: the worked examples of p_b and p_a, the gentle band, byte mode, the EWMA and idle ageing, the long-run drop rate, the queue's limits and counters.
+//! Tests of RED: the worked examples of p_b and p_a, the gentle band, byte mode, the EWMA
+//! and idle ageing, the long-run drop rate, the queue's limits and counters; ECN marking
+//! (and the frames and random traffic the ECN tests of three-colour RED and per-flow RED
+//! share).
 
 use super::*;
-use crate::pool::Pool;
+use crate::pool::{Color, Pool};
 use crate::qdisc::Counted;
+use crate::rng::mix64;
 use crate::time::Duration;
+use weir_wire::build::{self, EthSpec, Ipv4Spec, Ipv6Spec};
+use weir_wire::checksum::checksum;
+use weir_wire::ip::ecn::{CE, ECT0, ECT1, NOT_ECT};
 
 fn params(min_th: f64, max_th: f64, max_p: f64, wq: f64) -> RedParams {
     RedParams {
@@ -14,6 +21,7 @@ fn params(min_th: f64, max_th: f64, max_p: f64, wq: f64) -> RedParams {
         gentle: false,
         mode: RedMode::Packets,
         idle_pkt_ns: 1_000_000,
+        ecn: false,
     }
 }
 
@@ -455,4 +463,408 @@ fn validation_messages() {
     let mut q = RedQueue::new(ok, 10, 10).unwrap();
     assert!(q.set_params(RedParams { wq: 2.0, ..ok }).is_err());
     assert_eq!(q.params(), &ok);
+}
+
+// ---- ECN ----
+
+/// The frames of the ECN tests (UDP, 100 bytes of payload).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Frame {
+    /// IPv4, DSCP AF11, this ECN field.
+    V4(u8),
+    /// IPv6, DSCP EF, flow label 0x12345, this ECN field.
+    V6(u8),
+    /// IPv4 ECT(0) whose header checksum is wrong.
+    BadChecksum,
+    /// IPv4 ECT(0) cut 10 bytes into its IP header.
+    Truncated,
+}
+
+/// The slot size of the ECN tests' pools.
+pub(crate) const SLOT: usize = 256;
+
+/// The bytes of frame `f` (as [`Pool::data`] shows them).
+pub(crate) fn frame_bytes(f: Frame) -> Vec<u8> {
+    let mut b = vec![0u8; SLOT];
+    let eth = EthSpec::default();
+    let v4 = |ecn| Ipv4Spec {
+        dscp: 10,
+        ecn,
+        ..Ipv4Spec::default()
+    };
+    let n = match f {
+        Frame::V4(ecn) => build::udp_v4_frame(&mut b, &eth, &v4(ecn), 1, 2, &[7; 100]),
+        Frame::V6(ecn) => {
+            let ip = Ipv6Spec {
+                dscp: 46,
+                ecn,
+                flow_label: 0x12345,
+                ..Ipv6Spec::default()
+            };
+            build::udp_v6_frame(&mut b, &eth, &ip, 1, 2, &[7; 100])
+        }
+        Frame::BadChecksum | Frame::Truncated => {
+            build::udp_v4_frame(&mut b, &eth, &v4(ECT0), 1, 2, &[7; 100])
+        }
+    }
+    .unwrap();
+    b.truncate(n);
+    match f {
+        Frame::BadChecksum => b[14 + 11] ^= 0x10,
+        Frame::Truncated => b.truncate(14 + 10),
+        _ => {}
+    }
+    b
+}
+
+/// A fresh packet holding frame `f`.
+pub(crate) fn ecn_pkt(pool: &mut Pool, f: Frame) -> PktId {
+    let id = pool.alloc().expect("pool");
+    let b = frame_bytes(f);
+    pool.slot_mut(id)[..b.len()].copy_from_slice(&b);
+    pool.meta_mut(id).len = b.len() as u32;
+    id
+}
+
+/// The IPv4 header checksum of `frame` is the one a full recomputation gives.
+pub(crate) fn v4_checksum_recomputed(frame: &[u8]) -> bool {
+    let mut h = frame[14..34].to_vec();
+    let stored = [h[10], h[11]];
+    h[10..12].fill(0);
+    checksum(&h).to_be_bytes() == stored
+}
+
+/// Random traffic through `q` (wrapped in [`Counted`]): on `load` of `steps` steps 10 µs
+/// apart an arrival of a random frame kind (not ECT, ECT(0), ECT(1), already CE, IPv6
+/// ECT(0) and not ECT, a wrong IPv4 checksum, truncated), colour and one of 8 flows; a
+/// departure on the others; a purge at the end. Checks after every step the [`Counted`]
+/// identities, and on every packet that leaves the queue (sent, pushed out or purged):
+/// an ECN-capable frame is as it arrived or exactly the frame built with CE (so an IPv4
+/// checksum as a full recomputation gives), every other frame is byte for byte as it
+/// arrived. At the end: `ecn_marked` is the number of packets that left with the CE they
+/// were given plus the already-CE arrivals signalled (at most those enqueued),
+/// `aqm_dropped` and `overlimit_dropped` are [`Counted`]'s RED and limit drops,
+/// `unmarkable` at most the unreadable frames enqueued, and no packet is left in the pool.
+/// Returns the wrapped queue.
+pub(crate) fn drive_ecn<Q: Qdisc>(q: Q, load: f64, steps: u64, seed: u64) -> Counted<Q> {
+    let kinds = [
+        Frame::V4(NOT_ECT),
+        Frame::V4(ECT0),
+        Frame::V4(ECT1),
+        Frame::V4(CE),
+        Frame::V6(ECT0),
+        Frame::V6(NOT_ECT),
+        Frame::BadChecksum,
+        Frame::Truncated,
+    ];
+    let bytes: Vec<Vec<u8>> = kinds.iter().map(|&k| frame_bytes(k)).collect();
+    let ce = [frame_bytes(Frame::V4(CE)), frame_bytes(Frame::V6(CE))];
+    let mut q = Counted::new(Box::new(q));
+    let mut pool = Pool::new(512, SLOT);
+    let mut rng = Rng::new(seed);
+    let mut drive = Rng::new(seed ^ 0x5eed);
+    let mut dropped = Vec::new();
+    let (mut marked, mut enqueued) = (0u64, [0u64; 8]);
+    // a packet out of the queue: 1 if it left with a CE it was given
+    let leave = |pool: &mut Pool, id: PktId| -> u64 {
+        let k = pool.meta(id).conn as usize;
+        let (got, orig) = (pool.data(id), &bytes[k]);
+        let given = match kinds[k] {
+            Frame::V4(ECT0 | ECT1) if got == ce[0] => v4_checksum_recomputed(got),
+            Frame::V6(ECT0) => got == ce[1],
+            _ => false,
+        };
+        assert!(given || got == &orig[..], "{:?} left altered", kinds[k]);
+        pool.free(id);
+        given as u64
+    };
+    {
+        let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
+        for i in 0..=steps {
+            cx.now = Instant(i * 10_000);
+            if i == steps {
+                q.purge(&mut cx, DropCause::Shutdown);
+            } else if drive.chance(load) {
+                let k = drive.below(kinds.len() as u64) as usize;
+                let id = ecn_pkt(cx.pool, kinds[k]);
+                let m = cx.pool.meta_mut(id);
+                m.conn = k as u32;
+                m.color = [Color::Green, Color::Yellow, Color::Red][drive.below(3) as usize];
+                m.flow = mix64(drive.below(8));
+                match q.enqueue(id, &mut cx) {
+                    Ok(()) => enqueued[k] += 1,
+                    Err(_) => cx.pool.free(id),
+                }
+            } else if let Some(id) = q.dequeue(&mut cx) {
+                marked += leave(cx.pool, id);
+            }
+            let out: Vec<_> = cx.dropped.drain(..).collect();
+            for (id, _) in out {
+                marked += leave(cx.pool, id);
+            }
+            q.check().unwrap();
+        }
+    }
+    assert_eq!(pool.in_use(), 0);
+    let a = q.aqm_stats().expect("RED reports its counters");
+    let s = &q.stats;
+    let by = |causes: &[DropCause]| causes.iter().map(|&c| s.drops_by(c).packets).sum::<u64>();
+    assert!(marked <= a.ecn_marked && a.ecn_marked <= marked + enqueued[3]);
+    assert_eq!(
+        a.aqm_dropped,
+        by(&[DropCause::RedEarly, DropCause::RedForced])
+    );
+    let limits = [
+        DropCause::QueueFull,
+        DropCause::ByteLimit,
+        DropCause::FlowLimit,
+    ];
+    assert_eq!(a.overlimit_dropped, by(&limits));
+    assert!(a.unmarkable <= enqueued[6] + enqueued[7]);
+    q
+}
+
+/// RED 5/15 packets, `max_p` 0.1, `wq` 1 (the average is the packets held, exactly),
+/// `ecn`, `gentle`, over a FIFO of `limit` packets, holding `held` not-ECT packets (put in
+/// while the thresholds were out of reach).
+fn ecn_queue(cx: &mut Ctx<'_>, ecn: bool, gentle: bool, held: usize, limit: u32) -> RedQueue {
+    let mut q = RedQueue::new(params(1e6, 2e6, 0.1, 1.0), limit, u64::MAX).unwrap();
+    for _ in 0..held {
+        let id = ecn_pkt(cx.pool, Frame::V4(NOT_ECT));
+        q.enqueue(id, cx).unwrap();
+    }
+    let p = RedParams {
+        ecn,
+        gentle,
+        ..params(5.0, 15.0, 0.1, 1.0)
+    };
+    q.set_params(p).unwrap();
+    q
+}
+
+/// Offer frame `f` with RED's count at 19 (at an average of 10 or more p_a = 1, see
+/// `ecn_marks_ect_on_an_early_decision`): the result, the packet (freed if refused) and
+/// its bytes now.
+fn offer_counted_19(
+    q: &mut RedQueue,
+    cx: &mut Ctx<'_>,
+    f: Frame,
+) -> (Result<(), DropCause>, Vec<u8>) {
+    q.state_mut().count = 19;
+    let id = ecn_pkt(cx.pool, f);
+    let r = q.enqueue(id, cx);
+    let now = cx.pool.data(id).to_vec();
+    if r.is_err() {
+        cx.pool.free(id);
+    }
+    (r, now)
+}
+
+/// The hand-computed early decision: 10 packets held with `wq` = 1 make avg = 10, so
+/// p_b = 0.1 (10 - 5) / (15 - 5) = 0.05, and with count = 19, (count + 1) p_b = 1: p_a = 1.
+/// With `ecn` an ECT(0)/ECT(1) packet is marked CE and enqueued, an already-CE one enqueued
+/// as it is (both marks), a not-ECT one dropped, an unreadable one enqueued unchanged
+/// (`unmarkable`); without `ecn`, or in a pool without frame bytes, the ECT one is dropped.
+#[test]
+fn ecn_marks_ect_on_an_early_decision() {
+    let mut pool = Pool::new(64, SLOT);
+    let mut rng = Rng::new(1);
+    let mut dropped = Vec::new();
+    let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
+    let mut q = ecn_queue(&mut cx, true, false, 10, 100);
+    let len = frame_bytes(Frame::V4(ECT0)).len() as u32;
+    assert_eq!(q.params().p_b(10.0, len), 0.05);
+    assert_eq!(RedParams::p_a(0.05, 19), 1.0);
+    let marks = [
+        (Frame::V4(ECT0), Frame::V4(CE)),
+        (Frame::V4(ECT1), Frame::V4(CE)),
+        (Frame::V4(CE), Frame::V4(CE)),
+        (Frame::V6(ECT0), Frame::V6(CE)),
+        (Frame::V6(ECT1), Frame::V6(CE)),
+    ];
+    for (f, want) in marks {
+        let (r, now) = offer_counted_19(&mut q, &mut cx, f);
+        assert_eq!(r, Ok(()), "{f:?}");
+        assert_eq!(now, frame_bytes(want), "{f:?}");
+        assert_eq!(q.state().count, 0, "a mark resets the count as a drop does");
+        // the head (a pre-filled packet) leaves: 10 held again
+        let head = q.dequeue(&mut cx).unwrap();
+        assert_eq!(cx.pool.data(head), frame_bytes(Frame::V4(NOT_ECT)));
+        cx.pool.free(head);
+    }
+    let marked = frame_bytes(Frame::V4(CE));
+    assert!(v4_checksum_recomputed(&marked));
+    assert_ne!(marked[24..26], frame_bytes(Frame::V4(ECT0))[24..26]);
+    // IPv6: version 6, traffic class EF (46 << 2) with CE, the flow label kept
+    let v6 = frame_bytes(Frame::V6(CE));
+    assert_eq!(&v6[14..17], &[0x6b, 0xb1, 0x23]);
+    assert_eq!(v6[17], 0x45);
+    for f in [Frame::V4(NOT_ECT), Frame::V6(NOT_ECT)] {
+        let (r, now) = offer_counted_19(&mut q, &mut cx, f);
+        assert_eq!(r, Err(DropCause::RedEarly), "{f:?}");
+        assert_eq!(now, frame_bytes(f));
+        assert_eq!(q.state().count, 0);
+    }
+    for f in [Frame::BadChecksum, Frame::Truncated] {
+        let (r, now) = offer_counted_19(&mut q, &mut cx, f);
+        assert_eq!(r, Ok(()), "{f:?}");
+        assert_eq!(now, frame_bytes(f), "{f:?} forwarded unchanged");
+        let head = q.dequeue(&mut cx).unwrap();
+        cx.pool.free(head);
+    }
+    let want = AqmStats {
+        ecn_marked: 5,
+        unmarkable: 2,
+        aqm_dropped: 2,
+        ..AqmStats::default()
+    };
+    assert_eq!(q.aqm_stats(), Some(want));
+    assert_eq!(Qdisc::len(&q), 10);
+
+    // ECN off: the ECT packet is dropped as the seed papers' RED drops it
+    let mut off = ecn_queue(&mut cx, false, false, 10, 100);
+    let (r, now) = offer_counted_19(&mut off, &mut cx, Frame::V4(ECT0));
+    assert_eq!(r, Err(DropCause::RedEarly));
+    assert_eq!(now, frame_bytes(Frame::V4(ECT0)));
+    assert_eq!(off.aqm_stats().unwrap().ecn_marked, 0);
+    assert_eq!(off.aqm_stats().unwrap().aqm_dropped, 1);
+
+    // no frame bytes (the simulator's pool): no ECN field, the signal is a drop
+    let mut sim = Pool::new(64, 0);
+    let mut cx = Ctx::new(Instant::ZERO, &mut sim, &mut rng, &mut dropped);
+    let mut q = RedQueue::new(params(1e6, 2e6, 0.1, 1.0), 100, u64::MAX).unwrap();
+    for _ in 0..10 {
+        let id = pkt(cx.pool, 1000);
+        q.enqueue(id, &mut cx).unwrap();
+    }
+    q.set_params(RedParams {
+        ecn: true,
+        ..params(5.0, 15.0, 0.1, 1.0)
+    })
+    .unwrap();
+    q.state_mut().count = 19;
+    let id = pkt(cx.pool, 1000);
+    assert_eq!(q.enqueue(id, &mut cx), Err(DropCause::RedEarly));
+}
+
+/// Forced decisions drop ECN-capable packets too (`harddrop`): at avg = max_th = 15, and
+/// in gentle mode at 2 max_th = 30, while gentle's band (avg = 20: p_b = 0.1 + 0.9 · 5/15
+/// = 0.4, count 19: p_a = 1) is early and marks. The hard limit drops a packet RED
+/// marked (not counted as a mark).
+#[test]
+fn ecn_forced_decisions_and_the_hard_limit_drop() {
+    let mut pool = Pool::new(128, SLOT);
+    let mut rng = Rng::new(2);
+    let mut dropped = Vec::new();
+    let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
+    let ect = frame_bytes(Frame::V4(ECT0));
+    let mut q = ecn_queue(&mut cx, true, false, 15, 100);
+    for f in [Frame::V4(ECT0), Frame::V4(CE), Frame::V4(NOT_ECT)] {
+        let (r, now) = offer_counted_19(&mut q, &mut cx, f);
+        assert_eq!(r, Err(DropCause::RedForced), "{f:?}");
+        assert_eq!(now, frame_bytes(f));
+    }
+    let s = q.aqm_stats().unwrap();
+    assert_eq!((s.ecn_marked, s.aqm_dropped), (0, 3));
+
+    let mut gentle = ecn_queue(&mut cx, true, true, 20, 100);
+    assert!(close(gentle.params().p_b(20.0, 1), 0.4, 1e-15));
+    assert_eq!(RedParams::p_a(gentle.params().p_b(20.0, 1), 19), 1.0);
+    let (r, now) = offer_counted_19(&mut gentle, &mut cx, Frame::V4(ECT0));
+    assert_eq!((r, now), (Ok(()), frame_bytes(Frame::V4(CE))));
+    let (r, _) = offer_counted_19(&mut gentle, &mut cx, Frame::V4(NOT_ECT));
+    assert_eq!(r, Err(DropCause::RedEarly));
+    let mut gentle = ecn_queue(&mut cx, true, true, 30, 100);
+    let (r, now) = offer_counted_19(&mut gentle, &mut cx, Frame::V4(ECT0));
+    assert_eq!((r, now), (Err(DropCause::RedForced), ect.clone()));
+
+    // 10 held of at most 10: RED's early decision marks, then the FIFO refuses
+    let mut full = ecn_queue(&mut cx, true, false, 10, 10);
+    let (r, _) = offer_counted_19(&mut full, &mut cx, Frame::V4(ECT0));
+    assert_eq!(r, Err(DropCause::QueueFull));
+    let (r, _) = offer_counted_19(&mut full, &mut cx, Frame::V4(NOT_ECT));
+    assert_eq!(r, Err(DropCause::RedEarly), "RED decides before the limit");
+    let want = AqmStats {
+        aqm_dropped: 1,
+        overlimit_dropped: 1,
+        ..AqmStats::default()
+    };
+    assert_eq!(full.aqm_stats(), Some(want));
+}
+
+/// With `ecn`, RED's decisions are the same process as without: at a constant average of
+/// 10 (5/15/0.1, p_b = 0.05) signals come at the long-run rate 2 p_b / (1 + p_b) (see
+/// `expected_drop_fraction`), whether they are marks or drops. Arrivals alternate ECT(0)
+/// and not-ECT: the signals fall on either with even odds (the gap between signals is
+/// uniform on 1..20, ten odd and ten even lengths), so the marks and the early drops are
+/// each about half; marks are not drops in [`Counted`].
+#[test]
+fn ecn_signals_keep_red_rate_and_counters_add_up() {
+    let p = RedParams {
+        ecn: true,
+        ..params(5.0, 15.0, 0.1, 0.002)
+    };
+    let (r, tol, n) = expected_drop_fraction();
+    let mut pool = Pool::new(64, SLOT);
+    let mut rng = Rng::new(42);
+    let mut dropped = Vec::new();
+    let mut q = Counted::new(Box::new(RedQueue::new(p, 1000, u64::MAX).unwrap()));
+    let mut sent_ce = 0u64;
+    {
+        let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
+        for _ in 0..10 {
+            let id = ecn_pkt(cx.pool, Frame::V4(NOT_ECT));
+            q.enqueue(id, &mut cx).unwrap();
+        }
+        q.inner.state_mut().avg = 10.0;
+        for i in 0..n {
+            cx.now = Instant(i as u64 * 1000);
+            let f = [Frame::V4(ECT0), Frame::V4(NOT_ECT)][i % 2];
+            let id = ecn_pkt(cx.pool, f);
+            match q.enqueue(id, &mut cx) {
+                Ok(()) => {
+                    let out = q.dequeue(&mut cx).unwrap();
+                    sent_ce += (cx.pool.data(out) == frame_bytes(Frame::V4(CE))) as u64;
+                    cx.pool.free(out);
+                }
+                Err(_) => cx.pool.free(id),
+            }
+            assert_eq!(Qdisc::len(&q), 10);
+        }
+    }
+    q.check().unwrap();
+    let a = q.aqm_stats().unwrap();
+    let s = &q.stats;
+    let early = s.drops_by(DropCause::RedEarly).packets;
+    let signals = (a.ecn_marked + early) as f64 / n as f64;
+    assert!(close(signals, r, tol), "{signals} vs {r} +- {tol}");
+    let half = a.ecn_marked as f64 / (a.ecn_marked + early) as f64;
+    assert!(close(half, 0.5, 0.05), "{half}");
+    assert_eq!(a.ecn_marked, sent_ce, "every mark left with its CE");
+    assert_eq!(a.aqm_dropped, early);
+    assert_eq!(s.dropped().packets, early, "marks are not drops");
+    assert_eq!(s.received.packets, n as u64 + 10);
+    assert_eq!(s.enqueued.packets, n as u64 + 10 - early);
+    assert_eq!(s.dequeued.packets, n as u64 - early);
+}
+
+/// Random traffic of every frame kind through RED with ECN, gentle, over tight limits.
+#[test]
+fn ecn_random_traffic_identities() {
+    let p = RedParams {
+        ecn: true,
+        gentle: true,
+        ..params(4.0, 8.0, 0.1, 0.05)
+    };
+    let q = RedQueue::new(p, 20, 12_000).unwrap();
+    let q = drive_ecn(q, 0.6, 50_000, 11);
+    let a = q.aqm_stats().unwrap();
+    assert!(a.ecn_marked > 100 && a.unmarkable > 10, "{a:?}");
+    for c in [
+        DropCause::RedEarly,
+        DropCause::RedForced,
+        DropCause::QueueFull,
+    ] {
+        assert!(q.stats.drops_by(c).packets > 0, "{c:?} never happened");
+    }
 }
