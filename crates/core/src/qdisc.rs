@@ -160,8 +160,8 @@ pub trait Qdisc: Send {
     }
     /// Discard everything held into `cx.dropped` with `cause`.
     fn purge(&mut self, cx: &mut Ctx<'_>, cause: DropCause);
-    /// The AQM and flow counters of a queue managed by CoDel or COBALT (ECN marks, AQM
-    /// drops, flows); `None` for the others.
+    /// The AQM and flow counters of a queue managed by CoDel, COBALT or RED (ECN marks,
+    /// AQM drops, flows); `None` for the others.
     fn aqm_stats(&self) -> Option<AqmStats> {
         None
     }

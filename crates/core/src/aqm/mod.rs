@@ -58,7 +58,8 @@
 //! [`AqmStats`] (through [`crate::Qdisc::aqm_stats`]): ECN marks, AQM drops, unmarkable
 //! signals, limit drops, and the flow and ACK-filter counters of a flow queue. AQM drops
 //! are also counted by [`crate::Counted`] under [`crate::DropCause::Aqm`]; marks are not
-//! drops.
+//! drops. RED's queues ([`crate::queue::red`], [`crate::queue::gred`], per-flow RED in
+//! [`crate::queue::pfq`]) report the same counters, marking through [`mark_signal`].
 
 pub mod cobalt;
 pub mod codel;
@@ -338,9 +339,11 @@ pub fn control_law(t: u64, interval: Duration, rec_inv_sqrt: u32) -> u64 {
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct AqmStats {
     /// Packets sent with CE because the AQM signalled them (already-CE packets included,
-    /// as Linux counts `ecn_mark`). Not drops.
+    /// as Linux counts `ecn_mark`); for RED, the early decisions marked and enqueued.
+    /// Not drops.
     pub ecn_marked: u64,
-    /// Packets the AQM dropped (also in [`crate::QStats`] as `aqm`).
+    /// Packets the AQM dropped (also in [`crate::QStats`]: as `aqm` for CoDel and
+    /// COBALT, as `red_early` + `red_forced` for RED).
     pub aqm_dropped: u64,
     /// Signals on packets whose headers the marker could not read: sent unchanged.
     pub unmarkable: u64,
@@ -371,25 +374,52 @@ pub struct AqmStats {
     pub collisions: u64,
 }
 
-/// The body of [`Aqm::judge`]'s `mark` closure for packet `pkt`: try the CE mark when
-/// `ecn` is on, count the outcome in `stats`, and say whether the signal was delivered
-/// (marked, already CE, or headers unreadable: sent unchanged) rather than owed as a
-/// drop (not ECN-capable, ECN off, or no frame bytes in the pool).
-pub fn signal_by_mark(ecn: bool, pool: &mut Pool, pkt: PktId, stats: &mut AqmStats) -> bool {
+/// How a congestion signal went out without a drop ([`mark_signal`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Delivered {
+    /// The packet carries CE: set now (the IPv4 checksum fixed), or it already did.
+    Ce,
+    /// Its headers could not be read: it goes on unchanged (counted `unmarkable`).
+    Unmarkable,
+}
+
+impl AqmStats {
+    /// Count a signal delivered without a drop: `ecn_marked` or `unmarkable`.
+    #[inline]
+    pub fn count_delivered(&mut self, d: Delivered) {
+        match d {
+            Delivered::Ce => self.ecn_marked += 1,
+            Delivered::Unmarkable => self.unmarkable += 1,
+        }
+    }
+}
+
+/// The one rule by which a queue signals congestion on packet `pkt` by marking it: with
+/// `ecn` on, try the CE mark ([`mark_ce`]); `Some` when the signal went out without a
+/// drop (marked, already CE, or headers unreadable: sent unchanged, never edited into a
+/// broken packet), `None` when it is owed as a drop (not ECN-capable, ECN off, or no
+/// frame bytes in the pool). The AQMs use it through [`signal_by_mark`]; RED and
+/// three-colour RED on their early decisions
+/// ([`crate::queue::red::RedParams::mark_or_drop`]).
+#[inline]
+pub fn mark_signal(ecn: bool, pool: &mut Pool, pkt: PktId) -> Option<Delivered> {
     if !ecn || pool.slot_size() == 0 {
-        return false;
+        return None;
     }
     match mark_ce(pool.data_mut(pkt)) {
-        MarkOutcome::Marked | MarkOutcome::AlreadyCe => {
-            stats.ecn_marked += 1;
-            true
-        }
-        MarkOutcome::Malformed => {
-            stats.unmarkable += 1;
-            true
-        }
-        MarkOutcome::NotEct => false,
+        MarkOutcome::Marked | MarkOutcome::AlreadyCe => Some(Delivered::Ce),
+        MarkOutcome::Malformed => Some(Delivered::Unmarkable),
+        MarkOutcome::NotEct => None,
     }
+}
+
+/// The body of [`Aqm::judge`]'s `mark` closure for packet `pkt`: [`mark_signal`], the
+/// outcome counted in `stats`; true when the signal was delivered rather than owed as a
+/// drop.
+pub fn signal_by_mark(ecn: bool, pool: &mut Pool, pkt: PktId, stats: &mut AqmStats) -> bool {
+    mark_signal(ecn, pool, pkt)
+        .map(|d| stats.count_delivered(d))
+        .is_some()
 }
 
 /// Judge packet `pkt`, just taken from its queue, for a queue with `aqm` state: its

@@ -128,6 +128,7 @@ impl Policy {
             gentle: r.gentle,
             mode,
             idle_pkt_ns: Rate::from_bps(c.rate).tx_ns(self.mtu),
+            ecn: c.ecn,
         };
         p.validate()
             .map_err(|e| format!("class '{}': RED {e}", c.name))?;
@@ -470,10 +471,61 @@ pub(crate) fn gred_params(
         },
         idle_pkt_ns: Rate::from_bps(c.rate).tx_ns(mtu),
         averaging: colors.averaging,
+        ecn: c.ecn,
     };
     let (p, b) = c.limit.packets_and_bytes();
     let warnings = params
         .validate(p, b)
         .map_err(|e| format!("class '{}': {e}", c.name))?;
     Ok((params, p, b, warnings))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::Pool;
+    use crate::qdisc::Ctx;
+    use crate::queue::red::tests::{ecn_pkt, Frame, SLOT};
+    use crate::rng::Rng;
+    use weir_wire::ip::ecn::ECT0;
+
+    /// `ecn` reaches RED on a FIFO, per-session RED (`pfq`) and three-colour RED: 200
+    /// ECN-capable arrivals with no departure push the average past the thresholds, and
+    /// the early decisions are marks with `ecn = true`, drops without.
+    #[test]
+    fn ecn_reaches_every_red() {
+        let red = "[link]\nrate = \"10Mbit\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\n\
+                   rate = \"1Mbit\"\nlimit = \"300p\"\n";
+        let leaves = [
+            "aqm = \"red\"\n[class.red]\nmin = \"5p\"\nmax = \"150p\"\nmax_p = 0.1\nwq = 0.2\n",
+            "queue = \"pfq\"\naqm = \"red\"\n[class.red]\nmin = \"2p\"\nmax = \"60p\"\nmax_p = 0.5\nwq = 0.2\n",
+            "[class.red]\nwq = 0.2\ngreen = { min = \"5p\", max = \"150p\", max_p = 0.1 }\n\
+             yellow = { min = \"4p\", max = \"100p\", max_p = 0.1 }\nred = { min = \"3p\", max = \"50p\", max_p = 0.1 }\n",
+        ];
+        for leaf in leaves {
+            for ecn in [true, false] {
+                let text = format!("{red}ecn = {ecn}\n{leaf}");
+                let p = Policy::parse("p.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+                let mut q = p
+                    .leaf_queue(&p.classes[p.class_index("a").unwrap()])
+                    .unwrap();
+                let mut pool = Pool::new(512, SLOT);
+                let (mut rng, mut dropped) = (Rng::new(1), Vec::new());
+                let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
+                for _ in 0..200 {
+                    let id = ecn_pkt(cx.pool, Frame::V4(ECT0));
+                    if q.enqueue(id, &mut cx).is_err() {
+                        cx.pool.free(id);
+                    }
+                }
+                let a = q.aqm_stats().expect("RED reports its counters");
+                if ecn {
+                    assert!(a.ecn_marked > 10, "{leaf}: {a:?}");
+                } else {
+                    assert_eq!(a.ecn_marked, 0, "{leaf}");
+                    assert!(a.aqm_dropped > 10, "{leaf}: {a:?}");
+                }
+            }
+        }
+    }
 }

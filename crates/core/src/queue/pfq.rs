@@ -18,7 +18,11 @@
 //!   own flow is the longest. The longest flow is tracked approximately (updated on
 //!   enqueue) to keep this O(1).
 //! * `red` — optional RED parameters applied to **each** flow queue with per-flow state
-//!   ("cbq+pfq+red", seed 000: FloodGate).
+//!   ("cbq+pfq+red", seed 000: FloodGate). With its `ecn` on, a flow's early decision on
+//!   an ECN-capable packet marks it CE instead of dropping it, exactly as
+//!   [`crate::queue::red::RedQueue`] does ([`RedParams::mark_or_drop`]); the mark comes
+//!   before the `limit` check below, which may still refuse the packet (then a tail drop,
+//!   not a mark).
 //! * `session_ceil` — optional cap per session (a token bucket per flow, rate + burst; one
 //!   [`Bucket`] rate and depth, a level and checkpoint per flow):
 //!   capped sessions are parked until they conform, making the queue non-work-conserving
@@ -26,7 +30,11 @@
 //!   provides while `sessions × guarantee ≤ class rate`; the compiler checks and reports it.
 //!
 //! # Statistics
-//! `flows_active()`, `collisions`, `max_flows_seen`.
+//! `flows_active()`, `collisions`, `max_flows_seen`. With RED, also [`AqmStats`] through
+//! [`Qdisc::aqm_stats`], summed over the flows: `ecn_marked` and `unmarkable` (early
+//! decisions delivered without a drop, enqueued: not drops), `aqm_dropped` (`RedEarly` +
+//! `RedForced`), `overlimit_dropped` (`FlowLimit` and `QueueFull`, arrivals refused and
+//! heads pushed out), `active_flows`, `max_flows_seen`, `collisions`.
 //!
 //! # Memory
 //! Allocated up front, per bucket: [`Pfq::bytes_per_flow`] = 44 bytes. An 8-byte tag; a
@@ -44,6 +52,7 @@
 //! flows. `red` is empty unless `cfg.red` is set, `caps` and the `parked` ids unless
 //! `cfg.session_ceil` is; otherwise they have one entry per bucket.
 
+use crate::aqm::AqmStats;
 use crate::meter::token_bucket::{Bucket, Ns};
 use crate::pool::{PktId, PktQueue};
 use crate::qdisc::{Ctx, DropCause, Qdisc};
@@ -127,6 +136,8 @@ pub struct Pfq {
     /// The session cap's rate and depth (`tx_ns(burst)`), shared by every flow's level in
     /// `caps`; `None` without `cfg.session_ceil`.
     cap: Option<Bucket<Ns>>,
+    /// RED's counters, summed over the flows (reported only with `cfg.red`).
+    stats: AqmStats,
     pub collisions: u64,
     pub max_flows_seen: u32,
 }
@@ -174,6 +185,7 @@ impl Pfq {
             len: 0,
             bytes: 0,
             cap,
+            stats: AqmStats::default(),
             collisions: 0,
             max_flows_seen: 0,
             cfg,
@@ -302,13 +314,16 @@ impl Qdisc for Pfq {
         let i = self.bucket(h);
         let f = &mut self.flows[i as usize];
         if f.q.len() >= self.cfg.flow_limit as usize {
+            self.stats.overlimit_dropped += 1;
             return Err(DropCause::FlowLimit);
         }
+        let mut signal = None;
         if let Some(red) = &self.cfg.red {
             let st = &mut self.red[i as usize];
-            if let Some(cause) = red.on_arrival(st, f.q.len(), f.q.bytes(), len, cx.now, cx.rng) {
-                return Err(cause);
-            }
+            let decision = red.on_arrival(st, f.q.len(), f.q.bytes(), len, cx.now, cx.rng);
+            signal = red
+                .mark_or_drop(decision, cx.pool, pkt)
+                .inspect_err(|_| self.stats.aqm_dropped += 1)?;
         }
         if self.len >= self.cfg.limit as usize {
             let victim = self.longest;
@@ -317,10 +332,14 @@ impl Qdisc for Pfq {
             } else {
                 self.flows[victim as usize].q.len()
             };
+            self.stats.overlimit_dropped += 1;
             if victim == NIL || victim == i || vlen <= self.flows[i as usize].q.len() {
                 return Err(DropCause::QueueFull);
             }
             self.drop_head(victim, cx, DropCause::QueueFull);
+        }
+        if let Some(d) = signal {
+            self.stats.count_delivered(d);
         }
         let f = &mut self.flows[i as usize];
         let was_empty = f.q.is_empty();
@@ -407,6 +426,16 @@ impl Qdisc for Pfq {
                 self.drop_head(i, cx, cause);
             }
         }
+    }
+
+    fn aqm_stats(&self) -> Option<AqmStats> {
+        self.cfg.red.as_ref()?;
+        Some(AqmStats {
+            active_flows: self.flows_active(),
+            max_flows_seen: self.max_flows_seen,
+            collisions: self.collisions,
+            ..self.stats
+        })
     }
 }
 
@@ -702,6 +731,7 @@ mod tests {
             gentle: false,
             mode: crate::queue::red::RedMode::Packets,
             idle_pkt_ns: 1000,
+            ecn: false,
         };
         let mut q = Pfq::new(PfqConfig {
             red: Some(red),
@@ -724,6 +754,101 @@ mod tests {
         }
         assert!(drops[0] > 100, "{drops:?}");
         assert_eq!(drops[1], 0, "{drops:?}");
+    }
+
+    /// Per-flow RED with ECN, by hand: RED 10/20 packets, `max_p` 0.1, `wq` 1 (a flow's
+    /// average is its packets held). Flows A and C hold 11 packets (their arrivals saw
+    /// 0..=10, at most min_th: p_b = 0, none dropped), flow B 3. At 11, p_b = 0.1 · 1/10 =
+    /// 0.01, and with the flow's count at 99, (count + 1) p_b = 1: p_a = 1. An ECT packet
+    /// of A or C is marked and enqueued, a not-ECT one of A dropped; B (below min_th)
+    /// passes unmarked. The marks of every flow add up; without RED there are no counters.
+    #[test]
+    fn per_flow_red_marks_ect() {
+        use crate::queue::red::tests::{drive_ecn, ecn_pkt, frame_bytes, Frame, SLOT};
+        use weir_wire::ip::ecn::{CE, ECT0, NOT_ECT};
+        let red = RedParams {
+            ecn: true,
+            ..RedParams::floyd_defaults(Rate::from_bps(1_000_000))
+        };
+        let red = RedParams {
+            min_th: 10.0,
+            max_th: 20.0,
+            max_p: 0.1,
+            wq: 1.0,
+            ..red
+        };
+        let mut q = Pfq::new(PfqConfig {
+            red: Some(red),
+            ..cfg()
+        })
+        .unwrap();
+        let mut pool = Pool::new(64, SLOT);
+        let mut rng = Rng::new(5);
+        let mut dropped = Vec::new();
+        let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
+        let (a, b, c) = (mix64(1), mix64(2), mix64(3));
+        // `count`: the flow's RED count to set first
+        let mut offer = |q: &mut Pfq, flow: u64, f: Frame, count: Option<i64>| {
+            let id = ecn_pkt(cx.pool, f);
+            cx.pool.meta_mut(id).flow = flow;
+            if let Some(n) = count {
+                let i = q.bucket(flow) as usize;
+                q.red[i].count = n;
+            }
+            let r = q.enqueue(id, &mut cx);
+            let now = cx.pool.data(id).to_vec();
+            if r.is_err() {
+                cx.pool.free(id);
+            }
+            (r, now)
+        };
+        for (flow, n) in [(a, 11), (b, 3), (c, 11)] {
+            for _ in 0..n {
+                assert_eq!(offer(&mut q, flow, Frame::V4(NOT_ECT), None).0, Ok(()));
+            }
+        }
+        let len = frame_bytes(Frame::V4(ECT0)).len() as u32;
+        assert_eq!(RedParams::p_a(red.p_b(11.0, len), 99), 1.0);
+        let cases = [
+            (a, Frame::V4(ECT0), Ok(()), Frame::V4(CE)),
+            (
+                a,
+                Frame::V4(NOT_ECT),
+                Err(DropCause::RedEarly),
+                Frame::V4(NOT_ECT),
+            ),
+            (b, Frame::V4(ECT0), Ok(()), Frame::V4(ECT0)),
+            (c, Frame::V6(ECT0), Ok(()), Frame::V6(CE)),
+        ];
+        for (flow, f, want, after) in cases {
+            let (r, now) = offer(&mut q, flow, f, Some(99));
+            assert_eq!(r, want, "{f:?}");
+            assert_eq!(now, frame_bytes(after), "{f:?}");
+        }
+        let s = q.aqm_stats().unwrap();
+        assert_eq!((s.ecn_marked, s.aqm_dropped, s.unmarkable), (2, 1, 0));
+        assert_eq!((s.active_flows, s.max_flows_seen), (3, 3));
+        assert_eq!(Qdisc::len(&q), 11 + 3 + 11 + 3);
+        assert!(Pfq::new(cfg()).unwrap().aqm_stats().is_none());
+
+        // random traffic over 8 flows with tight limits: the counters add up
+        let tight = PfqConfig {
+            red: Some(RedParams {
+                min_th: 2.0,
+                max_th: 6.0,
+                wq: 0.2,
+                gentle: true,
+                ..red
+            }),
+            flow_limit: 12,
+            limit: 40,
+            ..cfg()
+        };
+        let q = drive_ecn(Pfq::new(tight).unwrap(), 0.6, 30_000, 9);
+        let s = q.aqm_stats().unwrap();
+        assert!(s.ecn_marked > 100 && s.unmarkable > 10, "{s:?}");
+        assert!(s.aqm_dropped > 100 && s.overlimit_dropped > 0, "{s:?}");
+        assert_eq!(s.max_flows_seen, 8);
     }
 
     /// The memory the module comment states.

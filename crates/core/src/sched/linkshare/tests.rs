@@ -315,6 +315,7 @@ fn departures_match_the_recorded_checksum() {
                     gentle: true,
                     mode: RedMode::Packets,
                     idle_pkt_ns: 1000,
+                    ecn: false,
                 });
                 let cap = (r.below(3) == 0).then(|| {
                     (
