@@ -171,11 +171,23 @@ pub fn iperf3_server(t: &weir_lab::topo::BridgeTopo) -> KillOnDrop {
 }
 
 /// `weir stats --json` of the weir serving the statistics socket `sock` (a Unix socket:
-/// reachable from any network namespace); fails the test if it does not answer.
+/// reachable from any network namespace); fails the test if it does not answer. A weir
+/// that has just opened its socket publishes its first statistics within a publication
+/// period (later on a loaded machine): that answer is retried for up to 5 s.
 pub fn stats(sock: &Path) -> serde_json::Value {
-    let (code, out, err) = weir(&["stats", "--json", "--socket", sock.to_str().unwrap()]);
-    assert_eq!(code, 0, "{err}");
-    serde_json::from_str(&out).unwrap()
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (code, out, err) = weir(&["stats", "--json", "--socket", sock.to_str().unwrap()]);
+        if code != 0
+            && err.contains("has not published statistics yet")
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        assert_eq!(code, 0, "{err}");
+        return serde_json::from_str(&out).unwrap();
+    }
 }
 
 /// Debian's vsftpd on `t`'s receiver, anonymous and read-only, serving `file.bin` (`body`)
