@@ -610,19 +610,25 @@ impl Policy {
             return Err("an emulated link needs a direction".into());
         }
         // the link rate of a policy that shapes nothing is never used
-        let mut p = Policy::parse(
+        let p = Policy::parse(
             "weir emu",
             "[link]\nrate = \"100Gbit\"\ndirection = \"none\"\n",
         )
         .map_err(|e| e.to_string())?;
-        p.emulators = vec![EmuDef {
+        Ok(p.emulating(cfg, direction, seed))
+    }
+
+    /// `self` with every packet travelling in `direction` through one emulator profile,
+    /// `emu`, and the seed: the part both emulation policies share.
+    fn emulating(mut self, cfg: EmuConfig, direction: Shapes, seed: u64) -> Policy {
+        self.emulators = vec![EmuDef {
             name: "emu".into(),
             cfg,
             direction,
         }];
-        p.default_emulate = Some(0);
-        p.seed = seed;
-        Ok(p)
+        self.default_emulate = Some(0);
+        self.seed = seed;
+        self
     }
 
     /// [`Policy::emulation`] whose bottleneck queue is managed (`weir emu --aqm`): the
@@ -653,33 +659,22 @@ impl Policy {
             Shapes::None => return Err("an emulated link needs a direction".into()),
         };
         let mut text = format!(
-            "[link]\nrate = \"{rate}bit\"\ndirection = \"{dir}\"\ntechnique = \"{}\"\nmtu = {}\n",
+            "[link]\nrate = \"{rate}bit\"\ndirection = \"{dir}\"\ntechnique = \"{}\"\nmtu = {}\n\
+             default = \"line\"\n[[class]]\nname = \"line\"\nrate = \"100%\"\n",
             technique.name(),
             cfg.mtu
         );
         match (cfg.limit_packets.take(), cfg.limit_bytes.take()) {
-            (Some(n), _) => {
-                text += &format!("[[class]]\nname = \"line\"\nrate = \"100%\"\nlimit = \"{n}p\"\n")
-            }
-            (None, Some(b)) => {
-                text += &format!("[[class]]\nname = \"line\"\nrate = \"100%\"\nlimit = \"{b}B\"\n")
-            }
-            (None, None) => text += "[[class]]\nname = \"line\"\nrate = \"100%\"\n",
+            (Some(n), _) => text += &format!("limit = \"{n}p\"\n"),
+            (None, Some(b)) => text += &format!("limit = \"{b}B\"\n"),
+            (None, None) => {}
         }
-        text = text.replace("[[class]]", "default = \"line\"\n[[class]]");
         if let Some(k) = aqm {
             text += &format!("queue = \"fifo\"\naqm = \"{}\"\n", k.name());
         }
         let mut p = Policy::parse("weir emu", &text).map_err(|e| e.to_string())?;
         p.framing = cfg.framing;
         p.overhead = cfg.framing.overhead();
-        p.emulators = vec![EmuDef {
-            name: "emu".into(),
-            cfg,
-            direction,
-        }];
-        p.default_emulate = Some(0);
-        p.seed = seed;
-        Ok(p)
+        Ok(p.emulating(cfg, direction, seed))
     }
 }
