@@ -369,8 +369,9 @@ impl Rounds {
 /// A host table for one role (source or destination): tags and loads.
 struct Hosts {
     sets: SetAssoc,
-    bulk: Vec<u32>,
-    /// Slots with a non-zero count.
+    /// Each slot's host load (see the module comment).
+    load: Vec<u32>,
+    /// Slots with a non-zero load.
     busy: u32,
 }
 
@@ -378,23 +379,22 @@ impl Hosts {
     fn new(n: u32) -> Self {
         Hosts {
             sets: SetAssoc::new(n),
-            bulk: vec![0; n as usize],
+            load: vec![0; n as usize],
             busy: 0,
         }
     }
-    /// The slot of host hash `h` (a slot nobody's bulk flow counts on may be taken).
+    /// The slot of host hash `h` (a slot no flow counts on may be taken).
     fn slot(&mut self, h: u64) -> u32 {
-        let bulk = &self.bulk;
-        self.sets.lookup(h, |j| bulk[j] == 0).bucket()
+        let load = &self.load;
+        self.sets.lookup(h, |j| load[j] == 0).bucket()
     }
-    fn inc(&mut self, j: u32) {
-        let b = &mut self.bulk[j as usize];
-        self.busy += (*b == 0) as u32;
-        *b += 1;
-    }
-    fn dec(&mut self, j: u32) {
-        let b = &mut self.bulk[j as usize];
-        if *b > 0 {
+    /// Count one flow more (`up`) or one less on slot `j`.
+    fn count(&mut self, j: u32, up: bool) {
+        let b = &mut self.load[j as usize];
+        if up {
+            self.busy += (*b == 0) as u32;
+            *b += 1;
+        } else if *b > 0 {
             *b -= 1;
             self.busy -= (*b == 0) as u32;
         }
@@ -637,42 +637,19 @@ impl<A: Aqm> Fq<A> {
 
     // ---- hosts and quanta ----
 
-    /// Add flow `i` to its hosts' loads.
-    fn load_inc(&mut self, i: u32) {
+    /// Count flow `i` in its hosts' loads (`on`) or stop counting it; nothing when it
+    /// is counted so already.
+    #[inline]
+    fn set_loaded(&mut self, i: u32, on: bool) {
+        if std::mem::replace(&mut self.flows[i as usize].loaded, on) == on {
+            return;
+        }
         if let Some(h) = &mut self.hosts {
             if let Some(t) = &mut h.src {
-                t.inc(h.src_of[i as usize]);
+                t.count(h.src_of[i as usize], on);
             }
             if let Some(t) = &mut h.dst {
-                t.inc(h.dst_of[i as usize]);
-            }
-        }
-    }
-
-    /// Count flow `i` in its hosts' loads unless they count it already.
-    #[inline]
-    fn load(&mut self, i: u32) {
-        if !std::mem::replace(&mut self.flows[i as usize].loaded, true) {
-            self.load_inc(i);
-        }
-    }
-
-    /// Stop counting flow `i` in its hosts' loads.
-    #[inline]
-    fn unload(&mut self, i: u32) {
-        if std::mem::replace(&mut self.flows[i as usize].loaded, false) {
-            self.load_dec(i);
-        }
-    }
-
-    /// Take flow `i` out of its hosts' loads.
-    fn load_dec(&mut self, i: u32) {
-        if let Some(h) = &mut self.hosts {
-            if let Some(t) = &mut h.src {
-                t.dec(h.src_of[i as usize]);
-            }
-            if let Some(t) = &mut h.dst {
-                t.dec(h.dst_of[i as usize]);
+                t.count(h.dst_of[i as usize], on);
             }
         }
     }
@@ -683,10 +660,10 @@ impl<A: Aqm> Fq<A> {
     #[inline]
     fn share16(&self, i: u32) -> Option<u64> {
         let h = self.hosts.as_ref()?;
-        let bulk = |t: &Option<Hosts>, of: &[u32]| {
-            t.as_ref().map_or(0, |t| t.bulk[of[i as usize] as usize])
+        let of = |t: &Option<Hosts>, slots: &[u32]| {
+            t.as_ref().map_or(0, |t| t.load[slots[i as usize] as usize])
         };
-        let load = bulk(&h.src, &h.src_of).max(bulk(&h.dst, &h.dst_of)).max(1) as usize;
+        let load = of(&h.src, &h.src_of).max(of(&h.dst, &h.dst_of)).max(1) as usize;
         let div = QUANTUM_DIV
             .get(load)
             .map_or(65535 / load as u64, |&d| d as u64);
@@ -797,7 +774,7 @@ impl<A: Aqm> Fq<A> {
             self.active -= 1;
             if f.set == Set::New && f.deficit > 0 {
                 // a sparse flow that owes nothing: it uses less than a share
-                self.unload(i);
+                self.set_loaded(i, false);
             }
         }
         self.reheap(i);
@@ -826,7 +803,7 @@ impl<A: Aqm> Fq<A> {
         if was == Set::Bulk {
             self.bulk -= 1;
         }
-        self.unload(i);
+        self.set_loaded(i, false);
         let (set, to) = if !self.flows[i as usize].aqm.at_rest(now) {
             (Set::Decaying, Some(Which::Decaying))
         } else if w == Which::New && self.len_of(Which::Old) > 0 {
@@ -866,7 +843,7 @@ impl<A: Aqm> Qdisc for Fq<A> {
         if self.flows[i as usize].q.is_empty() {
             self.active += 1;
             self.stats.max_flows_seen = self.stats.max_flows_seen.max(self.active);
-            self.load(i);
+            self.set_loaded(i, true);
         }
         self.flows[i as usize].q.push_back(cx.pool, pkt);
         self.len += 1;
@@ -928,7 +905,7 @@ impl<A: Aqm> Qdisc for Fq<A> {
                     _ => {}
                 }
                 // it overspent: counted while it pays back (its quantum counts itself)
-                self.load(i);
+                self.set_loaded(i, true);
                 let rounds = self.refill(i, cx.rng);
                 let to = if w == Which::Decaying { w } else { Which::Old };
                 self.unlink(w, i);

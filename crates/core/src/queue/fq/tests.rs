@@ -175,13 +175,13 @@ fn check<A: Aqm>(q: &Fq<A>) {
     if let Some(h) = &q.hosts {
         for (t, of) in [(&h.src, &h.src_of), (&h.dst, &h.dst_of)] {
             let Some(t) = t else { continue };
-            let mut want = vec![0u32; t.bulk.len()];
+            let mut want = vec![0u32; t.load.len()];
             for (i, f) in q.flows.iter().enumerate() {
                 if f.loaded {
                     want[of[i] as usize] += 1;
                 }
             }
-            assert_eq!(t.bulk, want);
+            assert_eq!(t.load, want);
             assert_eq!(t.busy, want.iter().filter(|&&b| b > 0).count() as u32);
         }
     }
@@ -767,7 +767,7 @@ fn a_sparse_flow_does_not_count_in_its_hosts_loads() {
     });
     let dst_load = |q: &Fq<NoAqm>| -> u32 {
         let h = q.hosts.as_ref().unwrap();
-        h.dst.as_ref().unwrap().bulk.iter().sum()
+        h.dst.as_ref().unwrap().load.iter().sum()
     };
     let (a, probe) = (F(1, 9, 1), F(3, 9, 1));
     // the bulk flow: three packets; two go from the new list (3000 bytes on 1514)
