@@ -18,8 +18,19 @@
 //! `busy_poll` spins instead (precision for a core).
 //!
 //! Nothing is lost without a name: every frame read is forwarded, or counted in the
-//! pipeline's drop causes, or in this lane's counters (`truncated`, `pool_exhausted`,
-//! `shutdown_drops`). A full TX ring does not drop: released packets wait in a backlog.
+//! pipeline's drop causes, or in this lane's counters (`truncated`, `oversize`,
+//! `pool_exhausted`, `shutdown_drops`). A full TX ring does not drop: released packets
+//! wait in a backlog.
+//!
+//! A frame longer than the outgoing interface sends ([`weir_wire::pmtu::max_frame_len`],
+//! the kernel's own rule: MTU + 14 bytes, + 4 behind an 802.1Q tag) is dropped as it
+//! arrives, before the engine (a super-packet whose segments would be too long, as a
+//! whole), and counted as `oversize`; the sender is told the MTU with an ICMP
+//! Fragmentation Needed (IPv4 with DF) or ICMPv6 Packet Too Big, sent back out of the
+//! interface the frame came in by, at most [`BridgeConfig::icmp_rate`] a second
+//! ([`weir_wire::pmtu::too_big_reply`]; counters in [`PmtuStats`]). The TX side checks
+//! the same rule again before a frame enters a ring (only the engine's own packets could
+//! fail it), so the kernel never refuses a frame.
 
 use crate::afpacket::{RingConfig, RingError, RxRing, TxRing};
 use crate::clock::{set_timer_slack_1ns, Clock};
@@ -33,10 +44,12 @@ use std::os::fd::RawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use weir_core::device::Device;
+use weir_core::meter::token_bucket::TokenBucket;
 use weir_core::snapshot::{PipelineSnapshot, RateMeter};
 use weir_core::{Count, Ctx, Direction, DropCause, Duration, Instant, PktId, Pool, Rng};
 use weir_wire::fixup;
 use weir_wire::gso::{GsoError, Segmenter};
+use weir_wire::pmtu::{self, NoReply};
 use weir_wire::vnet::{self, VnetHdr};
 
 /// Extra room in a pool slot for a VLAN tag put back into a frame.
@@ -67,6 +80,11 @@ pub enum BridgeError {
 const TOP_TALKERS: usize = 10;
 const TALKER_SLOTS_PER_PUBLISH: usize = 8192;
 
+/// Default of [`BridgeConfig::icmp_rate`]: ICMP "too big" replies a second, per direction.
+pub const DEFAULT_ICMP_RATE: u32 = 10;
+/// Default of [`BridgeConfig::icmp_burst`].
+pub const DEFAULT_ICMP_BURST: u32 = 10;
+
 /// Default of [`BridgeConfig::catch_up`]: oversleeps up to 20 ms are made up (a
 /// descheduled thread on a busy host); longer stalls are not turned into a burst.
 pub const DEFAULT_CATCH_UP: Duration = Duration::from_millis(20);
@@ -93,6 +111,11 @@ pub struct BridgeConfig {
     pub seed: u64,
     /// How far back a late wake-up is made up (see [`crate::wake`]); zero: never.
     pub catch_up: Duration,
+    /// ICMP Fragmentation Needed / Packet Too Big replies to frames over the egress MTU,
+    /// per second and direction (a token bucket); 0: never reply.
+    pub icmp_rate: u32,
+    /// Replies the bucket holds (sent at once after a quiet spell).
+    pub icmp_burst: u32,
 }
 
 impl BridgeConfig {
@@ -111,6 +134,8 @@ impl BridgeConfig {
             pool_packets: 65_536,
             seed: 1,
             catch_up: DEFAULT_CATCH_UP,
+            icmp_rate: DEFAULT_ICMP_RATE,
+            icmp_burst: DEFAULT_ICMP_BURST,
         }
     }
 }
@@ -120,8 +145,8 @@ impl BridgeConfig {
 /// `rx` counts wire-size frames: a super-packet counts as the segments weir cut it into
 /// (or as one frame if it was refused before). Every frame counted in `rx` is sent, or
 /// dropped under a named cause, or still queued:
-/// `rx + duplicated = tx + truncated + oversize + pool_exhausted + dropped
-///  + offload_errors + reload_drops + shutdown_drops + queued`.
+/// `rx + duplicated + originated = tx + truncated + oversize + pool_exhausted + dropped
+///  + offload_errors + reload_drops + shutdown_drops + consumed + queued`.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct LaneStats {
     pub rx: Count,
@@ -130,8 +155,12 @@ pub struct LaneStats {
     /// socket's copy queue was full, or longer than a packet slot (jumbo frames within the
     /// MTU).
     pub truncated: Count,
-    /// Frames longer than the outgoing interface's MTU allows; dropped.
+    /// Frames longer than the outgoing interface's MTU allows (its IP packet longer than
+    /// the MTU); dropped before the engine. A super-packet whose segments would be too
+    /// long counts once, whole.
     pub oversize: Count,
+    /// What the senders of `oversize` frames were told (ICMP replies, rate-limited).
+    pub pmtu: PmtuStats,
     /// Frames dropped because the packet pool was exhausted.
     pub pool_exhausted: Count,
     /// Frames the pipeline refused or dropped (causes are in the pipeline's counters).
@@ -159,8 +188,9 @@ pub struct LaneStats {
     pub duplicated: Count,
     /// Packets held across a policy reload that the new policy's limits had no room for.
     pub reload_drops: Count,
-    /// Packets the engine itself sent this way (admission control's RSTs, the adaptive
-    /// controller's probes and ARP): they leave on top of what was received, so
+    /// Packets weir itself sent this way (admission control's RSTs, the adaptive
+    /// controller's probes and ARP, and the ICMP replies to the other direction's
+    /// `oversize` frames, `pmtu`): they leave on top of what was received, so
     /// `rx + duplicated + originated = tx + every drop + consumed + queued`.
     pub originated: Count,
     /// Frames received this way that the engine consumed: the adaptive controller's probe
@@ -173,6 +203,32 @@ pub struct LaneStats {
     /// Frames that are not IP (ARP, …) forwarded around this direction's shaper (counted
     /// in `tx` as usual).
     pub non_ip_bypassed: Count,
+}
+
+/// The answers to frames too long for the outgoing interface (`oversize`): each such
+/// frame is dropped, and counted once here, in one of the fields. The replies leave the
+/// other way (and count there in `originated` and `tx`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PmtuStats {
+    /// ICMP Fragmentation Needed (type 3 code 4, RFC 1191) sent to IPv4 senders (DF set).
+    pub frag_needed: Count,
+    /// ICMPv6 Packet Too Big (type 2, RFC 4443 / RFC 8201) sent.
+    pub packet_too_big: Count,
+    /// Replies the rate limit ([`BridgeConfig::icmp_rate`]) held back.
+    pub rate_limited: u64,
+    /// IPv4 packets without DF: dropped without a reply (weir does not fragment).
+    pub df_clear: u64,
+    /// Frames no reply is due for (not IP, an ICMP error, a non-initial fragment, a
+    /// source or destination that is not one host, malformed, no room on the way back;
+    /// see [`weir_wire::pmtu::NoReply`]), or that found the packet pool empty.
+    pub not_answered: u64,
+}
+
+impl PmtuStats {
+    /// The replies sent (both kinds).
+    pub fn sent(&self) -> Count {
+        self.frag_needed + self.packet_too_big
+    }
 }
 
 /// Super-packets and the segments they made.
@@ -232,8 +288,18 @@ pub enum PcapSpec {
 
 struct Lane {
     dir: Direction,
-    /// Longest frame the outgoing interface takes (MTU + Ethernet header + one VLAN tag).
-    max_frame: usize,
+    /// The outgoing interface's MTU.
+    mtu: u32,
+    /// The incoming interface's MTU (what ICMP replies leave by).
+    reply_mtu: u32,
+    /// Rate limit of the ICMP replies to this lane's `oversize` frames (one token each).
+    icmp: Option<TokenBucket>,
+    /// ICMP replies to frames received this way, waiting to leave the other way (moved to
+    /// the other lane's backlog after each receive).
+    replies: Vec<PktId>,
+    /// The first segment of a super-packet too long for the outgoing interface (quoted in
+    /// the ICMP reply), [`COPY_BUF`] bytes.
+    seg_buf: Vec<u8>,
     rx: RxRing,
     tx: TxRing,
     /// Released packets waiting for TX ring room, in order.
@@ -410,11 +476,24 @@ impl Bridge {
             PcapSpec::Both(w) => (Some(w), None, None),
             PcapSpec::PerDirection { outbound, inbound } => (None, outbound, inbound),
         };
+        let icmp = match cfg.icmp_rate {
+            0 => None,
+            // one byte a reply: `icmp_rate` bytes a second, `icmp_burst` bytes deep
+            r => Some(TokenBucket::new(
+                weir_core::Rate::from_bps(u64::from(r) * 8),
+                cfg.icmp_burst.max(1),
+                Instant::ZERO,
+            )),
+        };
+        let mtu = |i: &str| crate::ethtool::mtu(i).map_err(|e| BridgeError::Other(e.to_string()));
         let lane = |dir, rx: &str, tx: &str, pcap| -> Result<Lane, BridgeError> {
-            let mtu = crate::ethtool::mtu(tx).map_err(|e| BridgeError::Other(e.to_string()))?;
             Ok(Lane {
                 dir,
-                max_frame: mtu as usize + 14 + 4,
+                mtu: mtu(tx)?,
+                reply_mtu: mtu(rx)?,
+                icmp,
+                replies: Vec::with_capacity(64),
+                seg_buf: vec![0; COPY_BUF],
                 rx: RxRing::open(rx, cfg.ring)?,
                 tx: TxRing::open(tx, cfg.ring)?,
                 backlog: VecDeque::new(),
@@ -494,6 +573,7 @@ impl Bridge {
                 transmit(
                     &mut self.device,
                     lane.dir,
+                    lane.mtu,
                     &mut lane.backlog,
                     &mut lane.tx,
                     &mut lane.stats,
@@ -505,6 +585,9 @@ impl Bridge {
                     ts,
                 );
             }
+            // ICMP replies leave by the interface the frame came in by: next turn
+            self.inb.backlog.extend(self.out.replies.drain(..));
+            self.out.backlog.extend(self.inb.replies.drain(..));
             self.last_poll = now;
             self.poll_control(now);
             if now >= next_stats {
@@ -776,11 +859,13 @@ impl Bridge {
                 }
             }
         }
-        for lane in [&mut self.out, &mut self.inb] {
+        // the ICMP replies to one lane's oversize frames leave by the other
+        let replies = [self.inb.stats.pmtu.sent(), self.out.stats.pmtu.sent()];
+        for (lane, replies) in [&mut self.out, &mut self.inb].into_iter().zip(replies) {
             lane.stats.kernel_rx_drops += lane.rx.kernel_drops();
             lane.stats.duplicated = self.device.duplicated(lane.dir);
             lane.stats.non_ip_bypassed = self.device.bypassed(lane.dir);
-            lane.stats.originated = self.device.originated(lane.dir);
+            lane.stats.originated = self.device.originated(lane.dir) + replies;
             lane.stats.consumed = self.device.consumed(lane.dir);
             lane.stats.mss = self.device.mss_stats(lane.dir);
             lane.stats.tcr = self.device.tcr_stats(lane.dir);
@@ -845,6 +930,9 @@ impl Bridge {
         self.device.purge(&mut cx, DropCause::Shutdown);
         for lane in [&mut self.out, &mut self.inb] {
             while let Some(id) = lane.backlog.pop_front() {
+                cx.drop_later(id, DropCause::Shutdown);
+            }
+            for id in lane.replies.drain(..) {
                 cx.drop_later(id, DropCause::Shutdown);
             }
         }
@@ -918,7 +1006,11 @@ fn receive(
         };
         let mut sink = Sink {
             dir: lane.dir,
-            max_frame: lane.max_frame,
+            mtu: lane.mtu,
+            reply_mtu: lane.reply_mtu,
+            icmp: &mut lane.icmp,
+            replies: &mut lane.replies,
+            seg_buf: &mut lane.seg_buf[..],
             device,
             stats: &mut lane.stats,
             pool,
@@ -974,7 +1066,14 @@ struct Received {
 /// packet pool, completed (VLAN tag, checksum) and handed to the lane's pipeline.
 struct Sink<'a> {
     dir: Direction,
-    max_frame: usize,
+    /// The outgoing interface's MTU, and the incoming one's (for ICMP replies).
+    mtu: u32,
+    reply_mtu: u32,
+    icmp: &'a mut Option<TokenBucket>,
+    /// ICMP replies made, to leave the other way.
+    replies: &'a mut Vec<PktId>,
+    /// Room for a super-packet's first segment ([`COPY_BUF`] bytes).
+    seg_buf: &'a mut [u8],
     device: &'a mut Device,
     stats: &'a mut LaneStats,
     pool: &'a mut Pool,
@@ -990,17 +1089,13 @@ impl Sink<'_> {
     fn frame(&mut self, data: &[u8], rx: Received, scratch: &mut Vec<u8>) {
         let mut vnet = rx.vnet;
         if !vnet.is_gso() {
-            return self.single(data, rx);
+            return self.single(data, rx, scratch);
         }
         let data = match rx.vlan {
             Some(tag) if data.len() >= 12 => {
-                scratch.clear();
-                scratch.extend_from_slice(&data[..12]);
-                scratch.extend_from_slice(&tag_bytes(tag));
-                scratch.extend_from_slice(&data[12..]);
                 vnet.csum_start = vnet.csum_start.saturating_add(4);
                 self.stats.vlan_restored += 1;
-                &scratch[..]
+                with_tag(data, tag, scratch)
             }
             _ => data,
         };
@@ -1012,10 +1107,17 @@ impl Sink<'_> {
                 return;
             }
         };
-        if seg.max_segment_len() > self.max_frame {
-            // the sender's segment size does not fit the outgoing interface's MTU
+        if seg.max_segment_len() > pmtu::max_frame_len(data, self.mtu) {
+            // the sender's segment size does not fit the outgoing interface's MTU: tell it,
+            // quoting the first segment (as it would have left)
             self.stats.rx.add(data.len() as u32);
-            self.stats.oversize.add(data.len() as u32);
+            let buf = std::mem::take(&mut self.seg_buf);
+            let first = match seg.write(0, buf) {
+                Ok(n) => &buf[..n],
+                Err(_) => data,
+            };
+            self.over_mtu(first, data.len() as u32);
+            self.seg_buf = buf;
             return;
         }
         self.stats.gso.super_packets += 1;
@@ -1027,11 +1129,11 @@ impl Sink<'_> {
                 self.stats.pool_exhausted.add(len);
                 continue;
             };
-            // cannot fail: the slot holds max_frame bytes and the segment was checked
+            // fails only for a segment within a jumbo MTU but longer than a packet slot
             match seg.write(i, self.pool.slot_mut(id)) {
                 Ok(n) => self.admit(id, n),
                 Err(_) => {
-                    self.stats.oversize.add(len);
+                    self.stats.truncated.add(len);
                     self.pool.free(id);
                 }
             }
@@ -1039,14 +1141,22 @@ impl Sink<'_> {
     }
 
     /// A frame that is not a super-packet: copy, restore its VLAN tag, complete its
-    /// checksum.
-    fn single(&mut self, data: &[u8], rx: Received) {
+    /// checksum. `scratch` holds the tagged frame if it is too long to forward.
+    fn single(&mut self, data: &[u8], rx: Received, scratch: &mut Vec<u8>) {
         let tagged = rx.vlan.is_some() && data.len() >= 12;
         let len = data.len() + if tagged { 4 } else { 0 };
         self.stats.rx.add(len as u32);
-        if len > self.max_frame {
+        let limit = match rx.vlan {
+            Some((tpid, _)) if tagged => pmtu::frame_limit(tpid, self.mtu),
+            _ => pmtu::max_frame_len(data, self.mtu),
+        };
+        if len > limit {
             // the kernel would refuse it on the way out
-            self.stats.oversize.add(len as u32);
+            let frame = match rx.vlan {
+                Some(tag) if tagged => with_tag(data, tag, scratch),
+                _ => data,
+            };
+            self.over_mtu(frame, len as u32);
             return;
         }
         if len > self.pool.slot_size() {
@@ -1091,6 +1201,39 @@ impl Sink<'_> {
         self.admit(id, len);
     }
 
+    /// A frame (`counted` bytes as received) too long for the outgoing interface: drop
+    /// it, and tell its sender the MTU if it asked not to be fragmented (rate-limited).
+    fn over_mtu(&mut self, frame: &[u8], counted: u32) {
+        self.stats.oversize.add(counted);
+        let st = &mut self.stats.pmtu;
+        let Some(bucket) = self.icmp.as_mut() else {
+            st.not_answered += 1;
+            return;
+        };
+        let Some(id) = self.pool.alloc() else {
+            st.not_answered += 1;
+            return;
+        };
+        match pmtu::too_big_reply(self.pool.slot_mut(id), frame, self.mtu, self.reply_mtu) {
+            Ok(r) if bucket.try_consume(1, self.now) => {
+                let m = self.pool.meta_mut(id);
+                m.len = r.len as u32;
+                m.dir = self.dir.reverse();
+                m.arrival = self.now;
+                match r.version {
+                    weir_wire::ip::Version::V4 => st.frag_needed.add(r.len as u32),
+                    weir_wire::ip::Version::V6 => st.packet_too_big.add(r.len as u32),
+                }
+                self.replies.push(id);
+                return;
+            }
+            Ok(_) => st.rate_limited += 1,
+            Err(NoReply::MayFragment) => st.df_clear += 1,
+            Err(_) => st.not_answered += 1,
+        }
+        self.pool.free(id);
+    }
+
     /// Hand a packet of `len` bytes in the pool to the device.
     fn admit(&mut self, id: PktId, len: usize) {
         self.pool.meta_mut(id).len = len as u32;
@@ -1107,6 +1250,16 @@ impl Sink<'_> {
     }
 }
 
+/// `data` with the VLAN tag the device stripped put back after the MAC addresses, in
+/// `scratch` (`data` is at least 12 bytes long).
+fn with_tag<'s>(data: &[u8], tag: (u16, u16), scratch: &'s mut Vec<u8>) -> &'s [u8] {
+    scratch.clear();
+    scratch.extend_from_slice(&data[..12]);
+    scratch.extend_from_slice(&tag_bytes(tag));
+    scratch.extend_from_slice(&data[12..]);
+    scratch
+}
+
 /// The 4 bytes of an 802.1Q/802.1ad tag.
 fn tag_bytes((tpid, tci): (u16, u16)) -> [u8; 4] {
     let (a, b) = (tpid.to_be_bytes(), tci.to_be_bytes());
@@ -1121,11 +1274,13 @@ fn settle(stats: &mut LaneStats, pool: &mut Pool, dropped: &mut Vec<(PktId, Drop
     }
 }
 
-/// Move released packets into the TX ring; keep what does not fit in the backlog.
+/// Move released packets into the TX ring (frames over `mtu` dropped as `oversize`); keep
+/// what does not fit in the backlog.
 #[allow(clippy::too_many_arguments)]
 fn transmit(
     device: &mut Device,
     dir: Direction,
+    mtu: u32,
     backlog: &mut VecDeque<PktId>,
     tx: &mut TxRing,
     stats: &mut LaneStats,
@@ -1151,6 +1306,13 @@ fn transmit(
             }
         };
         let data = pool.data(id);
+        if pmtu::over_mtu(data, mtu) {
+            // the kernel would refuse it; frames received were checked on the way in, so
+            // only a packet the engine made itself can get here
+            stats.oversize.add(data.len() as u32);
+            pool.free(id);
+            continue;
+        }
         let ok = tx.push_with(|buf| {
             let n = data.len().min(buf.len());
             buf[..n].copy_from_slice(&data[..n]);
@@ -1172,3 +1334,6 @@ fn transmit(
         let _ = tx.flush();
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -95,15 +95,21 @@ impl Drop for Weir {
 
 fn check_no_unnamed_loss(r: &BridgeReport) {
     for l in [&r.outbound, &r.inbound] {
-        // every frame read was sent, or dropped with a reason, or still counted at shutdown
-        let accounted = l.tx.packets
+        // every frame read (or made by weir: `originated`, ICMP replies included) was
+        // sent, or dropped with a reason, or still counted at shutdown
+        let accounted = l.consumed.packets
+            + l.tx.packets
             + l.dropped.packets
             + l.truncated.packets
             + l.oversize.packets
             + l.pool_exhausted.packets
             + l.offload_errors.total().packets
             + l.shutdown_drops.packets;
-        assert_eq!(l.rx.packets, accounted, "{l:?}");
+        assert_eq!(
+            l.rx.packets + l.duplicated.packets + l.originated.packets,
+            accounted,
+            "{l:?}"
+        );
         assert_eq!(
             l.truncated.packets, 0,
             "frames longer than weir could read: {l:?}"
@@ -397,8 +403,9 @@ fn aqm_counters_reach_the_final_report() {
     assert_eq!(aqm["ack_filter_drops"].as_u64(), Some(0), "{v}");
 }
 
-/// A frame longer than the outgoing interface's MTU is dropped and counted (`oversize`)
-/// and does not hold up the frames behind it.
+/// A frame longer than the outgoing interface's MTU is dropped and counted (`oversize`),
+/// its sender gets an ICMP Fragmentation Needed (Linux sets DF on UDP by default), and it
+/// does not hold up the frames behind it.
 #[test]
 fn oversize_frames_are_named_and_do_not_stall() {
     if skip_unless_root("oversize_frames_are_named_and_do_not_stall") {
@@ -437,6 +444,11 @@ fn oversize_frames_are_named_and_do_not_stall() {
     let r = w.stop();
     assert_eq!(got, vec![10, 100, 100, 100, 100, 100], "{r:?}");
     assert_eq!(r.outbound.oversize.packets, 1, "{r:?}");
+    assert_eq!(r.outbound.pmtu.frag_needed.packets, 1, "{r:?}");
+    assert_eq!(
+        r.inbound.originated.packets, 1,
+        "the reply went back: {r:?}"
+    );
     check_no_unnamed_loss(&r);
 }
 

@@ -186,6 +186,14 @@ pub fn bridge(
                 l.csum_filled, l.vlan_restored, l.kernel_rx_drops, l.tx_ring_full, l.tx_rejected
             );
         }
+        for (name, l) in [("outbound", &report.outbound), ("inbound", &report.inbound)] {
+            if let Some(line) = serde_json::to_value(l)
+                .ok()
+                .and_then(|v| crate::stats::pmtu_line(&v))
+            {
+                println!("{name}: {line}");
+            }
+        }
         println!(
             "policy generation {} ({} reloads refused)",
             report.policy_generation, report.reloads_refused
@@ -205,6 +213,13 @@ pub fn bridge(
                  frames longer than weir's 2 KB packet slots (jumbo frames), or super-packets that \
                  found the socket's copy queue full (see docs/live.md)",
                 l.truncated.packets
+            );
+        }
+        if l.oversize.packets > 0 {
+            eprintln!(
+                "weir: warning: {} frames arriving on {from} were longer than the other interface's MTU \
+                 and were dropped (senders told with ICMP where due; see docs/live.md, \"Frames over the MTU\")",
+                l.oversize.packets
             );
         }
         let e = l.offload_errors.total();

@@ -17,6 +17,24 @@ pub struct Args {
     watch: bool,
 }
 
+/// What the senders of a lane's frames over the MTU were told (`lane.pmtu` of the
+/// statistics document); `None` when no frame was over the MTU.
+pub fn pmtu_line(lane: &serde_json::Value) -> Option<String> {
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    if n(&lane["oversize"]["packets"]) == 0 {
+        return None;
+    }
+    let p = &lane["pmtu"];
+    Some(format!(
+        "over MTU: {} ICMP frag-needed + {} ICMPv6 packet-too-big sent back; no reply: {} rate-limited, {} IPv4 without DF, {} not due",
+        n(&p["frag_needed"]["packets"]),
+        n(&p["packet_too_big"]["packets"]),
+        n(&p["rate_limited"]),
+        n(&p["df_clear"]),
+        n(&p["not_answered"])
+    ))
+}
+
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     loop {
         let doc = weir_io::stats::query(&a.socket)?;
@@ -106,10 +124,14 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             for dir in ["outbound", "inbound"] {
                 let lane = &v[dir]["lane"];
                 println!(
-                    "\n{dir}: rx {} frames, tx {} frames, dropped {}, truncated {}, pool exhausted {}",
+                    "\n{dir}: rx {} frames, tx {} frames, dropped {}, truncated {}, over MTU {}, pool exhausted {}",
                     lane["rx"]["packets"], lane["tx"]["packets"], lane["dropped"]["packets"],
-                    lane["truncated"]["packets"], lane["pool_exhausted"]["packets"]
+                    lane["truncated"]["packets"], lane["oversize"]["packets"],
+                    lane["pool_exhausted"]["packets"]
                 );
+                if let Some(line) = pmtu_line(lane) {
+                    println!("  {line}");
+                }
                 let m = &lane["mss"];
                 let n = |k: &str| m[k].as_u64().unwrap_or(0);
                 if n("lowered")
@@ -145,5 +167,29 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pmtu_line;
+    use serde_json::json;
+
+    #[test]
+    fn the_over_mtu_line() {
+        let lane = json!({
+            "oversize": { "packets": 9, "bytes": 13_500 },
+            "pmtu": {
+                "frag_needed": { "packets": 5, "bytes": 2950 },
+                "packet_too_big": { "packets": 1, "bytes": 1294 },
+                "rate_limited": 2, "df_clear": 1, "not_answered": 0,
+            },
+        });
+        assert_eq!(
+            pmtu_line(&lane).unwrap(),
+            "over MTU: 5 ICMP frag-needed + 1 ICMPv6 packet-too-big sent back; no reply: 2 rate-limited, 1 IPv4 without DF, 0 not due"
+        );
+        assert_eq!(pmtu_line(&json!({ "oversize": { "packets": 0 } })), None);
+        assert_eq!(pmtu_line(&json!({})), None);
     }
 }

@@ -195,13 +195,13 @@ const MAX_OPTIONS: usize = tcp::MAX_HEADER_LEN - tcp::HEADER_LEN;
 
 /// Which IP header to write.
 #[derive(Clone, Copy)]
-enum IpSpec<'a> {
+pub(crate) enum IpSpec<'a> {
     V4(&'a Ipv4Spec),
     V6(&'a Ipv6Spec),
 }
 
 impl IpSpec<'_> {
-    fn header_len(self) -> usize {
+    pub(crate) fn header_len(self) -> usize {
         match self {
             IpSpec::V4(_) => ipv4::HEADER_LEN,
             IpSpec::V6(_) => ipv6::HEADER_LEN,
@@ -234,7 +234,7 @@ fn write_eth(buf: &mut [u8], eth: &EthSpec, ethertype: u16) -> usize {
 }
 
 /// Writes the IP header for an upper-layer message of `l4_len` bytes.
-fn write_ip(buf: &mut [u8], ip: IpSpec<'_>, proto: u8, l4_len: usize) -> Result<()> {
+pub(crate) fn write_ip(buf: &mut [u8], ip: IpSpec<'_>, proto: u8, l4_len: usize) -> Result<()> {
     match ip {
         IpSpec::V4(s) => {
             let total = u16::try_from(ipv4::HEADER_LEN + l4_len)

@@ -60,6 +60,7 @@ pub mod ipv4;
 pub mod ipv6;
 pub mod mss;
 pub mod parse;
+pub mod pmtu;
 pub mod tcp;
 pub mod udp;
 pub mod vnet;

@@ -210,6 +210,32 @@ pub fn render(doc: &str) -> Result<String, String> {
             &d,
             num(&lane["kernel_rx_drops"]),
         );
+        m.count(
+            ("weir_oversize_packets", "weir_oversize_bytes"),
+            "Frames longer than the outgoing interface's MTU, dropped",
+            &d,
+            &lane["oversize"],
+        );
+        let pmtu = &lane["pmtu"];
+        for (kind, key) in [
+            ("frag_needed", "frag_needed"),
+            ("packet_too_big", "packet_too_big"),
+        ] {
+            m.counter(
+                "weir_pmtu_replies",
+                "ICMP replies sent to the senders of frames over the MTU",
+                &labels(&[("direction", dir), ("kind", kind)]),
+                num(&pmtu[key]["packets"]),
+            );
+        }
+        for reason in ["rate_limited", "df_clear", "not_answered"] {
+            m.counter(
+                "weir_pmtu_unanswered",
+                "Frames over the MTU whose sender got no ICMP reply",
+                &labels(&[("direction", dir), ("reason", reason)]),
+                num(&pmtu[reason]),
+            );
+        }
         match &v[dir]["pipeline"] {
             Value::Null => {}
             p => {
@@ -497,6 +523,51 @@ mod tests {
         )
         .is_some());
         assert!(text.trim_end().ends_with("# EOF"));
+    }
+
+    /// Frames over the MTU and the ICMP replies: per direction, replies by kind, frames
+    /// without a reply by reason.
+    #[test]
+    fn frames_over_the_mtu_and_their_replies() {
+        let mut v: Value = serde_json::from_str(&doc()).unwrap();
+        v["outbound"]["lane"] = json!({
+            "oversize": { "packets": 9, "bytes": 13_500 },
+            "pmtu": {
+                "frag_needed": { "packets": 5, "bytes": 2950 },
+                "packet_too_big": { "packets": 1, "bytes": 1294 },
+                "rate_limited": 2, "df_clear": 1, "not_answered": 0,
+            },
+        });
+        let text = render(&v.to_string()).unwrap();
+        let out = r#"direction="outbound""#;
+        assert_eq!(sample(&text, "weir_oversize_packets_total", out), Some(9.0));
+        assert_eq!(
+            sample(&text, "weir_oversize_bytes_total", out),
+            Some(13_500.0)
+        );
+        for (kind, want) in [("frag_needed", 5.0), ("packet_too_big", 1.0)] {
+            let l = format!(r#"direction="outbound",kind="{kind}""#);
+            assert_eq!(
+                sample(&text, "weir_pmtu_replies_total", &l),
+                Some(want),
+                "{text}"
+            );
+        }
+        for (reason, want) in [
+            ("rate_limited", 2.0),
+            ("df_clear", 1.0),
+            ("not_answered", 0.0),
+        ] {
+            let l = format!(r#"direction="outbound",reason="{reason}""#);
+            assert_eq!(
+                sample(&text, "weir_pmtu_unanswered_total", &l),
+                Some(want),
+                "{text}"
+            );
+        }
+        // a lane without the fields (an older weir) counts zero
+        let l = r#"direction="inbound""#;
+        assert_eq!(sample(&text, "weir_oversize_packets_total", l), Some(0.0));
     }
 
     #[test]

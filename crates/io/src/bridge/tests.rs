@@ -1,0 +1,282 @@
+//! The receive path's handling of frames over the egress MTU, without sockets: frames go
+//! straight into a [`Sink`] (what `receive` builds for each frame of a ring).
+
+use super::*;
+use weir_wire::build::{self, EthSpec, Ipv4Spec, Ipv6Spec, TcpSpec};
+use weir_wire::vnet::gso_type;
+use weir_wire::{icmp, icmpv6, parse_frame};
+
+const MTU: u32 = 1400;
+
+/// One lane's receive side: the device, the pool, the counters, the reply bucket.
+struct Rx {
+    device: Device,
+    pool: Pool,
+    rng: Rng,
+    dropped: Vec<(PktId, DropCause)>,
+    stats: LaneStats,
+    icmp: Option<TokenBucket>,
+    replies: Vec<PktId>,
+    seg_buf: Vec<u8>,
+    scratch: Vec<u8>,
+}
+
+impl Rx {
+    /// Replies limited to `rate` a second, `burst` deep (as `Bridge::open` makes them).
+    fn new(rate: u32, burst: u32) -> Rx {
+        Rx {
+            device: Device::passthrough(),
+            pool: Pool::new(256, 2052),
+            rng: Rng::new(1),
+            dropped: vec![],
+            stats: LaneStats::default(),
+            icmp: Some(TokenBucket::new(
+                weir_core::Rate::from_bps(u64::from(rate) * 8),
+                burst,
+                Instant::ZERO,
+            )),
+            replies: vec![],
+            seg_buf: vec![0; COPY_BUF],
+            scratch: vec![],
+        }
+    }
+
+    /// A frame as the ring gives it, outbound (towards an interface of MTU 1400; the
+    /// frames came in by one of 1500), at `now`.
+    fn feed(&mut self, frame: &[u8], vnet: VnetHdr, vlan: Option<(u16, u16)>, now: Instant) {
+        let mut sink = Sink {
+            dir: Direction::Outbound,
+            mtu: MTU,
+            reply_mtu: 1500,
+            icmp: &mut self.icmp,
+            replies: &mut self.replies,
+            seg_buf: &mut self.seg_buf[..],
+            device: &mut self.device,
+            stats: &mut self.stats,
+            pool: &mut self.pool,
+            rng: &mut self.rng,
+            dropped: &mut self.dropped,
+            now,
+            arrival: now,
+        };
+        let rx = Received {
+            vlan,
+            csum_not_ready: false,
+            vnet,
+        };
+        sink.frame(frame, rx, &mut self.scratch);
+    }
+
+    fn single(&mut self, frame: &[u8], now: Instant) {
+        self.feed(frame, VnetHdr::default(), None, now);
+    }
+
+    /// Frames the device forwards (each freed).
+    fn forwarded(&mut self) -> Vec<usize> {
+        let mut cx = Ctx::new(
+            Instant::ZERO,
+            &mut self.pool,
+            &mut self.rng,
+            &mut self.dropped,
+        );
+        let mut ids = vec![];
+        while let Some(id) = self.device.poll_transmit(Direction::Outbound, &mut cx) {
+            ids.push(id);
+        }
+        ids.into_iter()
+            .map(|id| {
+                let n = self.pool.len(id) as usize;
+                self.pool.free(id);
+                n
+            })
+            .collect()
+    }
+
+    /// Every oversize frame is in exactly one of the `pmtu` counters.
+    fn check_identity(&self) {
+        let p = &self.stats.pmtu;
+        assert_eq!(
+            self.stats.oversize.packets,
+            p.sent().packets + p.rate_limited + p.df_clear + p.not_answered,
+            "{:?}",
+            self.stats
+        );
+    }
+}
+
+/// An Ethernet/IPv4/UDP frame whose IP packet is `ip_len` bytes long.
+fn udp4(ip_len: usize, df: bool) -> Vec<u8> {
+    let mut f = vec![0u8; 2048];
+    let ip = Ipv4Spec {
+        dont_frag: df,
+        ..Ipv4Spec::default()
+    };
+    let n = build::udp_v4_frame(
+        &mut f,
+        &EthSpec::default(),
+        &ip,
+        1,
+        2,
+        &vec![0; ip_len - 28],
+    )
+    .unwrap();
+    f.truncate(n);
+    f
+}
+
+#[test]
+fn over_mtu_frames_are_answered_at_a_limited_rate() {
+    let mut rx = Rx::new(10, 10);
+    // the largest packet that fits passes; one byte more does not
+    rx.single(&udp4(1400, true), Instant::ZERO);
+    assert_eq!(rx.forwarded(), vec![1414]);
+    for _ in 0..15 {
+        rx.single(&udp4(1401, true), Instant::ZERO);
+    }
+    let p = &rx.stats.pmtu;
+    assert_eq!(rx.stats.oversize.packets, 15);
+    assert_eq!(rx.stats.oversize.bytes, 15 * 1415);
+    assert_eq!((p.frag_needed.packets, p.rate_limited), (10, 5));
+    assert_eq!(rx.stats.rx.packets, 16);
+    assert!(
+        rx.forwarded().is_empty(),
+        "nothing over the MTU reaches the device"
+    );
+    // the bucket earns one reply per 100 ms
+    rx.single(&udp4(1500, true), Instant::ZERO + Duration::from_millis(99));
+    assert_eq!(rx.stats.pmtu.rate_limited, 6);
+    rx.single(
+        &udp4(1500, true),
+        Instant::ZERO + Duration::from_millis(100),
+    );
+    assert_eq!(rx.stats.pmtu.frag_needed.packets, 11);
+    rx.check_identity();
+    // the replies: back the other way, Fragmentation Needed with MTU 1400, 576 bytes of IP
+    assert_eq!(rx.replies.len(), 11);
+    assert_eq!(rx.stats.pmtu.frag_needed.bytes, 11 * (14 + 576));
+    for &id in &rx.replies {
+        assert_eq!(rx.pool.meta(id).dir, Direction::Inbound);
+        let f = rx.pool.data(id);
+        let p = parse_frame(f).unwrap();
+        let m = icmp::Packet::new_checked(&f[p.l4_offset.unwrap()..p.l3_end]).unwrap();
+        assert_eq!(
+            (m.msg_type(), m.msg_code(), m.rest_of_header()),
+            (3, 4, MTU)
+        );
+        assert!(m.verify_checksum());
+        assert_eq!(p.src_ip, Some(Ipv4Spec::default().dst.into()));
+    }
+}
+
+#[test]
+fn what_gets_no_reply_is_counted_by_reason() {
+    let mut rx = Rx::new(10, 10);
+    rx.single(&udp4(1500, false), Instant::ZERO);
+    assert_eq!(rx.stats.pmtu.df_clear, 1);
+    let mut arp = vec![0u8; 1500];
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    rx.single(&arp, Instant::ZERO);
+    assert_eq!(rx.stats.pmtu.not_answered, 1);
+    let mut f = vec![0u8; 2048];
+    let n = build::udp_v6_frame(
+        &mut f,
+        &EthSpec::default(),
+        &Ipv6Spec::default(),
+        1,
+        2,
+        &[0; 1452],
+    )
+    .unwrap();
+    rx.single(&f[..n], Instant::ZERO);
+    let p = &rx.stats.pmtu;
+    assert_eq!(p.packet_too_big.packets, 1);
+    let r = rx.pool.data(rx.replies[0]);
+    assert_eq!(r.len(), 14 + 1280, "as much as fits in 1280 bytes");
+    let m = icmpv6::Packet::new_checked(&r[14 + 40..]).unwrap();
+    assert_eq!(m.mtu(), Some(MTU));
+    assert_eq!(rx.stats.oversize.packets, 3);
+    rx.check_identity();
+    // without a bucket (icmp_rate 0): never a reply
+    rx.icmp = None;
+    rx.single(&udp4(1500, true), Instant::ZERO);
+    assert_eq!(rx.stats.pmtu.not_answered, 2);
+    rx.check_identity();
+    assert_eq!(rx.pool.in_use(), 1, "only the one reply holds a slot");
+}
+
+/// The 4 bytes of slack are for a frame's own 802.1Q tag: an untagged frame gets none, a
+/// tag the device stripped gets it back, and the reply carries the tag.
+#[test]
+fn vlan_slack_only_for_tagged_frames() {
+    let mut rx = Rx::new(10, 10);
+    for ip_len in 1401..=1404 {
+        rx.single(&udp4(ip_len, true), Instant::ZERO);
+    }
+    assert_eq!(rx.stats.oversize.packets, 4);
+    let tag = Some((0x8100, 7));
+    rx.feed(&udp4(1400, true), VnetHdr::default(), tag, Instant::ZERO);
+    assert_eq!(rx.forwarded(), vec![1418]);
+    rx.feed(&udp4(1401, true), VnetHdr::default(), tag, Instant::ZERO);
+    assert_eq!(rx.stats.oversize.packets, 5);
+    let r = rx.pool.data(*rx.replies.last().unwrap());
+    assert_eq!(&r[12..16], &[0x81, 0x00, 0x00, 0x07], "the tag kept");
+    let m = icmp::Packet::new_checked(&r[18 + 20..]).unwrap();
+    assert_eq!(m.rest_of_header(), MTU);
+    rx.check_identity();
+}
+
+/// A TSO super-packet whose segments would be 1500-byte packets: dropped whole, one
+/// reply, quoting its first segment as it would have left (IP total length 1500).
+#[test]
+fn a_super_packet_too_long_is_answered_once_with_its_first_segment() {
+    let mut rx = Rx::new(10, 10);
+    let mut f = vec![0u8; 8192];
+    let tcp = TcpSpec {
+        seq: 1000,
+        ack: 1,
+        flags: weir_wire::tcp::TcpFlags::ACK,
+        window: 100,
+        ..TcpSpec::default()
+    };
+    let n = build::tcp_v4_frame(
+        &mut f,
+        &EthSpec::default(),
+        &Ipv4Spec::default(),
+        &tcp,
+        &[7; 3 * 1460],
+    )
+    .unwrap();
+    let vnet = VnetHdr {
+        gso_type: gso_type::TCPV4,
+        gso_size: 1460,
+        ..VnetHdr::default()
+    };
+    rx.feed(&f[..n], vnet, None, Instant::ZERO);
+    assert_eq!(rx.stats.oversize.packets, 1);
+    assert_eq!(rx.stats.oversize.bytes, n as u64);
+    assert_eq!(rx.stats.rx.packets, 1);
+    assert_eq!(rx.stats.gso.super_packets, 0);
+    assert_eq!(rx.stats.pmtu.frag_needed.packets, 1);
+    let r = rx.pool.data(rx.replies[0]);
+    let quoted = weir_wire::ipv4::Packet::new_checked(&r[14 + 28..]).unwrap_err();
+    // the quote is cut at 548 bytes: its IP header says 1500, the whole first segment
+    assert_eq!(quoted, weir_wire::Error::Truncated);
+    assert_eq!(&r[14 + 28 + 2..14 + 28 + 4], &1500u16.to_be_bytes());
+    assert!(rx.forwarded().is_empty());
+    // the same sender after path MTU discovery: segments of 1360 bytes pass, cut
+    let n = build::tcp_v4_frame(
+        &mut f,
+        &EthSpec::default(),
+        &Ipv4Spec::default(),
+        &tcp,
+        &[7; 3 * 1360],
+    )
+    .unwrap();
+    let vnet = VnetHdr {
+        gso_size: 1360,
+        ..vnet
+    };
+    rx.feed(&f[..n], vnet, None, Instant::ZERO);
+    assert_eq!(rx.forwarded(), vec![1414; 3]);
+    rx.check_identity();
+}
