@@ -102,7 +102,10 @@ fn quick_rrul_at_10mbit_50ms() {
     // acceptance checks (2 ms, 95 %) are judged on a quiet machine, the quick run here
     // with the margins below (a quiet machine: +2.2 ms, 94.9 % / 95.6 %)
     for line in stdout.lines().filter(|l| l.starts_with("FAIL ")) {
-        assert!(line.starts_with("FAIL rrul_be 10Mbit 50ms weir:fq_cobalt: "), "{stdout}");
+        assert!(
+            line.starts_with("FAIL rrul_be 10Mbit 50ms weir:fq_cobalt: "),
+            "{stdout}"
+        );
         assert!(!line.contains("(testbed)"), "{line}");
     }
     for check in [
@@ -147,9 +150,12 @@ fn quick_rrul_at_10mbit_50ms() {
     }
     assert!(fq["jain"].as_f64().unwrap() > 0.95);
     let flows = fq["flows"].as_array().unwrap();
-    assert!(flows
-        .iter()
-        .all(|f| f["srtt_mean_ms"].as_f64().unwrap() < 70.0), "{fq}");
+    assert!(
+        flows
+            .iter()
+            .all(|f| f["srtt_mean_ms"].as_f64().unwrap() < 70.0),
+        "{fq}"
+    );
     let again = dir.0.join("again");
     let (code, stdout2, err) = weir(&[
         "lab",
