@@ -21,11 +21,17 @@
 //! receive timestamp, a little before the driver reads it) and every later stage at the
 //! release time of the one before it (`cx.now`).
 //!
+//! The pipeline also keeps its classes' TCP health ([`crate::conn::health`]): the device
+//! records there what the connection table made of each TCP segment (an RTT sample, a
+//! retransmission) under the class the segment was given.
+//!
 //! A pipeline built on its own by [`crate::policy::Policy::build`] (the simulator, `weir
 //! sim`, `weir check`) has no device around it: [`Pipeline::ingress`] and
 //! [`Pipeline::dequeue`] drive it with empty shared state.
 
 use crate::classify::{Classifier, Fields};
+use crate::conn::health::TcpHealth;
+use crate::conn::Observed;
 use crate::diffserv::Conditioner;
 use crate::pool::{PktId, PktQueue};
 use crate::qdisc::{Count, Ctx, DropCause};
@@ -78,6 +84,8 @@ pub struct Pipeline {
     holding: u64,
     /// Bit `i`: stage `i` may release packets on an input ([`Stage::releases_on_input`]).
     releasing: u64,
+    /// TCP health (RTT samples, retransmissions) per class of this direction's packets.
+    tcp: TcpHealth,
 }
 
 /// `holding`'s bit for "this direction has a shaper".
@@ -99,7 +107,12 @@ impl Pipeline {
         let shaped = stages.iter().any(|s| s.rank() == Rank::Shape);
         let holding = bits(&|s| s.holds()) | if shaped { SHAPED } else { 0 };
         let releasing = bits(&|s| s.releases_on_input());
+        let classes = stages
+            .iter()
+            .find_map(|s| s.as_ref().as_any().downcast_ref::<LinkShare>())
+            .map_or(0, LinkShare::num_classes);
         Pipeline {
+            tcp: TcpHealth::new(classes),
             classifier,
             stages,
             ready: PktQueue::new(),
@@ -173,6 +186,19 @@ impl Pipeline {
     /// Frames that are not IP that bypassed this direction's shaper.
     pub fn bypassed(&self) -> Count {
         self.bypassed
+    }
+
+    /// RTT samples and retransmissions per class of this direction's packets (see
+    /// [`crate::conn::health`]).
+    pub fn tcp_health(&self) -> &TcpHealth {
+        &self.tcp
+    }
+
+    /// Count what the connection table made of a TCP segment labelled `class` by this
+    /// direction (`None`: not classified).
+    #[inline]
+    pub(crate) fn record_tcp(&mut self, class: Option<u32>, o: &Observed) {
+        self.tcp.record(class, o);
     }
 
     /// Classify the frame in `pkt` from its header `fields` (`None`: it did not parse;

@@ -62,8 +62,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             let c = &v["connections"];
             if !c.is_null() {
                 println!(
-                    "connections: {} live of {}, {} inserted, {} evicted, {} expired",
-                    c["live"], c["capacity"], c["inserted"], c["evicted"], c["expired"]
+                    "connections: {} live of {}, {} inserted, {} evicted, {} expired; tcp: {} rtt samples ({} end to end), {} retransmissions",
+                    c["live"], c["capacity"], c["inserted"], c["evicted"], c["expired"],
+                    c["rtt_samples"], c["rtt_end_to_end"], c["retransmissions"]
                 );
             }
             if let Ok(a) =
@@ -103,8 +104,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                     let t: weir_core::conn::talkers::Talker = serde_json::from_value(t.clone())?;
                     let proto = weir_core::classify::Proto::name(t.proto)
                         .map_or(t.proto.to_string(), str::to_string);
+                    let rtt = match (t.rtt_ms, t.rtt_min_ms) {
+                        (Some(r), Some(m)) => format!(", rtt {r:.1} ms (least {m:.1})"),
+                        _ => String::new(),
+                    };
                     println!(
-                        "  {proto:<4} {} -> {}: {} / {} bytes, {:.0} s old",
+                        "  {proto:<4} {} -> {}: {} / {} bytes, {:.0} s old{rtt}",
                         t.orig, t.reply, t.bytes_orig, t.bytes_reply, t.age_s
                     );
                 }

@@ -112,33 +112,10 @@ fn chromium_page(
     url: &str,
     shot: &std::path::Path,
 ) -> (String, String) {
-    let profile = std::env::temp_dir().join(format!("weir-chromium-{}", std::process::id()));
-    let _rm = common::TempDir(profile.clone());
-    let mut common_args = vec![browser];
-    common_args.extend(common::CHROMIUM_HEADLESS);
-    common_args.extend([
-        "--enable-logging=stderr",
-        "--v=0",
-        "--virtual-time-budget=4000",
-        "--window-size=1280,1100",
-    ]);
-    let user_dir = format!("--user-data-dir={}", profile.display());
-    let mut argv: Vec<&str> = common_args.to_vec();
-    argv.push(&user_dir);
-    argv.extend_from_slice(&["--dump-dom", url]);
-    let out = in_ns(&t.dut, &argv).output().unwrap();
-    let dom = String::from_utf8_lossy(&out.stdout).into_owned();
-    let log = String::from_utf8_lossy(&out.stderr).into_owned();
     let shot_arg = format!("--screenshot={}", shot.display());
-    let mut argv: Vec<&str> = common_args.to_vec();
-    argv.push(&user_dir);
-    argv.extend_from_slice(&[&shot_arg, url]);
-    let s = in_ns(&t.dut, &argv).output().unwrap();
-    assert!(
-        shot.exists(),
-        "no screenshot: {}",
-        String::from_utf8_lossy(&s.stderr)
-    );
+    let (dom, log) = common::chromium_run(&t.dut, browser, &["--dump-dom", url]);
+    let (_, s) = common::chromium_run(&t.dut, browser, &[&shot_arg, url]);
+    assert!(shot.exists(), "no screenshot: {s}");
     (dom, log)
 }
 

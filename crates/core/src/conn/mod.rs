@@ -79,7 +79,9 @@
 //! # Statistics ([`ConnStats`])
 //! `live`, `inserted`, `hits`/`misses` (of `lookup_or_insert`; `lookup` is a read-only
 //! query and counts nothing), `removed` (explicit), `evicted`, `expired`, `rtt_samples`,
-//! `rtt_ambiguous` (timings cancelled by Karn's rule).
+//! `rtt_ambiguous` (timings cancelled by Karn's rule), `rtt_end_to_end` (samples that
+//! gave an end-to-end RTT: the other half had an estimate; see [`health`]),
+//! `retransmissions` (TCP segments carrying sequence space already sent).
 //! Identities: `inserted = live + removed + evicted + expired`; `misses = inserted`.
 //!
 //! # Invariants
@@ -88,6 +90,7 @@
 //! free slots are exactly those on the free list; `live <= capacity`.
 //! [`ConnTable::check`] verifies all of it (tests).
 
+pub mod health;
 pub mod talkers;
 pub mod tcp;
 
@@ -158,6 +161,12 @@ pub struct ConnStats {
     pub expired: u64,
     pub rtt_samples: u64,
     pub rtt_ambiguous: u64,
+    /// Samples that gave an end-to-end RTT (the other half had an estimate): what the
+    /// classes' histograms count ([`health`]).
+    pub rtt_end_to_end: u64,
+    /// TCP segments that carried sequence space already sent (retransmissions, or
+    /// reordering upstream).
+    pub retransmissions: u64,
 }
 
 /// One connection: its key (oriented as its first packet: originator → reply), when it
@@ -634,6 +643,8 @@ impl ConnTable {
         let r = self.conns[id.0 as usize].observe_tcp(side, seg, now);
         self.stats.rtt_samples += r.rtt_sample.is_some() as u64;
         self.stats.rtt_ambiguous += r.ambiguous as u64;
+        self.stats.rtt_end_to_end += r.rtt_total.is_some() as u64;
+        self.stats.retransmissions += r.retransmission as u64;
         r
     }
 

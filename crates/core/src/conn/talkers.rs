@@ -35,6 +35,14 @@ pub struct Talker {
     pub bytes_reply: u64,
     /// Seconds since its first packet.
     pub age_s: f64,
+    /// TCP: the smoothed end-to-end RTT (the sum of the two halves' smoothed RTTs, as
+    /// the hand passed), ms; `None` for other protocols and before both halves have a
+    /// sample.
+    #[serde(default)]
+    pub rtt_ms: Option<f64>,
+    /// TCP: the least end-to-end RTT (the sum of the halves' minima), ms.
+    #[serde(default)]
+    pub rtt_min_ms: Option<f64>,
 }
 
 impl Talker {
@@ -79,6 +87,7 @@ impl Talkers {
                 let worst = self.round.last().map_or(0, Talker::bytes);
                 if self.round.len() < self.n || bytes > worst {
                     let (o, r) = (c.orig(), c.reply());
+                    let ms = |d: Option<crate::time::Duration>| d.map(|d| d.0 as f64 / 1e6);
                     let talker = Talker {
                         proto: c.proto(),
                         orig: SocketAddr::new(o.0, o.1),
@@ -86,6 +95,8 @@ impl Talkers {
                         bytes_orig: c.bytes(Side::Orig),
                         bytes_reply: c.bytes(Side::Reply),
                         age_s: now.saturating_since(c.first_seen).as_secs_f64(),
+                        rtt_ms: ms(c.tcp().and_then(|t| t.srtt_total())),
+                        rtt_min_ms: ms(c.tcp().and_then(|t| t.rtt_min_total())),
                     };
                     let at = self.round.partition_point(|x| x.bytes() >= bytes);
                     self.round.insert(at, talker);
@@ -166,5 +177,48 @@ mod tests {
         );
         assert_eq!(best.reply.to_string(), "10.0.0.2:80");
         assert!((best.age_s - 1.0).abs() < 1e-9);
+        assert_eq!(
+            (best.rtt_ms, best.rtt_min_ms),
+            (None, None),
+            "no TCP segment seen"
+        );
+    }
+
+    /// A TCP connection's RTT: handshake halves of 10 ms (SYN → SYN-ACK) and 20 ms
+    /// (SYN-ACK → ACK), then a reply-half sample of 18 ms: srtt 10 + (18 - 10) / 8 = 11,
+    /// so 31 ms end to end, least 30 ms.
+    #[test]
+    fn tcp_talkers_carry_their_rtt() {
+        use crate::conn::Segment;
+        use weir_wire::tcp::TcpFlags;
+        let mut t = ConnTable::new(ConnConfig {
+            capacity: 4,
+            ..ConnConfig::default()
+        })
+        .unwrap();
+        let ms = |n: u64| Instant::ZERO + Duration::from_millis(n);
+        let seg = |flags: TcpFlags, seq, ack, payload_len| Segment {
+            flags,
+            seq,
+            ack,
+            window: 1000,
+            payload_len,
+            ..Segment::default()
+        };
+        let (id, _) = t.lookup_or_insert(&key(1), ms(0)).unwrap();
+        let synack = TcpFlags(TcpFlags::SYN.0 | TcpFlags::ACK.0);
+        t.observe_segment(id, Side::Orig, &seg(TcpFlags::SYN, 100, 0, 0), ms(0));
+        t.observe_segment(id, Side::Reply, &seg(synack, 500, 101, 0), ms(10));
+        t.observe_segment(id, Side::Orig, &seg(TcpFlags::ACK, 101, 501, 0), ms(30));
+        t.observe_segment(id, Side::Orig, &seg(TcpFlags::ACK, 101, 501, 1000), ms(40));
+        let o = t.observe_segment(id, Side::Reply, &seg(TcpFlags::ACK, 501, 1101, 0), ms(58));
+        assert_eq!(o.rtt_sample, Some(Duration::from_millis(18)));
+        assert_eq!(o.rtt_total, Some(Duration::from_millis(38)), "18 + 20");
+        let s = t.stats();
+        assert_eq!((s.rtt_samples, s.rtt_end_to_end), (3, 2));
+        let mut k = Talkers::new(1);
+        k.sweep(&t, 4, ms(60));
+        let x = &k.top()[0];
+        assert_eq!((x.rtt_ms, x.rtt_min_ms), (Some(31.0), Some(30.0)));
     }
 }

@@ -185,6 +185,9 @@ pub struct Observed {
     /// An RTT sample this segment completed: the round trip from the middle box to the
     /// segment's *sender* and back.
     pub rtt_sample: Option<Duration>,
+    /// With `rtt_sample`: the end-to-end RTT it gives, the sample plus the other half's
+    /// smoothed RTT (`None` while the other half has no sample).
+    pub rtt_total: Option<Duration>,
     /// The segment carried sequence space that had been sent before (a retransmission,
     /// or reordering upstream of the middle box).
     pub retransmission: bool,
@@ -323,6 +326,8 @@ impl TcpConn {
                     if answered && rtt <= MAX_RTT_US {
                         self.sample(s, rtt, fo & F_PENDING_SYN != 0);
                         out.rtt_sample = Some(Duration::from_micros(rtt as u64));
+                        out.rtt_total = (self.srtt[o] != NO_RTT)
+                            .then(|| Duration::from_micros(rtt as u64 + self.srtt[o] as u64));
                     }
                 }
             }
@@ -700,8 +705,10 @@ mod tests {
         assert_eq!(a.rtt_sample, None);
         let b = t.observe(R, &wire(synack, 0, v6), ms(10));
         assert_eq!(b.rtt_sample, dms(10));
+        assert_eq!(b.rtt_total, None, "no sample of the originator's half yet");
         let c = t.observe(O, &wire(ack, 0, v6), ms(30));
         assert_eq!(c.rtt_sample, dms(20));
+        assert_eq!(c.rtt_total, dms(30), "20 ms + the reply half's 10 ms");
     }
 
     #[test]
@@ -836,16 +843,18 @@ mod tests {
         assert!(!t.timing_pending(O));
         // R's ACK had a new TSval (7040): timed; O's next data echoes it 5 ms later.
         assert!(t.timing_pending(R));
-        assert_eq!(
-            t.observe(O, &data(2001, (650, 7040)), ms(145)).rtt_sample,
-            dms(5)
-        );
+        let o = t.observe(O, &data(2001, (650, 7040)), ms(145));
+        assert_eq!(o.rtt_sample, dms(5));
+        // end to end: 5 ms + the reply half's srtt, 10 ms
+        assert_eq!(o.rtt_total, dms(15));
         assert_eq!(t.rtt_min(O), dms(5));
         // O's 650 is timed at 145 ms; the next segment with the same TSval is not a first
         // appearance and is not timed (it would shorten the sample).
         t.observe(O, &data(3001, (650, 7040)), ms(146));
         let r = t.observe(R, &ackr(4001, (7080, 650)), ms(185));
         assert_eq!(r.rtt_sample, dms(40));
+        // O's srtt: 20 ms, then 20 + (5 - 20) / 8 = 18.125 ms; 40 + 18.125
+        assert_eq!(r.rtt_total, Some(Duration::from_micros(58_125)));
         assert_eq!(
             t.rtt_min(R),
             dms(10),

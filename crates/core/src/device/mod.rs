@@ -70,7 +70,7 @@ pub use config::{Configure, DeviceConfig, LaneConfig};
 
 use crate::admission::{Admission, AdmissionStats};
 use crate::classify::Fields;
-use crate::conn::{ConnId, ConnStats, ConnTable};
+use crate::conn::{ConnId, ConnStats, ConnTable, Observed};
 use crate::flow::FlowKey;
 use crate::flow::Side;
 use crate::pipeline::{parsed_fields, Pipeline};
@@ -211,18 +211,19 @@ impl Device {
         p: &weir_wire::Result<weir_wire::Parsed>,
         data: &[u8],
         now: Instant,
-    ) -> (ConnId, Side, apps::Seen) {
+    ) -> (ConnId, Side, apps::Seen, Observed) {
         let (mut conn, mut side, mut seen) = (ConnId::NONE, Side::Orig, apps::Seen::default());
+        let mut tcp = Observed::default();
         match (&mut self.shared.conns, p, &mut self.apps) {
             (Some(t), Ok(p), Some(a)) => {
-                (conn, side) = track(t, p, data, now);
+                (conn, side, tcp) = track(t, p, data, now);
                 seen = a.observe(t, (conn, side), p, data, now);
             }
-            (Some(t), Ok(p), None) => (conn, side) = track(t, p, data, now),
+            (Some(t), Ok(p), None) => (conn, side, tcp) = track(t, p, data, now),
             (_, Err(_), Some(a)) => a.unparsed(data.len()),
             _ => {}
         }
-        (conn, side, seen)
+        (conn, side, seen, tcp)
     }
 
     /// Update the discovery tree's current rates (the statistics publisher calls this
@@ -378,7 +379,7 @@ impl Device {
                 return Ok(());
             }
         }
-        let (conn, side, seen) = self.watch(&p, cx.pool.data(pkt), cx.now);
+        let (conn, side, seen, tcp) = self.watch(&p, cx.pool.data(pkt), cx.now);
         cx.pool.meta_mut(pkt).conn = conn.0;
         let parsed = p.as_ref().ok();
         let lane = &mut self.lanes[d];
@@ -410,6 +411,8 @@ impl Device {
             let class = a.class(t, conn, d, m.class, default);
             cx.pool.meta_mut(pkt).class = class;
         }
+        // the segment's RTT sample and retransmission count for the class it was given
+        lane.record_tcp(labelled.then(|| cx.pool.meta(pkt).class), &tcp);
         let pk = Packet {
             parsed,
             conn,
@@ -567,6 +570,12 @@ impl Device {
         self.pipeline(dir).map(|p| snapshot(p, now))
     }
 
+    /// RTT samples and retransmissions per class of `dir`'s packets (see
+    /// [`crate::conn::health`]).
+    pub fn tcp_health(&self, dir: Direction) -> &crate::conn::health::TcpHealth {
+        self.lanes[dir.index()].tcp_health()
+    }
+
     /// Frames that are not IP that bypassed `dir`'s shaper (see [`Device::ingress`]).
     pub fn bypassed(&self, dir: Direction) -> Count {
         self.lanes[dir.index()].bypassed()
@@ -586,10 +595,15 @@ impl Device {
 }
 
 /// Find or make the connection of a parsed frame (`data`), count it, feed TCP segments to
-/// its state, and expire a few idle entries. `ConnId::NONE` for non-IP frames and a full
-/// table that could not evict.
-fn track(t: &mut ConnTable, p: &weir_wire::Parsed, data: &[u8], now: Instant) -> (ConnId, Side) {
-    let none = (ConnId::NONE, Side::Orig);
+/// its state (what that did: an RTT sample, a retransmission), and expire a few idle
+/// entries. `ConnId::NONE` for non-IP frames and a full table that could not evict.
+fn track(
+    t: &mut ConnTable,
+    p: &weir_wire::Parsed,
+    data: &[u8],
+    now: Instant,
+) -> (ConnId, Side, Observed) {
+    let none = (ConnId::NONE, Side::Orig, Observed::default());
     let Some(key) = FlowKey::from_parsed(p) else {
         return none;
     };
@@ -607,10 +621,11 @@ fn track(t: &mut ConnTable, p: &weir_wire::Parsed, data: &[u8], now: Instant) ->
     };
     let (id, side) = id;
     t.observe(id, side, data.len() as u32, now);
-    if let Some(seg) = p.tcp(data) {
-        t.observe_tcp(id, side, &seg, p.payload_len(), now);
-    }
-    (id, side)
+    let tcp = match p.tcp(data) {
+        Some(seg) => t.observe_tcp(id, side, &seg, p.payload_len(), now),
+        None => Observed::default(),
+    };
+    (id, side, tcp)
 }
 
 #[cfg(test)]

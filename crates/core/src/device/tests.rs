@@ -534,7 +534,26 @@ mod conn_tests {
     use weir_wire::build::{self, EthSpec, Ipv4Spec, TcpSpec};
     use weir_wire::tcp::TcpFlags;
 
+    /// The device of policy `text`, a pool, an RNG and a late-drop list.
+    fn device(text: &str) -> (Device, Pool, Rng, Vec<(PktId, DropCause)>) {
+        let p = Policy::parse("t.toml", text).unwrap();
+        let dev = p.build_device(Instant::ZERO).unwrap();
+        (dev, Pool::new(64, 2048), Rng::new(1), Vec::new())
+    }
+
     fn seg(pool: &mut Pool, from_client: bool, flags: TcpFlags, seq: u32, ack: u32) -> PktId {
+        data_seg(pool, from_client, flags, (seq, ack), 0)
+    }
+
+    /// A segment between 10.0.0.1:40000 (the client) and 10.0.0.2:80 with `payload`
+    /// bytes of data.
+    fn data_seg(
+        pool: &mut Pool,
+        from_client: bool,
+        flags: TcpFlags,
+        (seq, ack): (u32, u32),
+        payload: usize,
+    ) -> PktId {
         let id = pool.alloc().unwrap();
         let (a, b) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
         let (src, dst, sport, dport) = if from_client {
@@ -557,20 +576,100 @@ mod conn_tests {
             dst,
             ..Default::default()
         };
+        let data = vec![0x5a; payload];
         let n =
-            build::tcp_v4_frame(pool.slot_mut(id), &EthSpec::default(), &ip, &tcp, &[]).unwrap();
+            build::tcp_v4_frame(pool.slot_mut(id), &EthSpec::default(), &ip, &tcp, &data).unwrap();
         pool.meta_mut(id).len = n as u32;
         id
+    }
+
+    /// RTT samples go to the class of the packet that completes them, in its direction;
+    /// a direction that does not classify counts them as unclassified; every end-to-end
+    /// sample the table took is in exactly one place. Outbound shaped (`web` for port
+    /// 80), inbound not: SYN at 0, SYN-ACK at 10 ms (the reply half, 10 ms: no end-to-end
+    /// value yet), ACK at 30 ms (20 + 10 = 30 ms, web's), 1000 bytes at 40 ms ACKed at
+    /// 58 ms (18 + 20 = 38 ms, inbound: unclassified), the data again at 70 ms (a
+    /// retransmission, web's).
+    #[test]
+    fn rtt_samples_and_retransmissions_go_to_the_completing_packets_class() {
+        let text = "[link]\nrate = \"10Mbit\"\ndefault = \"bulk\"\n\
+                    [[class]]\nname = \"web\"\nrate = \"5Mbit\"\n\
+                    [[class]]\nname = \"bulk\"\nrate = \"5Mbit\"\n\
+                    [[rule]]\nclass = \"web\"\nproto = \"tcp\"\nport = 80\n";
+        let (mut dev, mut pool, mut rng, mut dropped) = device(text);
+        let ms = |x: u64| Instant(x * 1_000_000);
+        let (out, inb) = (Direction::Outbound, Direction::Inbound);
+        let steps = [
+            (out, true, TcpFlags::SYN, (100, 0), 0, ms(0)),
+            (
+                inb,
+                false,
+                TcpFlags::SYN | TcpFlags::ACK,
+                (500, 101),
+                0,
+                ms(10),
+            ),
+            (out, true, TcpFlags::ACK, (101, 501), 0, ms(30)),
+            (out, true, TcpFlags::ACK, (101, 501), 1000, ms(40)),
+            (inb, false, TcpFlags::ACK, (501, 1101), 0, ms(58)),
+            (out, true, TcpFlags::ACK, (101, 501), 1000, ms(70)),
+        ];
+        for (dir, client, flags, sa, payload, now) in steps {
+            let id = data_seg(&mut pool, client, flags, sa, payload);
+            let mut cx = Ctx::new(now, &mut pool, &mut rng, &mut dropped);
+            dev.ingress(dir, id, &mut cx, now).unwrap();
+        }
+        let cs = dev.connection_stats().unwrap();
+        assert_eq!(
+            (cs.rtt_samples, cs.rtt_end_to_end, cs.retransmissions),
+            (3, 2, 1)
+        );
+        let (o, i) = (dev.tcp_health(out), dev.tcp_health(inb));
+        assert_eq!(o.samples() + i.samples(), cs.rtt_end_to_end);
+        let web = o.class(
+            dev.pipeline(out)
+                .unwrap()
+                .shaper()
+                .unwrap()
+                .class_id("web")
+                .unwrap(),
+        );
+        let web = web.unwrap();
+        assert_eq!(
+            (web.rtt.count, web.rtt.sum_us, web.retransmits),
+            (1, 30_000, 1)
+        );
+        assert_eq!(
+            web.rtt.counts[crate::conn::health::RttHistogram::bucket_of(30_000)],
+            1
+        );
+        assert_eq!(
+            (i.unclassified().rtt.count, i.unclassified().rtt.sum_us),
+            (1, 38_000)
+        );
+        assert!(o.unclassified().is_empty());
+
+        // the snapshot and weir stats' table carry it
+        let snap = dev.snapshot(out, ms(80)).unwrap();
+        let c = |name: &str| snap.classes.iter().find(|c| c.name == name).unwrap();
+        assert_eq!(c("web").tcp.as_ref(), Some(web));
+        assert_eq!(c("bulk").tcp.as_ref().map(|t| t.is_empty()), Some(true));
+        assert_eq!(c("link").tcp, None, "inner classes have none");
+        assert_eq!(snap.rtt_bounds_us, crate::conn::health::BOUNDS_US.to_vec());
+        let table = crate::snapshot::format_table(&snap, "outbound");
+        assert!(
+            table.contains(
+                "tcp: rtt p50 29.5 ms, p95 31.7 ms, mean 30.0 ms (1 samples); 1 retransmits"
+            ),
+            "{table}"
+        );
+        assert!(dev.snapshot(inb, ms(80)).is_none());
     }
 
     #[test]
     fn both_directions_share_one_connection_entry_that_survives_a_reload() {
         let text = "[link]\nrate = \"10Mbit\"\n";
-        let p = Policy::parse("t.toml", text).unwrap();
-        let mut dev = p.build_device(Instant::ZERO).unwrap();
-        let mut pool = Pool::new(64, 2048);
-        let mut rng = Rng::new(1);
-        let mut dropped = Vec::new();
+        let (mut dev, mut pool, mut rng, mut dropped) = device(text);
         let ms = |x: u64| Instant(x * 1_000_000);
         let steps = [
             (Direction::Outbound, true, TcpFlags::SYN, 100, 0, ms(0)),

@@ -6,7 +6,9 @@
 //!   configured rate and ceil, packets/bytes sent, lends, borrows and overlimits, and for
 //!   leaves the queue's backlog and [`QStats`](crate::qdisc::QStats) with drops by cause
 //!   (non-zero causes only, keyed by [`DropCause::as_str`]), and for a queue with an AQM
-//!   or flow queuing its [`AqmSnapshot`] (ECN marks, AQM and ACK-filter drops, flows); per
+//!   or flow queuing its [`AqmSnapshot`] (ECN marks, AQM and ACK-filter drops, flows),
+//!   and its TCP health (`tcp`: a histogram of end-to-end RTT samples, retransmitted
+//!   segments; [`crate::conn::health`]; the samples no class took in `tcp_unclassified`); per
 //!   rule the hits; the default-class hits and the frames whose headers could not be
 //!   parsed.
 //! * [`RateMeter`] fills in each class's current rate, `rate_now_bps` = bytes sent × 8 / Δt
@@ -25,6 +27,7 @@
 //! packets (0 when absent).
 
 use crate::aqm::AqmStats;
+use crate::conn::health::{ClassTcp, TcpHealth, BOUNDS_US};
 use crate::emulate::EmuCounters;
 use crate::pipeline::Pipeline;
 use crate::qdisc::{Count, DropCause, QStats, Qdisc};
@@ -60,6 +63,14 @@ pub struct PipelineSnapshot {
     /// DiffServ meters, in definition order; empty when the policy has none.
     #[serde(default)]
     pub meters: Vec<MeterSnapshot>,
+    /// The upper bounds of the classes' RTT histogram buckets, µs (the last bucket, +Inf,
+    /// has none): [`crate::conn::health::BOUNDS_US`].
+    #[serde(default)]
+    pub rtt_bounds_us: Vec<u32>,
+    /// RTT samples and retransmissions of this direction's packets that no class took
+    /// (see [`crate::conn::health`]).
+    #[serde(default)]
+    pub tcp_unclassified: ClassTcp,
 }
 
 /// One DiffServ meter: its configuration and what it coloured, remarked and dropped.
@@ -93,6 +104,10 @@ pub struct ClassSnapshot {
     /// Current sending rate, filled in by [`RateMeter::update`] (0 until then).
     #[serde(default)]
     pub rate_now_bps: f64,
+    /// For leaves: end-to-end RTT samples and retransmissions of the class's TCP
+    /// segments ([`crate::conn::health`]); `None` (absent) for inner classes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<ClassTcp>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -297,7 +312,7 @@ pub fn snapshot(p: &Pipeline, at: Instant) -> PipelineSnapshot {
     let mut classes = Vec::new();
     let n = p.shaper().map_or(0, |s| s.num_classes());
     if let Some(s) = p.shaper() {
-        classes = class_snapshots(s);
+        classes = class_snapshots(s, p.tcp_health());
     }
     let class_name = |c: u32| match p.shaper() {
         Some(s) if (c as usize) < n => s.name(c).to_string(),
@@ -363,10 +378,12 @@ pub fn snapshot(p: &Pipeline, at: Instant) -> PipelineSnapshot {
                 stats: *st,
             })
             .collect(),
+        rtt_bounds_us: BOUNDS_US.to_vec(),
+        tcp_unclassified: p.tcp_health().unclassified().clone(),
     }
 }
 
-fn class_snapshots(s: &crate::sched::linkshare::LinkShare) -> Vec<ClassSnapshot> {
+fn class_snapshots(s: &crate::sched::linkshare::LinkShare, tcp: &TcpHealth) -> Vec<ClassSnapshot> {
     let n = s.num_classes();
     let mut classes = Vec::with_capacity(n);
     for c in 0..n as ClassId {
@@ -385,6 +402,7 @@ fn class_snapshots(s: &crate::sched::linkshare::LinkShare) -> Vec<ClassSnapshot>
             lends: st.lends,
             borrows: st.borrows,
             overlimits: st.overlimits,
+            tcp: s.is_leaf(c).then(|| tcp.class(c).cloned()).flatten(),
             queue,
             rate_now_bps: 0.0,
         });
@@ -475,7 +493,9 @@ pub fn fmt_rate_approx(bps: f64) -> String {
 /// The statistics table `weir stats` prints for one direction: the class tree with
 /// configured rate and ceil, current rate, packets and bytes sent, borrows, queue length,
 /// drops in total and by cause, and under a leaf whose queue has an AQM a second line
-/// `aqm: …` ([`AqmSnapshot::summary`]); then the rules with their hits.
+/// `aqm: …` ([`AqmSnapshot::summary`]), under a leaf with TCP RTT samples or
+/// retransmissions a line `tcp: …` ([`ClassTcp::summary`]: RTT p50, p95 and mean since
+/// the policy was loaded); then the rules with their hits.
 pub fn format_table(s: &PipelineSnapshot, direction: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -590,6 +610,9 @@ pub fn format_table(s: &PipelineSnapshot, direction: &str) -> String {
         if let Some(a) = c.queue.as_ref().and_then(|q| q.aqm.as_ref()) {
             let _ = writeln!(out, "{below}  aqm: {}", a.summary());
         }
+        if let Some(t) = c.tcp.as_ref().filter(|t| !t.is_empty()) {
+            let _ = writeln!(out, "{below}  tcp: {}", t.summary());
+        }
     }
 
     let rw = s
@@ -625,6 +648,13 @@ pub fn format_table(s: &PipelineSnapshot, direction: &str) -> String {
         "{:<rw$} {:<cw$} {:>11} {:>14}",
         "(default)", s.default_class, s.default_rule.packets, s.default_rule.bytes
     );
+    if !s.tcp_unclassified.is_empty() {
+        let _ = writeln!(
+            out,
+            "tcp, packets of no class: {}",
+            s.tcp_unclassified.summary()
+        );
+    }
     if s.malformed.packets > 0 {
         let _ = writeln!(
             out,

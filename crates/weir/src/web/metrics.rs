@@ -8,12 +8,16 @@
 //! encoder). Labels: `direction` (`outbound`, `inbound`), `class`, `parent`, `rule`,
 //! `emulator`, `cause` (why a packet was dropped). A leaf whose queue has an AQM or flow
 //! queuing adds `weir_queue_*` (ECN marks, AQM and ACK-filter drops, flows) with its
-//! class's labels. The metric list is in docs/web.md.
+//! class's labels, and a leaf's TCP health `weir_class_tcp_rtt_seconds` (a histogram
+//! with weir's fixed buckets) and `weir_class_tcp_retransmits_total`. The metric list is
+//! in docs/web.md.
 
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -26,12 +30,38 @@ type Float = Gauge<f64, AtomicU64>;
 /// The content type of [`render`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// The families of one scrape, registered on first use.
+/// The families of one scrape, registered on first use (histograms when the scrape is
+/// encoded).
 #[derive(Default)]
 struct Metrics {
     reg: Registry,
     counters: HashMap<&'static str, Family<Labels, Counter>>,
     gauges: HashMap<&'static str, Family<Labels, Float>>,
+    histograms: Vec<(&'static str, &'static str, Histograms)>,
+}
+
+/// One histogram: its labels, sum, count and per-bucket (upper bound, count), not
+/// cumulative (the encoder accumulates), the last bound +Inf.
+type FixedHistogram = (Labels, f64, u64, Vec<(f64, u64)>);
+
+/// A family of histograms whose buckets weir counted (prometheus-client's own
+/// `Histogram` only observes values one at a time).
+#[derive(Debug, Default)]
+struct Histograms(Vec<FixedHistogram>);
+
+impl EncodeMetric for Histograms {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        for (labels, sum, count, buckets) in &self.0 {
+            encoder
+                .encode_family(labels)?
+                .encode_histogram::<NoLabelSet>(*sum, *count, buckets, None)?;
+        }
+        Ok(())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
 }
 
 impl Metrics {
@@ -53,6 +83,37 @@ impl Metrics {
             f
         });
         f.get_or_create(labels).set(v);
+    }
+
+    /// A histogram `name` with `labels` whose per-bucket counts are `counts` (the last
+    /// +Inf) for the upper bounds `bounds` divided by `per` (µs → s: 1e6; a division, so
+    /// that 500 µs prints as 0.0005), and whose sum is `sum`, already in the unit.
+    fn histogram(
+        &mut self,
+        (name, help): (&'static str, &'static str),
+        labels: &Labels,
+        bounds: &[u32],
+        per: f64,
+        counts: &[u64],
+        sum: f64,
+    ) {
+        let buckets: Vec<(f64, u64)> = counts
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (bounds.get(i).map_or(f64::INFINITY, |&b| b as f64 / per), n))
+            .collect();
+        let count = counts.iter().sum();
+        let at = match self.histograms.iter().position(|h| h.0 == name) {
+            Some(i) => i,
+            None => {
+                self.histograms.push((name, help, Histograms::default()));
+                self.histograms.len() - 1
+            }
+        };
+        self.histograms[at]
+            .2
+             .0
+            .push((labels.clone(), sum, count, buckets));
     }
 
     /// A `Count`'s packets and bytes as `{name}_packets_total` and `{name}_bytes_total`.
@@ -245,6 +306,9 @@ pub fn render(doc: &str) -> Result<String, String> {
             }
         }
     }
+    for (name, help, h) in std::mem::take(&mut m.histograms) {
+        m.reg.register(name, help, h);
+    }
     let mut out = String::new();
     encode(&mut out, &m.reg).map_err(|e| format!("encoding the metrics: {e}"))?;
     Ok(out)
@@ -310,6 +374,27 @@ fn pipeline(m: &mut Metrics, dir: &str, s: &PipelineSnapshot) {
             if let Some(a) = &q.aqm {
                 aqm(m, &l, a);
             }
+        }
+        if let Some(t) = &c.tcp {
+            if t.rtt.counts.len() == s.rtt_bounds_us.len() + 1 {
+                m.histogram(
+                    (
+                        "weir_class_tcp_rtt_seconds",
+                        "End-to-end RTT samples of a class's TCP connections, taken by weir",
+                    ),
+                    &l,
+                    &s.rtt_bounds_us,
+                    1e6,
+                    &t.rtt.counts,
+                    t.rtt.sum_us as f64 / 1e6,
+                );
+            }
+            m.counter(
+                "weir_class_tcp_retransmits",
+                "A class's TCP segments that carried sequence space already sent",
+                &l,
+                t.retransmits,
+            );
         }
     }
     for r in &s.rules {
@@ -568,6 +653,60 @@ mod tests {
         // a lane without the fields (an older weir) counts zero
         let l = r#"direction="inbound""#;
         assert_eq!(sample(&text, "weir_oversize_packets_total", l), Some(0.0));
+    }
+
+    /// Three RTT samples of 31, 40 and 41 ms (sum 112 ms) and 2 retransmissions in `fq`:
+    /// the buckets are cumulative, the bounds in seconds.
+    #[test]
+    fn tcp_rtt_histogram_and_retransmits() {
+        use weir_core::conn::health::{BOUNDS_US, BUCKETS};
+        let mut v: Value = serde_json::from_str(&doc()).unwrap();
+        let mut counts = vec![0u64; BUCKETS];
+        counts[24] = 1; // (26909, 32000]
+        counts[26] = 2; // (38055, 45255]
+        let p = &mut v["outbound"]["pipeline"];
+        p["rtt_bounds_us"] = json!(BOUNDS_US.to_vec());
+        p["classes"][1]["tcp"] = json!({
+            "rtt": { "counts": counts, "count": 3, "sum_us": 112_000 },
+            "retransmits": 2,
+        });
+        let text = render(&v.to_string()).unwrap();
+        let fq = r#"direction="outbound",class="fq",parent="link""#;
+        let hist = "weir_class_tcp_rtt_seconds";
+        assert!(text.contains(&format!("# TYPE {hist} histogram")), "{text}");
+        assert_eq!(sample(&text, &format!("{hist}_count"), fq), Some(3.0));
+        assert_eq!(sample(&text, &format!("{hist}_sum"), fq), Some(0.112));
+        for (le, want) in [
+            ("0.0005", 0.0),
+            ("0.026909", 0.0),
+            ("0.032", 1.0),
+            ("0.038055", 1.0),
+            ("0.045255", 3.0),
+            ("4.096", 3.0),
+            ("+Inf", 3.0),
+        ] {
+            let l = format!(r#"le="{le}",{fq}"#);
+            assert_eq!(
+                sample(&text, &format!("{hist}_bucket"), &l),
+                Some(want),
+                "le {le}: {text}"
+            );
+        }
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.starts_with(&format!("{hist}_bucket{{le=")) && l.contains(fq))
+                .count(),
+            BUCKETS,
+            "{text}"
+        );
+        assert_eq!(
+            sample(&text, "weir_class_tcp_retransmits_total", fq),
+            Some(2.0)
+        );
+        // a class without the field (an older document) has none
+        assert!(
+            !text.contains(r#"weir_class_tcp_retransmits_total{direction="outbound",class="fifo""#)
+        );
     }
 
     #[test]

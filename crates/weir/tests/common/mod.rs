@@ -156,6 +156,34 @@ pub const CHROMIUM_HEADLESS: [&str; 5] = [
     "--no-first-run",
 ];
 
+/// Headless Chromium (`browser`) in `ns` with a fresh profile, logging to stderr, the
+/// page's script given 4 s of virtual time, a 1280×1100 window, and `args` (e.g.
+/// `--dump-dom URL`): (its stdout, its stderr).
+pub fn chromium_run(ns: &weir_lab::topo::Netns, browser: &str, args: &[&str]) -> (String, String) {
+    let profile = std::env::temp_dir().join(format!(
+        "weir-chromium-{}-{}",
+        std::process::id(),
+        ns.name()
+    ));
+    let _rm = TempDir(profile.clone());
+    let user_dir = format!("--user-data-dir={}", profile.display());
+    let mut argv = vec![browser];
+    argv.extend(CHROMIUM_HEADLESS);
+    argv.extend([
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=4000",
+        "--window-size=1280,1100",
+        &user_dir,
+    ]);
+    argv.extend_from_slice(args);
+    let out = in_ns(ns, &argv).output().unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// An iperf3 server for one test (`-1`) on port 5201 of `t`'s receiver, given 300 ms to
 /// listen.
 pub fn iperf3_server(t: &weir_lab::topo::BridgeTopo) -> KillOnDrop {
