@@ -1,0 +1,397 @@
+//! One direction of the bridge: its rings and counters ([`Lane`]), the receive path (a
+//! batch from the RX ring, super-packets cut, VLAN tags and checksums completed, frames
+//! over the MTU answered) and the transmit path (what the pipeline releases, into the TX
+//! ring, captured on the way).
+
+use super::*;
+
+pub(super) struct Lane {
+    pub(super) dir: Direction,
+    /// The outgoing interface's MTU.
+    pub(super) mtu: u32,
+    /// The incoming interface's MTU (what ICMP replies leave by).
+    pub(super) reply_mtu: u32,
+    /// Rate limit of the ICMP replies to this lane's `oversize` frames (one token each).
+    pub(super) icmp: Option<TokenBucket>,
+    /// ICMP replies to frames received this way, waiting to leave the other way (moved to
+    /// the other lane's backlog after each receive).
+    pub(super) replies: Vec<PktId>,
+    /// The first segment of a super-packet too long for the outgoing interface (quoted in
+    /// the ICMP reply), [`COPY_BUF`] bytes.
+    pub(super) seg_buf: Vec<u8>,
+    pub(super) rx: RxRing,
+    pub(super) tx: TxRing,
+    /// Released packets waiting for TX ring room, in order.
+    pub(super) backlog: VecDeque<PktId>,
+    /// A frame longer than a ring slot, read whole from the socket ([`COPY_BUF`] bytes).
+    pub(super) copy_buf: Vec<u8>,
+    /// A super-packet with its VLAN tag put back, before it is cut.
+    pub(super) gso_buf: Vec<u8>,
+    /// This direction's own capture file.
+    pub(super) pcap: Option<PcapWriter>,
+    pub(super) stats: LaneStats,
+    pub(super) meter: RateMeter,
+}
+
+/// Read up to `batch` frames from the lane's RX ring into its pipeline. True if any came.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn receive(
+    lane: &mut Lane,
+    device: &mut Device,
+    pool: &mut Pool,
+    rng: &mut Rng,
+    dropped: &mut Vec<(PktId, DropCause)>,
+    now: Instant,
+    clock: &crate::clock::Clock,
+    batch: usize,
+) -> bool {
+    let mut got = false;
+    for _ in 0..batch {
+        let Some(f) = lane.rx.peek() else { break };
+        got = true;
+        // the kernel's receive timestamp: when the frame really arrived (the loop may read
+        // it some microseconds later); bounded to the last second in case of a clock step
+        let arrival = match f.ts_ns {
+            0 => now,
+            ts => clock
+                .from_unix_ns(ts)
+                .max(now.saturating_sub(Duration::from_secs(1)))
+                .min(now),
+        };
+        let mut sink = Sink {
+            dir: lane.dir,
+            mtu: lane.mtu,
+            reply_mtu: lane.reply_mtu,
+            icmp: &mut lane.icmp,
+            replies: &mut lane.replies,
+            seg_buf: &mut lane.seg_buf[..],
+            device,
+            stats: &mut lane.stats,
+            pool,
+            rng,
+            dropped,
+            now,
+            arrival,
+        };
+        let wire_len = f.wire_len;
+        let rx = Received {
+            vlan: f.vlan,
+            csum_not_ready: f.csum_not_ready,
+            vnet: VnetHdr::parse(&f.vnet).unwrap_or_default(),
+        };
+        if f.copied {
+            // the slot holds a truncated copy; the whole frame waits on the socket
+            match lane.rx.recv_copy(&mut lane.copy_buf) {
+                Ok(Some(n)) if n <= lane.copy_buf.len() && n > vnet::LEN => {
+                    let rx = Received {
+                        vnet: VnetHdr::parse(&lane.copy_buf).unwrap_or_default(),
+                        ..rx
+                    };
+                    sink.stats.copied += 1;
+                    sink.frame(&lane.copy_buf[vnet::LEN..n], rx, &mut lane.gso_buf);
+                }
+                _ => {
+                    sink.stats.rx.add(wire_len);
+                    sink.stats.truncated.add(wire_len);
+                }
+            }
+        } else if (f.data.len() as u32) < wire_len {
+            sink.stats.rx.add(wire_len);
+            sink.stats.truncated.add(wire_len);
+        } else {
+            sink.frame(f.data, rx, &mut lane.gso_buf);
+        }
+        lane.rx.release();
+    }
+    got
+}
+
+/// What the RX ring said about a frame besides its bytes.
+#[derive(Clone, Copy)]
+struct Received {
+    /// A VLAN tag the device stripped (TPID, TCI).
+    vlan: Option<(u16, u16)>,
+    /// `TP_STATUS_CSUMNOTREADY` (also said by `vnet`'s `F_NEEDS_CSUM`).
+    csum_not_ready: bool,
+    vnet: VnetHdr,
+}
+
+/// Where a received frame goes: segmented if it is a super-packet, copied into the
+/// packet pool, completed (VLAN tag, checksum) and handed to the lane's pipeline.
+struct Sink<'a> {
+    dir: Direction,
+    /// The outgoing interface's MTU, and the incoming one's (for ICMP replies).
+    mtu: u32,
+    reply_mtu: u32,
+    icmp: &'a mut Option<TokenBucket>,
+    /// ICMP replies made, to leave the other way.
+    replies: &'a mut Vec<PktId>,
+    /// Room for a super-packet's first segment ([`COPY_BUF`] bytes).
+    seg_buf: &'a mut [u8],
+    device: &'a mut Device,
+    stats: &'a mut LaneStats,
+    pool: &'a mut Pool,
+    rng: &'a mut Rng,
+    dropped: &'a mut Vec<(PktId, DropCause)>,
+    now: Instant,
+    arrival: Instant,
+}
+
+impl Sink<'_> {
+    /// One frame as the kernel gave it. `scratch` holds a super-packet whose VLAN tag is
+    /// put back before it is cut.
+    fn frame(&mut self, data: &[u8], rx: Received, scratch: &mut Vec<u8>) {
+        let mut vnet = rx.vnet;
+        if !vnet.is_gso() {
+            return self.single(data, rx, scratch);
+        }
+        let data = match rx.vlan {
+            Some(tag) if data.len() >= 12 => {
+                vnet.csum_start = vnet.csum_start.saturating_add(4);
+                self.stats.vlan_restored += 1;
+                with_tag(data, tag, scratch)
+            }
+            _ => data,
+        };
+        let seg = match Segmenter::new(data, &vnet) {
+            Ok(s) => s,
+            Err(e) => {
+                self.stats.rx.add(data.len() as u32);
+                self.stats.offload_errors.add(&e, data.len() as u32);
+                return;
+            }
+        };
+        if seg.max_segment_len() > pmtu::max_frame_len(data, self.mtu) {
+            // the sender's segment size does not fit the outgoing interface's MTU: tell it,
+            // quoting the first segment (as it would have left)
+            self.stats.rx.add(data.len() as u32);
+            let buf = std::mem::take(&mut self.seg_buf);
+            let first = match seg.write(0, buf) {
+                Ok(n) => &buf[..n],
+                Err(_) => data,
+            };
+            self.over_mtu(first, data.len() as u32);
+            self.seg_buf = buf;
+            return;
+        }
+        self.stats.gso.super_packets += 1;
+        self.stats.gso.segments += seg.count() as u64;
+        for i in 0..seg.count() {
+            let len = seg.segment_len(i) as u32;
+            self.stats.rx.add(len);
+            let Some(id) = self.pool.alloc() else {
+                self.stats.pool_exhausted.add(len);
+                continue;
+            };
+            // fails only for a segment within a jumbo MTU but longer than a packet slot
+            match seg.write(i, self.pool.slot_mut(id)) {
+                Ok(n) => self.admit(id, n),
+                Err(_) => {
+                    self.stats.truncated.add(len);
+                    self.pool.free(id);
+                }
+            }
+        }
+    }
+
+    /// A frame that is not a super-packet: copy, restore its VLAN tag, complete its
+    /// checksum. `scratch` holds the tagged frame if it is too long to forward.
+    fn single(&mut self, data: &[u8], rx: Received, scratch: &mut Vec<u8>) {
+        let tagged = rx.vlan.is_some() && data.len() >= 12;
+        let len = data.len() + if tagged { 4 } else { 0 };
+        self.stats.rx.add(len as u32);
+        let limit = match rx.vlan {
+            Some((tpid, _)) if tagged => pmtu::frame_limit(tpid, self.mtu),
+            _ => pmtu::max_frame_len(data, self.mtu),
+        };
+        if len > limit {
+            // the kernel would refuse it on the way out
+            let frame = match rx.vlan {
+                Some(tag) if tagged => with_tag(data, tag, scratch),
+                _ => data,
+            };
+            self.over_mtu(frame, len as u32);
+            return;
+        }
+        if len > self.pool.slot_size() {
+            // within the MTU (jumbo frames) but longer than weir's packet slots
+            self.stats.truncated.add(len as u32);
+            return;
+        }
+        let Some(id) = self.pool.alloc() else {
+            self.stats.pool_exhausted.add(len as u32);
+            return;
+        };
+        let slot = self.pool.slot_mut(id);
+        let shift = match rx.vlan {
+            Some(tag) if tagged => {
+                slot[..12].copy_from_slice(&data[..12]);
+                slot[12..16].copy_from_slice(&tag_bytes(tag));
+                slot[16..len].copy_from_slice(&data[12..]);
+                self.stats.vlan_restored += 1;
+                4
+            }
+            _ => {
+                slot[..len].copy_from_slice(data);
+                0
+            }
+        };
+        let frame = &mut self.pool.slot_mut(id)[..len];
+        if rx.vnet.needs_csum() {
+            let start = usize::from(rx.vnet.csum_start) + shift;
+            match fixup::complete_partial_checksum(frame, start, rx.vnet.csum_offset.into()) {
+                Ok(()) => self.stats.csum_filled += 1,
+                Err(_) => {
+                    self.stats
+                        .offload_errors
+                        .add(&GsoError::ChecksumOffsets, len as u32);
+                    self.pool.free(id);
+                    return;
+                }
+            }
+        } else if rx.csum_not_ready && fixup::fill_l4_checksum(frame).unwrap_or(false) {
+            self.stats.csum_filled += 1;
+        }
+        self.admit(id, len);
+    }
+
+    /// A frame (`counted` bytes as received) too long for the outgoing interface: drop
+    /// it, and tell its sender the MTU if it asked not to be fragmented (rate-limited).
+    fn over_mtu(&mut self, frame: &[u8], counted: u32) {
+        self.stats.oversize.add(counted);
+        let st = &mut self.stats.pmtu;
+        let Some(bucket) = self.icmp.as_mut() else {
+            st.not_answered += 1;
+            return;
+        };
+        let Some(id) = self.pool.alloc() else {
+            st.not_answered += 1;
+            return;
+        };
+        match pmtu::too_big_reply(self.pool.slot_mut(id), frame, self.mtu, self.reply_mtu) {
+            Ok(r) if bucket.try_consume(1, self.now) => {
+                let m = self.pool.meta_mut(id);
+                m.len = r.len as u32;
+                m.dir = self.dir.reverse();
+                m.arrival = self.now;
+                match r.version {
+                    weir_wire::ip::Version::V4 => st.frag_needed.add(r.len as u32),
+                    weir_wire::ip::Version::V6 => st.packet_too_big.add(r.len as u32),
+                }
+                self.replies.push(id);
+                return;
+            }
+            Ok(_) => st.rate_limited += 1,
+            Err(NoReply::MayFragment) => st.df_clear += 1,
+            Err(_) => st.not_answered += 1,
+        }
+        self.pool.free(id);
+    }
+
+    /// Hand a packet of `len` bytes in the pool to the device.
+    fn admit(&mut self, id: PktId, len: usize) {
+        self.pool.meta_mut(id).len = len as u32;
+        let mut cx = Ctx::new(self.now, self.pool, self.rng, self.dropped);
+        if self
+            .device
+            .ingress(self.dir, id, &mut cx, self.arrival)
+            .is_err()
+        {
+            self.stats.dropped.add(len as u32);
+            self.pool.free(id);
+        }
+        settle(self.stats, self.pool, self.dropped);
+    }
+}
+
+/// `data` with the VLAN tag the device stripped put back after the MAC addresses, in
+/// `scratch` (`data` is at least 12 bytes long).
+fn with_tag<'s>(data: &[u8], tag: (u16, u16), scratch: &'s mut Vec<u8>) -> &'s [u8] {
+    scratch.clear();
+    scratch.extend_from_slice(&data[..12]);
+    scratch.extend_from_slice(&tag_bytes(tag));
+    scratch.extend_from_slice(&data[12..]);
+    scratch
+}
+
+/// The 4 bytes of an 802.1Q/802.1ad tag.
+fn tag_bytes((tpid, tci): (u16, u16)) -> [u8; 4] {
+    let (a, b) = (tpid.to_be_bytes(), tci.to_be_bytes());
+    [a[0], a[1], b[0], b[1]]
+}
+
+/// Packets a pipeline discarded after accepting them: count and free.
+pub(super) fn settle(
+    stats: &mut LaneStats,
+    pool: &mut Pool,
+    dropped: &mut Vec<(PktId, DropCause)>,
+) {
+    for (id, _) in dropped.drain(..) {
+        stats.dropped.add(pool.len(id));
+        pool.free(id);
+    }
+}
+
+/// Move released packets into the TX ring (frames over `mtu` dropped as `oversize`); keep
+/// what does not fit in the backlog.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn transmit(
+    device: &mut Device,
+    dir: Direction,
+    mtu: u32,
+    backlog: &mut VecDeque<PktId>,
+    tx: &mut TxRing,
+    stats: &mut LaneStats,
+    mut pcap: Option<&mut PcapWriter>,
+    pool: &mut Pool,
+    rng: &mut Rng,
+    dropped: &mut Vec<(PktId, DropCause)>,
+    now: Instant,
+    unix_ns: u64,
+) {
+    let mut sent = false;
+    loop {
+        let id = match backlog.pop_front() {
+            Some(id) => id,
+            None => {
+                let mut cx = Ctx::new(now, pool, rng, dropped);
+                let got = device.poll_transmit(dir, &mut cx);
+                settle(stats, pool, dropped);
+                match got {
+                    Some(id) => id,
+                    None => break,
+                }
+            }
+        };
+        let data = pool.data(id);
+        if pmtu::over_mtu(data, mtu) {
+            // the kernel would refuse it; frames received were checked on the way in, so
+            // only a packet the engine made itself can get here
+            stats.oversize.add(data.len() as u32);
+            pool.free(id);
+            continue;
+        }
+        let ok = tx.push_with(|buf| {
+            let n = data.len().min(buf.len());
+            buf[..n].copy_from_slice(&data[..n]);
+            n
+        });
+        if !ok {
+            stats.tx_ring_full += 1;
+            backlog.push_front(id);
+            break;
+        }
+        if let Some(w) = pcap.as_deref_mut() {
+            w.write(unix_ns, data);
+        }
+        stats.tx.add(data.len() as u32);
+        pool.free(id);
+        sent = true;
+    }
+    if sent {
+        let _ = tx.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests;
