@@ -35,6 +35,7 @@
 use crate::afpacket::{RingConfig, RingError, RxRing, TxRing};
 use crate::clock::{set_timer_slack_1ns, Clock};
 use crate::ethtool::OffloadGuard;
+use crate::failopen;
 use crate::pcap::PcapWriter;
 use crate::stats::{ControlRequest, StatsServer};
 use crate::wake::{self, WakeStats};
@@ -45,7 +46,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use weir_core::device::Device;
 use weir_core::meter::token_bucket::TokenBucket;
 use weir_core::snapshot::RateMeter;
-use weir_core::{Ctx, Direction, DropCause, Duration, Instant, PktId, Pool, Rng};
+use weir_core::{Count, Ctx, Direction, DropCause, Duration, Instant, PktId, Pool, Rng};
 use weir_wire::fixup;
 use weir_wire::gso::{GsoError, Segmenter};
 use weir_wire::pmtu::{self, NoReply};
@@ -120,6 +121,10 @@ pub struct BridgeConfig {
     pub icmp_rate: u32,
     /// Replies the bucket holds (sent at once after a quiet spell).
     pub icmp_burst: u32,
+    /// Fail-open: the kernel forwards between the interfaces once weir has not beaten
+    /// its heartbeat for this long ([`crate::failopen`]); `None`: fail-closed (an earlier
+    /// weir's bypass is removed).
+    pub fail_open: Option<Duration>,
 }
 
 impl BridgeConfig {
@@ -140,6 +145,7 @@ impl BridgeConfig {
             catch_up: DEFAULT_CATCH_UP,
             icmp_rate: DEFAULT_ICMP_RATE,
             icmp_burst: DEFAULT_ICMP_BURST,
+            fail_open: None,
         }
     }
 }
@@ -191,6 +197,9 @@ pub struct Bridge {
     catch_up: Duration,
     /// The last instant the engine was polled at.
     last_poll: Instant,
+    /// The kernel bypass while fail-open.
+    bypass: Option<failopen::Bypass>,
+    fail_open: FailOpenDoc,
     _offloads: Vec<OffloadGuard>,
 }
 
@@ -261,8 +270,33 @@ impl Bridge {
                 gso_buf: Vec::with_capacity(COPY_BUF + 4),
                 pcap,
                 stats: LaneStats::default(),
+                skip_before: 0,
                 meter: RateMeter::default(),
             })
+        };
+        // the bypass before the rings: no frame a ring holds was forwarded by an earlier
+        // weir's bypass (see crate::failopen)
+        let bypass = match cfg.fail_open {
+            Some(after) => Some(
+                failopen::Bypass::install(&cfg.lan, &cfg.wan, after)
+                    .map_err(|e| BridgeError::Other(e.to_string()))?,
+            ),
+            None => {
+                let had = failopen::remove(&[&cfg.lan, &cfg.wan])
+                    .map_err(|e| BridgeError::Other(e.to_string()))?;
+                if !had.is_empty() {
+                    eprintln!(
+                        "weir: fail-closed: removed an earlier weir's fail-open bypass from {}",
+                        had.join(" and ")
+                    );
+                }
+                None
+            }
+        };
+        let fail_open = FailOpenDoc {
+            enabled: bypass.is_some(),
+            timeout_ms: cfg.fail_open.map_or(0.0, |d| d.as_secs_f64() * 1e3),
+            handovers: 0,
         };
         let out = lane(Direction::Outbound, &cfg.lan, &cfg.wan, pcap_out)?;
         let inb = lane(Direction::Inbound, &cfg.wan, &cfg.lan, pcap_in)?;
@@ -301,6 +335,8 @@ impl Bridge {
             wake: WakeStats::new(cfg.catch_up),
             catch_up: cfg.catch_up,
             last_poll: Instant::ZERO,
+            bypass,
+            fail_open,
             _offloads: offloads,
         })
     }
@@ -312,6 +348,7 @@ impl Bridge {
         let mut next_stats = start;
         while !stop.load(Ordering::Relaxed) {
             let now = self.clock.now();
+            self.heartbeat(now);
             self.catch_up(now);
             let mut work = false;
             for lane in [&mut self.out, &mut self.inb] {
@@ -375,7 +412,10 @@ impl Bridge {
                 }
             }
             let due = self.device.next_wakeup();
-            let wake = due.unwrap_or(next_stats).min(next_stats);
+            let mut wake = due.unwrap_or(next_stats).min(next_stats);
+            if let Some(b) = &self.bypass {
+                wake = wake.min(now + b.interval());
+            }
             if self.busy_poll {
                 std::hint::spin_loop();
                 continue;
@@ -394,6 +434,14 @@ impl Bridge {
             }
         }
         let end = self.clock.now();
+        // hand the link to the kernel first: it forwards while the queues are purged
+        if let Some(b) = &mut self.bypass {
+            b.hand_to_kernel();
+            eprintln!(
+                "weir: stopping: fail-open: the kernel forwards between {} and {} (unshaped) until weir runs again",
+                self.lan, self.wan
+            );
+        }
         self.shutdown(end);
         self.publish(end, start);
         Ok(BridgeReport {
@@ -407,6 +455,7 @@ impl Bridge {
             admission: self.device.admission_report(),
             adapt: self.device.adapt(),
             wake: self.wake.clone(),
+            fail_open: self.fail_open.clone(),
             pipelines: ReportPipelines {
                 outbound: self.device.snapshot(Direction::Outbound, end),
                 inbound: self.device.snapshot(Direction::Inbound, end),
@@ -472,6 +521,23 @@ impl Bridge {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         Ok(false)
+    }
+
+    /// Beat the fail-open heartbeat if due; after a stall past its timeout, take over
+    /// from the kernel: skip the frames it may have forwarded.
+    fn heartbeat(&mut self, now: Instant) {
+        let Some(b) = &mut self.bypass else { return };
+        let Some(failopen::Beat::TookOver { before_realtime_ns }) = b.beat(now.0) else {
+            return;
+        };
+        self.out.skip_before = before_realtime_ns;
+        self.inb.skip_before = before_realtime_ns;
+        self.fail_open.handovers += 1;
+        let (out, back) = b.forwarded();
+        eprintln!(
+            "weir: fail-open: the loop had stalled past {} ms; the kernel forwarded meanwhile ({} frames {} -> {} and {} {} -> {} so far); weir forwards again",
+            self.fail_open.timeout_ms, out.packets, self.lan, self.wan, back.packets, self.wan, self.lan
+        );
     }
 
     /// Replay the engine's departures scheduled between the last poll and `now` (a late
@@ -630,6 +696,17 @@ impl Bridge {
             lane.stats.mss = self.device.mss_stats(lane.dir);
             lane.stats.tcr = self.device.tcr_stats(lane.dir);
             lane.stats.tx_rejected = lane.tx.rejected;
+            if let Some(b) = &self.bypass {
+                let (out, back) = b.forwarded();
+                let f = match lane.dir {
+                    Direction::Outbound => out,
+                    Direction::Inbound => back,
+                };
+                lane.stats.kernel_forwarded = Count {
+                    packets: f.packets,
+                    bytes: f.bytes,
+                };
+            }
             if let Some(p) = &mut lane.pcap {
                 let _ = p.flush();
             }
@@ -671,6 +748,7 @@ impl Bridge {
             admission: self.device.admission_report(),
             adapt,
             wake: &self.wake,
+            fail_open: &self.fail_open,
             outbound: LaneDoc {
                 lane: &self.out.stats,
                 pipeline: out_snap,
@@ -738,4 +816,3 @@ fn pollfd(fd: RawFd, events: libc::c_short) -> libc::pollfd {
         revents: 0,
     }
 }
-

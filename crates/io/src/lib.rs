@@ -2,11 +2,14 @@
 //! queueing logic (that is weir-core's).
 
 pub mod afpacket;
+pub mod bpf;
 pub mod bridge;
 pub mod clock;
 pub mod ethtool;
+pub mod failopen;
 pub mod pcap;
 pub mod pcap_read;
 pub mod signals;
 pub mod stats;
+pub mod tc;
 pub mod wake;

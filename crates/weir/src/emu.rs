@@ -194,5 +194,5 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         spec::describe(&c),
         a.seed
     );
-    crate::run::bridge(&a.bridge, device, a.seed, &what, None)
+    crate::run::bridge(&a.bridge, device, a.seed, &what, None, false)
 }

@@ -51,6 +51,18 @@ pub struct BridgeArgs {
     /// Print the final report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// While weir is not forwarding (stopped, crashed, hung), forward nothing. The
+    /// default of `weir run` is fail-open: the kernel forwards, unshaped (docs/operate.md).
+    #[arg(long, conflicts_with = "fail_open")]
+    pub fail_closed: bool,
+    /// While weir is not forwarding, the kernel forwards between the interfaces, unshaped
+    /// (the default of `weir run`; `weir emu` is fail-closed unless given this).
+    #[arg(long)]
+    pub fail_open: bool,
+    /// Fail-open: how long weir's loop may go without a heartbeat before the kernel
+    /// forwards (20ms to 60s).
+    #[arg(long, value_parser = fail_open_after, default_value = "100ms")]
+    pub fail_open_after: weir_core::Duration,
     #[command(flatten)]
     pub web: crate::web::HttpArgs,
 }
@@ -69,6 +81,21 @@ pub struct Args {
     seed: Option<u64>,
 }
 
+fn fail_open_after(s: &str) -> Result<weir_core::Duration, String> {
+    let d = crate::sim::dur(s)?;
+    let (lo, hi) = (
+        weir_io::failopen::MIN_AFTER,
+        weir_core::Duration::from_secs(60),
+    );
+    if d < lo || d > hi {
+        return Err(format!(
+            "{s} is outside 20ms..60s: shorter, a busy host's scheduling delays would hand the link \
+             to the kernel again and again; longer, the link would be down that long"
+        ));
+    }
+    Ok(d)
+}
+
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let p = match crate::load_policy(Some(&a.policy), None) {
         Ok(p) => p,
@@ -85,7 +112,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         p.technique.name()
     );
     what += &describe_emulation(&device);
-    bridge(&a.bridge, device, seed, &what, Some(a.policy.clone()))
+    bridge(&a.bridge, device, seed, &what, Some(a.policy.clone()), true)
 }
 
 /// One line per emulation profile of the device, per direction.
@@ -110,13 +137,15 @@ pub fn describe_emulation(device: &Device) -> String {
 
 /// Bridge `b.lan` and `b.wan` through `device` until stopped, then print the report.
 /// `what` describes the configuration for the start-up line.
-/// `reload_file`: the policy file SIGHUP re-reads (`weir run`).
+/// `reload_file`: the policy file SIGHUP re-reads (`weir run`). `fail_open`: the
+/// command's default (`--fail-open` / `--fail-closed` override it).
 pub fn bridge(
     b: &BridgeArgs,
     device: Device,
     seed: u64,
     what: &str,
     reload_file: Option<PathBuf>,
+    fail_open: bool,
 ) -> anyhow::Result<ExitCode> {
     let limit = parse_size(&b.pcap_limit).map_err(|e| anyhow::anyhow!("--pcap-limit: {e}"))?;
     // refuse before creating (and truncating) any capture file
@@ -143,6 +172,8 @@ pub fn bridge(
     cfg.catch_up = b.catch_up;
     cfg.keep_offloads = b.keep_offloads;
     cfg.stats_socket = Some(b.stats_socket.clone());
+    let fail_open = (fail_open || b.fail_open) && !b.fail_closed;
+    cfg.fail_open = fail_open.then_some(b.fail_open_after);
     let mut bridge = Bridge::open(cfg)?;
     // after the bridge: its statistics socket, which the web server reads, exists
     let web = crate::web::WebServer::start(&b.web, b.stats_socket.clone())?;
@@ -164,6 +195,16 @@ pub fn bridge(
             "weir: live view http://{}/ (JSON /api/snapshot, Prometheus /metrics)",
             w.addr()
         );
+    }
+    if fail_open {
+        eprintln!(
+            "weir: fail-open: when weir stops forwarding for {} ms the kernel forwards {} <-> {} (unshaped) until weir is back; --fail-closed for none",
+            b.fail_open_after.as_secs_f64() * 1e3,
+            b.lan,
+            b.wan
+        );
+    } else {
+        eprintln!("weir: fail-closed: while weir is not forwarding, nothing passes");
     }
     if cfg_reload {
         eprintln!(
@@ -205,6 +246,9 @@ pub fn bridge(
             println!("{a}");
         }
         println!("{}", report.wake);
+        if let Ok(v) = serde_json::to_value(&report) {
+            println!("{}", crate::stats::failopen_line(&v));
+        }
     }
     for (l, from) in [(&report.outbound, &b.lan), (&report.inbound, &b.wan)] {
         if l.truncated.packets > 0 {

@@ -35,6 +35,29 @@ pub fn pmtu_line(lane: &serde_json::Value) -> Option<String> {
     ))
 }
 
+/// Fail-open or fail-closed, and what the kernel forwarded while weir did not (a
+/// statistics document or a final report).
+pub fn failopen_line(doc: &serde_json::Value) -> String {
+    let f = &doc["fail_open"];
+    if f["enabled"].as_bool() != Some(true) {
+        return "fail-closed: nothing passes while weir is not forwarding".into();
+    }
+    let n = |dir: &str, k: &str| {
+        doc[dir]["lane"][k]["packets"]
+            .as_u64()
+            .or_else(|| doc[dir][k]["packets"].as_u64())
+            .unwrap_or(0)
+    };
+    format!(
+        "fail-open after {} ms: the kernel forwarded {} frames outbound and {} inbound while weir was not; {} hand-overs back to weir ({} frames skipped as already forwarded)",
+        f["timeout_ms"].as_f64().unwrap_or(0.0),
+        n("outbound", "kernel_forwarded"),
+        n("inbound", "kernel_forwarded"),
+        f["handovers"].as_u64().unwrap_or(0),
+        n("outbound", "handover_skipped") + n("inbound", "handover_skipped"),
+    )
+}
+
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     loop {
         let doc = weir_io::stats::query(&a.socket)?;
@@ -116,6 +139,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             }
             if let Ok(w) = serde_json::from_value::<weir_io::wake::WakeStats>(v["wake"].clone()) {
                 println!("{w}");
+            }
+            if !v["fail_open"].is_null() {
+                println!("{}", failopen_line(&v));
             }
             if !v["adapt"].is_null() {
                 let a: weir_core::device::AdaptSnapshot =

@@ -30,6 +30,9 @@ pub(super) struct Lane {
     /// This direction's own capture file.
     pub(super) pcap: Option<PcapWriter>,
     pub(super) stats: LaneStats,
+    /// Frames received before this CLOCK_REALTIME instant (ns) are skipped: the kernel's
+    /// fail-open bypass may have forwarded them (set at a hand-over).
+    pub(super) skip_before: u64,
     pub(super) meter: RateMeter,
 }
 
@@ -49,6 +52,16 @@ pub(super) fn receive(
     for _ in 0..batch {
         let Some(f) = lane.rx.peek() else { break };
         got = true;
+        if f.ts_ns < lane.skip_before {
+            // the kernel's fail-open bypass may have forwarded it: never twice
+            let (copied, wire_len) = (f.copied, f.wire_len);
+            if copied {
+                let _ = lane.rx.recv_copy(&mut lane.copy_buf);
+            }
+            lane.stats.handover_skipped.add(wire_len);
+            lane.rx.release();
+            continue;
+        }
         // the kernel's receive timestamp: when the frame really arrived (the loop may read
         // it some microseconds later); bounded to the last second in case of a clock step
         let arrival = match f.ts_ns {

@@ -71,6 +71,12 @@ pub struct LaneStats {
     /// Frames that are not IP (ARP, …) forwarded around this direction's shaper (counted
     /// in `tx` as usual).
     pub non_ip_bypassed: Count,
+    /// Fail-open: frames the kernel forwarded this way while weir was not (its bypass
+    /// counts them; see [`crate::failopen`]). Outside `rx` and `tx`.
+    pub kernel_forwarded: Count,
+    /// Frames weir read after a hand-over that the kernel had already forwarded: skipped,
+    /// so that none leaves twice. Outside `rx`.
+    pub handover_skipped: Count,
 }
 
 /// The answers to frames too long for the outgoing interface (`oversize`): each such
@@ -162,11 +168,24 @@ pub struct BridgeReport {
     pub adapt: Option<weir_core::device::AdaptSnapshot>,
     /// The loop's timer wake-ups: how late, and what was made up.
     pub wake: WakeStats,
+    /// Fail-open or fail-closed, and the hand-overs.
+    pub fail_open: FailOpenDoc,
     /// Each direction's pipeline counters at the end, after the shutdown purge (as `weir
     /// stats --json` has them under `pipeline`, `rate_now_bps` 0): per class, and per
     /// leaf queue its drops by cause and, with an AQM, `aqm` (`ecn_marks`, `aqm_drops`,
     /// `ack_filter_drops`, flows).
     pub pipelines: ReportPipelines,
+}
+
+/// What happens when weir stops forwarding ([`crate::failopen`]).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FailOpenDoc {
+    /// True: the kernel forwards (unshaped) while weir does not; false: fail-closed.
+    pub enabled: bool,
+    /// How long without a heartbeat before the kernel forwards, ms (fail-open only).
+    pub timeout_ms: f64,
+    /// Times weir took over from the kernel after its loop had stalled past the timeout.
+    pub handovers: u64,
 }
 
 /// [`BridgeReport::pipelines`]: `None` for a direction the policy leaves alone.
@@ -204,6 +223,7 @@ pub(super) struct StatusDoc<'a> {
     pub(super) adapt: Option<weir_core::device::AdaptSnapshot>,
     /// The loop's timer wake-ups: how late, and what was made up.
     pub(super) wake: &'a WakeStats,
+    pub(super) fail_open: &'a FailOpenDoc,
     pub(super) outbound: LaneDoc<'a>,
     pub(super) inbound: LaneDoc<'a>,
 }
