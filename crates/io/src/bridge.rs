@@ -66,8 +66,9 @@ const COPY_BUF: usize = 65_535 + 22 + vnet::LEN;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BridgeError {
-    #[error("weir run needs root: it opens packet sockets and changes interface offloads; run it as root")]
-    NotRoot,
+    /// The capabilities a bridge needs that this process lacks ([`crate::caps`]).
+    #[error("not privileged enough to bridge: {0}")]
+    Privileges(String),
     #[error("--lan and --wan are both '{0}'; weir bridges two different interfaces")]
     SameInterface(String),
     #[error("interface '{0}' does not exist")]
@@ -107,6 +108,9 @@ pub struct BridgeConfig {
     /// Capture of what leaves weir: one file for both directions, or one per direction.
     pub pcap: PcapSpec,
     pub stats_socket: Option<PathBuf>,
+    /// The group whose members may read the statistics socket and reload, besides root
+    /// and weir's own user.
+    pub socket_group: Option<u32>,
     /// Keep the interfaces' offloads as they are (default: turn GRO/GSO/TSO/LRO off).
     pub keep_offloads: bool,
     /// The policy file SIGHUP re-reads (`weir run`); `None`: SIGHUP is not handled.
@@ -138,6 +142,7 @@ impl BridgeConfig {
             busy_poll: false,
             pcap: PcapSpec::None,
             stats_socket: None,
+            socket_group: None,
             keep_offloads: false,
             reload_file: None,
             pool_packets: 65_536,
@@ -214,12 +219,12 @@ fn check_iface(name: &str) -> Result<(), BridgeError> {
     }
 }
 
-/// The checks `Bridge::open` makes before touching anything: root, two different
-/// interfaces that exist and are up. Callers run it before creating output files.
-pub fn preflight(lan: &str, wan: &str) -> Result<(), BridgeError> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err(BridgeError::NotRoot);
+/// The checks `Bridge::open` makes before touching anything: the capabilities (for the
+/// fail-open bypass as well if `fail_open`), two different interfaces that exist and are
+/// up. Callers run it before creating output files.
+pub fn preflight(lan: &str, wan: &str, fail_open: bool) -> Result<(), BridgeError> {
+    if let Some(m) = crate::caps::Caps::effective().missing_for_bridge(fail_open) {
+        return Err(BridgeError::Privileges(m));
     }
     if lan == wan {
         return Err(BridgeError::SameInterface(lan.into()));
@@ -231,7 +236,7 @@ pub fn preflight(lan: &str, wan: &str) -> Result<(), BridgeError> {
 impl Bridge {
     /// Check the environment, turn offloads off, and open the rings.
     pub fn open(mut cfg: BridgeConfig) -> Result<Bridge, BridgeError> {
-        preflight(&cfg.lan, &cfg.wan)?;
+        preflight(&cfg.lan, &cfg.wan, cfg.fail_open.is_some())?;
         let mut offloads = Vec::new();
         if !cfg.keep_offloads {
             for i in [&cfg.lan, &cfg.wan] {
@@ -302,7 +307,10 @@ impl Bridge {
         let inb = lane(Direction::Inbound, &cfg.wan, &cfg.lan, pcap_in)?;
         // the socket last: once it exists, the rings are bound and no frame is missed
         let mut stats = match &cfg.stats_socket {
-            Some(p) => Some(StatsServer::start(p).map_err(|e| BridgeError::Other(e.to_string()))?),
+            Some(p) => Some(
+                StatsServer::start(p, cfg.socket_group)
+                    .map_err(|e| BridgeError::Other(e.to_string()))?,
+            ),
             None => None,
         };
         let control = stats.as_mut().and_then(StatsServer::take_control);

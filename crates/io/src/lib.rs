@@ -4,6 +4,7 @@
 pub mod afpacket;
 pub mod bpf;
 pub mod bridge;
+pub mod caps;
 pub mod clock;
 pub mod ethtool;
 pub mod failopen;

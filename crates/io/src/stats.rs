@@ -10,14 +10,18 @@
 //! - `reload NAME\n` followed by a policy's text (at most [`MAX_REQUEST`] bytes): the
 //!   request goes to the data path ([`StatsServer::take_control`]), which validates and
 //!   applies it; its JSON answer (`{"ok": true, "report": …}` or `{"ok": false,
-//!   "errors": "…"}`) comes back followed by a newline ([`request_reload`]). Only root may
-//!   ask (the socket is root-only; the peer's uid is checked as well).
+//!   "errors": "…"}`) comes back followed by a newline ([`request_reload`]). Only root,
+//!   the user weir runs as, and members of the socket's group may ask (the socket's mode
+//!   says who may connect; the peer's credentials are checked as well, [`may_reload`]).
 //!
 //! # Server
 //! [`StatsServer::start`] creates the parent directory with mode 0700 if it is missing,
 //! removes a stale socket file (one nobody is listening on), refuses if another process
 //! is listening, and creates the socket with mode 0600 (the socket's inode is `fchmod`ed
-//! before `bind`, so there is no window in which the file is more open). A background
+//! before `bind`, so there is no window in which the file is more open). With a group
+//! (`--socket-group`), the socket is 0660 and belongs to that group (a directory weir
+//! creates is 0750 and that group's), so its members read statistics and reload without
+//! root. A background
 //! thread waits in `poll` for clients and for the stop signal. The data path publishes
 //! with [`StatsServer::publish`] (or a cloneable [`Publisher`]): that swaps an
 //! `Arc<str>` under a mutex the server thread holds only to clone that `Arc`, so the data
@@ -76,7 +80,7 @@ pub enum StatsError {
     NotRunning { path: PathBuf },
     #[error("no weir is running (stale socket at {})", .path.display())]
     Stale { path: PathBuf },
-    #[error("permission denied: weir stats needs root (socket {})", .path.display())]
+    #[error("permission denied: the statistics socket {} is open to root, the user weir runs as and its --socket-group only", .path.display())]
     PermissionDenied { path: PathBuf },
     #[error("another weir is already serving statistics on {}", .path.display())]
     AlreadyRunning { path: PathBuf },
@@ -160,15 +164,20 @@ pub struct StatsServer {
 }
 
 impl StatsServer {
-    /// Create the socket at `path` and start serving (see the module comment).
-    pub fn start(path: &Path) -> Result<StatsServer> {
+    /// Create the socket at `path` and start serving (see the module comment); `group`:
+    /// the group whose members may use it too.
+    pub fn start(path: &Path, group: Option<u32>) -> Result<StatsServer> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             if !dir.exists() {
                 std::fs::DirBuilder::new()
                     .recursive(true)
-                    .mode(0o700)
+                    .mode(if group.is_some() { 0o750 } else { 0o700 })
                     .create(dir)
                     .map_err(|e| io_err(dir, "cannot create the directory", e))?;
+                if let Some(g) = group {
+                    std::os::unix::fs::chown(dir, None, Some(g))
+                        .map_err(|e| io_err(dir, "cannot give the directory to the group", e))?;
+                }
             }
         }
         match std::fs::symlink_metadata(path) {
@@ -193,12 +202,23 @@ impl StatsServer {
             Err(e) => return Err(io_err(path, "cannot inspect", e)),
         }
 
-        let listener = bind_private(path)?;
+        let mode = if group.is_some() { 0o660 } else { 0o600 };
+        let listener = bind_private(path, mode)?;
+        if let Some(g) = group {
+            if let Err(e) = std::os::unix::fs::lchown(path, None, Some(g)) {
+                let _ = std::fs::remove_file(path);
+                return Err(io_err(
+                    path,
+                    "cannot give the socket to --socket-group (weir must run as root or be a member of it)",
+                    e,
+                ));
+            }
+        }
         let meta =
             std::fs::symlink_metadata(path).map_err(|e| io_err(path, "cannot inspect", e))?;
-        if meta.permissions().mode() & 0o777 != 0o600 {
+        if meta.permissions().mode() & 0o777 != mode {
             // Not expected (fchmod before bind), but never leave a wider socket behind.
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
                 .map_err(|e| io_err(path, "cannot set permissions", e))?;
         }
         let id = (meta.dev(), meta.ino());
@@ -212,7 +232,7 @@ impl StatsServer {
         let (control_tx, control) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("weir-stats".into())
-            .spawn(move || serve(listener, wake_rx, thread_doc, control_tx))
+            .spawn(move || serve(listener, wake_rx, thread_doc, control_tx, group))
             .map_err(|e| io_err(path, "cannot start the server thread", e));
         let thread = match thread {
             Ok(t) => t,
@@ -276,8 +296,8 @@ impl Drop for StatsServer {
     }
 }
 
-/// socket + fchmod 0600 + bind + listen.
-fn bind_private(path: &Path) -> Result<UnixListener> {
+/// socket + fchmod `mode` + bind + listen.
+fn bind_private(path: &Path, mode: libc::mode_t) -> Result<UnixListener> {
     use std::os::unix::ffi::OsStrExt;
     let bytes = path.as_os_str().as_bytes();
     // SAFETY: sockaddr_un is plain old data; all-zero is a valid value.
@@ -310,7 +330,7 @@ fn bind_private(path: &Path) -> Result<UnixListener> {
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     // On Linux the socket file takes its mode from the socket inode (minus the umask).
     // SAFETY: fchmod on a descriptor we own.
-    if unsafe { libc::fchmod(fd.as_raw_fd(), 0o600) } < 0 {
+    if unsafe { libc::fchmod(fd.as_raw_fd(), mode) } < 0 {
         return Err(io_err(path, "cannot set permissions", last()));
     }
     // SAFETY: `addr` is a valid sockaddr_un of `len` bytes.
@@ -345,6 +365,7 @@ fn serve(
     wake: UnixStream,
     doc: Doc,
     control: std::sync::mpsc::Sender<ControlRequest>,
+    group: Option<u32>,
 ) {
     let mut fds = [
         libc::pollfd {
@@ -376,7 +397,7 @@ fn serve(
         }
         loop {
             match listener.accept() {
-                Ok((stream, _)) => answer(stream, &doc, &control),
+                Ok((stream, _)) => answer(stream, &doc, &control, group),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => break, // WouldBlock, or a transient error: back to poll
             }
@@ -384,8 +405,33 @@ fn serve(
     }
 }
 
-/// The uid of the process at the other end of `s`.
-fn peer_uid(s: &UnixStream) -> Option<u32> {
+/// Who may reload: root, the user weir runs as, and members of `group` (primary or
+/// supplementary). `peer`: the client's uid, gid and supplementary groups.
+pub fn may_reload(peer: (u32, u32, &[u32]), own_uid: u32, group: Option<u32>) -> bool {
+    let (uid, gid, groups) = peer;
+    uid == 0 || uid == own_uid || group.is_some_and(|g| gid == g || groups.contains(&g))
+}
+
+/// The supplementary groups of the process at the other end of `s` (SO_PEERGROUPS).
+fn peer_groups(s: &UnixStream) -> Vec<u32> {
+    let mut groups = vec![0u32; 256];
+    let mut len = (groups.len() * 4) as libc::socklen_t;
+    // SAFETY: SO_PEERGROUPS into a gid_t array of `len` bytes.
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERGROUPS,
+            groups.as_mut_ptr() as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    groups.truncate(if r == 0 { len as usize / 4 } else { 0 });
+    groups
+}
+
+/// The uid and gid of the process at the other end of `s`.
+fn peer_cred(s: &UnixStream) -> Option<(u32, u32)> {
     let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
     // SAFETY: SO_PEERCRED into a ucred of the right size.
@@ -398,7 +444,7 @@ fn peer_uid(s: &UnixStream) -> Option<u32> {
             &mut len,
         )
     };
-    (r == 0).then_some(cred.uid)
+    (r == 0).then_some((cred.uid, cred.gid))
 }
 
 fn reply_error(s: &mut UnixStream, msg: &str) {
@@ -407,7 +453,12 @@ fn reply_error(s: &mut UnixStream, msg: &str) {
     let _ = s.shutdown(std::net::Shutdown::Both);
 }
 
-fn answer(mut s: UnixStream, doc: &Doc, control: &std::sync::mpsc::Sender<ControlRequest>) {
+fn answer(
+    mut s: UnixStream,
+    doc: &Doc,
+    control: &std::sync::mpsc::Sender<ControlRequest>,
+    group: Option<u32>,
+) {
     let _ = s.set_nonblocking(false);
     let _ = s.set_write_timeout(Some(WRITE_TIMEOUT));
     // a client that sends nothing (the first protocol, `socat`) is taken as asking for
@@ -433,8 +484,15 @@ fn answer(mut s: UnixStream, doc: &Doc, control: &std::sync::mpsc::Sender<Contro
     match head.split_once(' ').map_or((head, ""), |(a, b)| (a, b)) {
         ("" | "stats", _) => {}
         ("reload", name) => {
-            if peer_uid(&s) != Some(0) {
-                return reply_error(&mut s, "weir reload needs root");
+            // SAFETY: geteuid has no preconditions.
+            let own = unsafe { libc::geteuid() };
+            let allowed = peer_cred(&s)
+                .is_some_and(|(uid, gid)| may_reload((uid, gid, &peer_groups(&s)), own, group));
+            if !allowed {
+                return reply_error(
+                    &mut s,
+                    "weir reload needs root, the user weir runs as, or a member of its --socket-group",
+                );
             }
             let (tx, rx) = std::sync::mpsc::sync_channel(1);
             let r = ControlRequest {
@@ -545,7 +603,7 @@ mod tests {
         let t = TempDir::new();
         let dir = t.0.join("run").join("weir");
         let path = dir.join("weir.sock");
-        let server = StatsServer::start(&path).unwrap();
+        let server = StatsServer::start(&path, None).unwrap();
         assert_eq!(mode(&dir), 0o700, "parent directory created private");
         assert!(std::fs::symlink_metadata(&path)
             .unwrap()
@@ -570,7 +628,7 @@ mod tests {
         assert_eq!(raw, "{\"b\":[1,2]}\n");
 
         // A second server on the same path is refused, and leaves the first intact.
-        let e = StatsServer::start(&path).err().unwrap();
+        let e = StatsServer::start(&path, None).err().unwrap();
         assert!(matches!(e, StatsError::AlreadyRunning { .. }), "{e}");
         assert_eq!(
             e.to_string(),
@@ -594,7 +652,7 @@ mod tests {
     fn publisher_from_another_thread_and_many_clients() {
         let t = TempDir::new();
         let path = t.0.join("s.sock");
-        let server = StatsServer::start(&path).unwrap();
+        let server = StatsServer::start(&path, None).unwrap();
         let p = server.publisher();
         let writer = std::thread::spawn(move || {
             for i in 0..2000 {
@@ -631,14 +689,14 @@ mod tests {
             e.to_string(),
             format!("no weir is running (stale socket at {})", path.display())
         );
-        let server = StatsServer::start(&path).unwrap();
+        let server = StatsServer::start(&path, None).unwrap();
         server.publish("{}".into());
         assert_eq!(query(&path).unwrap(), "{}");
         drop(server);
 
         let file = t.0.join("plain");
         std::fs::write(&file, "keep me").unwrap();
-        let e = StatsServer::start(&file).err().unwrap();
+        let e = StatsServer::start(&file, None).err().unwrap();
         assert!(matches!(e, StatsError::NotASocket { .. }), "{e}");
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
     }
@@ -647,7 +705,7 @@ mod tests {
     fn drop_leaves_a_replacement_socket_alone() {
         let t = TempDir::new();
         let path = t.0.join("r.sock");
-        let server = StatsServer::start(&path).unwrap();
+        let server = StatsServer::start(&path, None).unwrap();
         std::fs::remove_file(&path).unwrap();
         let other = UnixListener::bind(&path).unwrap();
         drop(server);
@@ -683,13 +741,27 @@ mod tests {
         let snap = snapshot(&pipe, Instant(42));
         let t = TempDir::new();
         let path = t.0.join("snap.sock");
-        let server = StatsServer::start(&path).unwrap();
+        let server = StatsServer::start(&path, None).unwrap();
         server.publish_json(&snap).unwrap();
         let doc = query(&path).unwrap();
         let back: PipelineSnapshot = serde_json::from_str(&doc).unwrap();
         assert_eq!(back, snap);
         let table = format_table(&back, "a→b");
         assert!(table.contains("web") && table.contains("other"), "{table}");
+    }
+
+    /// Root, weir's own user (a weir given capabilities, not root) and the group's
+    /// members, primary or supplementary; nobody else, and no group means none.
+    #[test]
+    fn who_may_reload() {
+        let own = 1000;
+        assert!(may_reload((0, 0, &[]), own, None));
+        assert!(may_reload((1000, 1000, &[]), own, None));
+        assert!(!may_reload((1001, 1001, &[]), own, None));
+        assert!(!may_reload((1001, 1001, &[4242]), own, None));
+        assert!(may_reload((1001, 4242, &[]), own, Some(4242)));
+        assert!(may_reload((1001, 1001, &[27, 4242]), own, Some(4242)));
+        assert!(!may_reload((1001, 1001, &[27]), own, Some(4242)));
     }
 
     #[test]
@@ -702,7 +774,7 @@ mod tests {
         );
         assert_eq!(
             e(libc::EACCES),
-            "permission denied: weir stats needs root (socket /run/weir/weir.sock)"
+            "permission denied: the statistics socket /run/weir/weir.sock is open to root, the user weir runs as and its --socket-group only"
         );
         assert_eq!(
             e(libc::ECONNREFUSED),
@@ -721,7 +793,7 @@ mod tests {
         }
         let t = TempDir::new();
         let path = t.0.join("p.sock");
-        let server = StatsServer::start(&path).unwrap();
+        let server = StatsServer::start(&path, None).unwrap();
         server.publish("{}".into());
         use std::os::unix::ffi::OsStrExt;
         // SAFETY: plain old data.
@@ -765,7 +837,7 @@ mod tests {
     fn reload_requests_reach_the_data_path_and_its_answer_comes_back() {
         let t = TempDir::new();
         let path = t.0.join("r.sock");
-        let mut server = StatsServer::start(&path).unwrap();
+        let mut server = StatsServer::start(&path, None).unwrap();
         server.publish("{\"n\":1}".into());
         let rx = server.take_control().unwrap();
         assert!(server.take_control().is_none(), "taken once");
@@ -796,7 +868,7 @@ mod tests {
         }
         let t = TempDir::new();
         let path = t.0.join("o.sock");
-        let mut server = StatsServer::start(&path).unwrap();
+        let mut server = StatsServer::start(&path, None).unwrap();
         let _rx = server.take_control().unwrap();
         // someone opened the socket to everybody: the peer's uid is still checked
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
@@ -809,7 +881,7 @@ mod tests {
         }
         let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
         let req = b"reload p.toml\n[link]\nrate = \"1Mbit\"\n";
-        let want = b"weir reload needs root";
+        let want = b"weir reload needs root, the user weir runs as";
         // SAFETY: the child performs only async-signal-safe system calls, then _exit.
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0);

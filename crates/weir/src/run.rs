@@ -39,9 +39,13 @@ pub struct BridgeArgs {
     /// Bytes of each frame to capture.
     #[arg(long, default_value_t = 65535)]
     pub snaplen: u32,
-    /// Unix socket where `weir stats` reads counters (root-only).
+    /// Unix socket where `weir stats` reads counters (root and weir's own user; see --socket-group).
     #[arg(long, default_value = "/run/weir/weir.sock")]
     pub stats_socket: PathBuf,
+    /// A group (name or number) whose members may read the statistics socket and reload
+    /// the policy, besides root and the user weir runs as (the socket becomes 0660).
+    #[arg(long, value_parser = group_id)]
+    pub socket_group: Option<u32>,
     /// Leave GRO/GSO/TSO/LRO as they are (weir turns them off and restores them on exit).
     #[arg(long)]
     pub keep_offloads: bool,
@@ -79,6 +83,24 @@ pub struct Args {
     /// policy's `[link] seed`.
     #[arg(long)]
     seed: Option<u64>,
+}
+
+/// A group's number, from its name or number.
+fn group_id(s: &str) -> Result<u32, String> {
+    if let Ok(n) = s.parse::<u32>() {
+        return Ok(n);
+    }
+    let name = std::ffi::CString::new(s).map_err(|_| format!("'{s}' is not a group name"))?;
+    // SAFETY: a valid C string; the returned entry is read at once, before any other
+    // getgr* call (weir parses its arguments on one thread).
+    let g = unsafe { libc::getgrnam(name.as_ptr()) };
+    if g.is_null() {
+        return Err(format!(
+            "no group named '{s}' (see /etc/group, or give its number)"
+        ));
+    }
+    // SAFETY: non-null entry from getgrnam.
+    Ok(unsafe { (*g).gr_gid })
 }
 
 fn fail_open_after(s: &str) -> Result<weir_core::Duration, String> {
@@ -150,7 +172,8 @@ pub fn bridge(
     let limit = parse_size(&b.pcap_limit).map_err(|e| anyhow::anyhow!("--pcap-limit: {e}"))?;
     // refuse before creating (and truncating) any capture file
     crate::web::check(&b.web)?;
-    weir_io::bridge::preflight(&b.lan, &b.wan)?;
+    let fail_open = (fail_open || b.fail_open) && !b.fail_closed;
+    weir_io::bridge::preflight(&b.lan, &b.wan, fail_open)?;
     let writer = |opt: &str, path: &PathBuf| {
         PcapWriter::create(path, b.snaplen, Some(limit))
             .map_err(|e| anyhow::anyhow!("{opt} {}: {e}", path.display()))
@@ -172,7 +195,7 @@ pub fn bridge(
     cfg.catch_up = b.catch_up;
     cfg.keep_offloads = b.keep_offloads;
     cfg.stats_socket = Some(b.stats_socket.clone());
-    let fail_open = (fail_open || b.fail_open) && !b.fail_closed;
+    cfg.socket_group = b.socket_group;
     cfg.fail_open = fail_open.then_some(b.fail_open_after);
     let mut bridge = Bridge::open(cfg)?;
     // after the bridge: its statistics socket, which the web server reads, exists

@@ -22,7 +22,7 @@ fn run_refuses_bad_setups_clearly() {
     ]);
     assert_eq!(code, 1, "{err}");
     if skip_unless_root("run_refuses_bad_setups_clearly") {
-        assert!(err.contains("needs root"), "{err}");
+        assert!(err.contains("not privileged enough to bridge"), "{err}");
         return;
     }
     assert!(err.contains("interface 'nosuch0' does not exist"), "{err}");
