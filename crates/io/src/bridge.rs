@@ -36,6 +36,7 @@ use crate::afpacket::{RingConfig, RingError, RxRing, TxRing};
 use crate::clock::{set_timer_slack_1ns, Clock};
 use crate::ethtool::OffloadGuard;
 use crate::failopen;
+use crate::log;
 use crate::pcap::PcapWriter;
 use crate::stats::{ControlRequest, StatsServer};
 use crate::wake::{self, WakeStats};
@@ -85,6 +86,9 @@ pub enum BridgeError {
 /// publish (once a second): a default table of 65,536 slots is swept every 8 s.
 const TOP_TALKERS: usize = 10;
 const TALKER_SLOTS_PER_PUBLISH: usize = 8192;
+
+/// Reload requests through the statistics socket taken a second (more are refused).
+pub const RELOADS_PER_SECOND: u64 = 10;
 
 /// Default of [`BridgeConfig::icmp_rate`]: ICMP "too big" replies a second, per direction.
 pub const DEFAULT_ICMP_RATE: u32 = 10;
@@ -185,6 +189,12 @@ pub struct Bridge {
     /// The policy file SIGHUP re-reads, and the flag SIGHUP sets.
     reload_file: Option<(PathBuf, &'static AtomicBool)>,
     reloads_refused: u64,
+    /// Reload requests through the socket beyond [`RELOADS_PER_SECOND`]: refused unread,
+    /// so that a flood of them never stalls forwarding.
+    reload_gate: TokenBucket,
+    reloads_throttled: u64,
+    /// When a refusal for the rate was last logged (one line a second at most).
+    throttle_logged: Instant,
     /// Whether the adaptive controller was at its fallback at the last look (a change is
     /// logged).
     adapt_fallback: bool,
@@ -290,10 +300,10 @@ impl Bridge {
                 let had = failopen::remove(&[&cfg.lan, &cfg.wan])
                     .map_err(|e| BridgeError::Other(e.to_string()))?;
                 if !had.is_empty() {
-                    eprintln!(
-                        "weir: fail-closed: removed an earlier weir's fail-open bypass from {}",
+                    log::notice(&format!(
+                        "fail-closed: removed an earlier weir's fail-open bypass from {}",
                         had.join(" and ")
-                    );
+                    ));
                 }
                 None
             }
@@ -335,6 +345,14 @@ impl Bridge {
             control,
             reload_file,
             reloads_refused: 0,
+            // one byte a request: RELOADS_PER_SECOND bytes a second, as many deep
+            reload_gate: TokenBucket::new(
+                weir_core::Rate::from_bps(RELOADS_PER_SECOND * 8),
+                RELOADS_PER_SECOND as u32,
+                Instant::ZERO,
+            ),
+            reloads_throttled: 0,
+            throttle_logged: Instant::ZERO,
             adapt_fallback: false,
             adapt_swaps: 0,
             talkers: weir_core::conn::talkers::Talkers::new(TOP_TALKERS),
@@ -445,10 +463,10 @@ impl Bridge {
         // hand the link to the kernel first: it forwards while the queues are purged
         if let Some(b) = &mut self.bypass {
             b.hand_to_kernel();
-            eprintln!(
-                "weir: stopping: fail-open: the kernel forwards between {} and {} (unshaped) until weir runs again",
+            log::notice(&format!(
+                "stopping: fail-open: the kernel forwards between {} and {} (unshaped) until weir runs again",
                 self.lan, self.wan
-            );
+            ));
         }
         self.shutdown(end);
         self.publish(end, start);
@@ -460,6 +478,7 @@ impl Bridge {
             inbound: self.inb.stats.clone(),
             policy_generation: self.device.generation(),
             reloads_refused: self.reloads_refused,
+            reloads_throttled: self.reloads_throttled,
             admission: self.device.admission_report(),
             adapt: self.device.adapt(),
             wake: self.wake.clone(),
@@ -542,10 +561,10 @@ impl Bridge {
         self.inb.skip_before = before_realtime_ns;
         self.fail_open.handovers += 1;
         let (out, back) = b.forwarded();
-        eprintln!(
-            "weir: fail-open: the loop had stalled past {} ms; the kernel forwarded meanwhile ({} frames {} -> {} and {} {} -> {} so far); weir forwards again",
+        log::warning(&format!(
+            "fail-open: the loop had stalled past {} ms; the kernel forwarded meanwhile ({} frames {} -> {} and {} {} -> {} so far); weir forwards again",
             self.fail_open.timeout_ms, out.packets, self.lan, self.wan, back.packets, self.wan, self.lan
-        );
+        ));
     }
 
     /// Replay the engine's departures scheduled between the last poll and `now` (a late
@@ -589,7 +608,34 @@ impl Bridge {
     fn poll_control(&mut self, now: Instant) {
         if let Some(rx) = &self.control {
             if let Ok(req) = rx.try_recv() {
-                let answer = self.reload(&req.name, &req.text, now);
+                let answer = if self.reload_gate.try_consume(1, now) {
+                    let a = self.reload(&req.name, &req.text, now);
+                    match a["ok"].as_bool() {
+                        Some(true) => log::info(&format!(
+                            "weir reload: reloaded {} (generation {}): {}",
+                            req.name,
+                            a["report"]["generation"],
+                            a["summary"].as_str().unwrap_or("")
+                        )),
+                        _ => log::warning(&format!(
+                            "weir reload: the new policy was refused; the running one stays:\n{}",
+                            a["errors"].as_str().unwrap_or("?")
+                        )),
+                    }
+                    a
+                } else {
+                    self.reloads_throttled += 1;
+                    if now >= self.throttle_logged + Duration::from_secs(1) {
+                        self.throttle_logged = now;
+                        log::warning(&format!(
+                            "weir reload: more than {RELOADS_PER_SECOND} requests a second; refused {} so far",
+                            self.reloads_throttled
+                        ));
+                    }
+                    serde_json::json!({ "ok": false, "errors": format!(
+                        "too many reload requests: at most {RELOADS_PER_SECOND} a second; try again"
+                    ) })
+                };
                 req.respond(answer.to_string());
             }
         }
@@ -609,15 +655,15 @@ impl Bridge {
             }
         };
         match answer["ok"].as_bool() {
-            Some(true) => eprintln!(
-                "weir: SIGHUP: reloaded {name} (generation {}): {}",
+            Some(true) => log::info(&format!(
+                "SIGHUP: reloaded {name} (generation {}): {}",
                 answer["report"]["generation"],
                 answer["summary"].as_str().unwrap_or("")
-            ),
-            _ => eprintln!(
-                "weir: SIGHUP: the new policy was refused; the running one stays:\n{}",
+            )),
+            _ => log::warning(&format!(
+                "SIGHUP: the new policy was refused; the running one stays:\n{}",
                 answer["errors"].as_str().unwrap_or("?")
-            ),
+            )),
         }
     }
 
@@ -672,24 +718,24 @@ impl Bridge {
                     .filter(|r| r.active)
                     .map(|r| r.address.as_str())
                     .collect();
-                eprintln!(
-                    "weir: adapt: a reflector missed its replies or strayed from the others and was replaced ({} swaps); probing {}",
+                log::notice(&format!(
+                    "adapt: a reflector missed its replies or strayed from the others and was replaced ({} swaps); probing {}",
                     self.adapt_swaps,
                     active.join(", ")
-                );
+                ));
             }
             if a.fallback != self.adapt_fallback {
                 self.adapt_fallback = a.fallback;
                 if a.fallback {
-                    eprintln!(
-                        "weir: adapt: no reply from {} for the timeout: the link falls back to its floor, {} bit/s",
+                    log::warning(&format!(
+                        "adapt: no reply from {} for the timeout: the link falls back to its floor, {} bit/s",
                         a.target, a.rate_bps
-                    );
+                    ));
                 } else {
-                    eprintln!(
-                        "weir: adapt: replies from {} again: the controller resumes",
+                    log::notice(&format!(
+                        "adapt: replies from {} again: the controller resumes",
                         a.target
-                    );
+                    ));
                 }
             }
         }
@@ -748,6 +794,7 @@ impl Bridge {
                 generation: self.device.generation(),
                 reloads: self.device.generation() - 1,
                 reloads_refused: self.reloads_refused,
+                reloads_throttled: self.reloads_throttled,
             },
             connections: self.device.connection_stats(),
             top_talkers: self.talkers.top(),

@@ -8,6 +8,7 @@ pub mod caps;
 pub mod clock;
 pub mod ethtool;
 pub mod failopen;
+pub mod log;
 pub mod pcap;
 pub mod pcap_read;
 pub mod signals;

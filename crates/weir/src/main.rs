@@ -38,6 +38,10 @@ pub const DEFAULT_POLICY: (&str, &str) = (
     about = "Policy-based bandwidth manager, WAN link emulator and QoS testbed"
 )]
 struct Cli {
+    /// Log only events at this level or above: error, warning, notice, info (default; or
+    /// the WEIR_LOG environment variable). Under systemd each line carries its priority.
+    #[arg(long, global = true, value_parser = weir_io::log::Level::parse)]
+    log_level: Option<weir_io::log::Level>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -101,6 +105,20 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
+    let level = match (cli.log_level, std::env::var("WEIR_LOG")) {
+        (Some(l), _) => Some(l),
+        (None, Ok(v)) => match weir_io::log::Level::parse(&v) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                eprintln!("weir: WEIR_LOG: {e}");
+                return ExitCode::from(1);
+            }
+        },
+        (None, Err(_)) => None,
+    };
+    if let Some(l) = level {
+        weir_io::log::set_level(l);
+    }
     let r = match cli.cmd {
         Cmd::Check(a) => check::run(a),
         Cmd::Sim(a) => sim::run(a),
@@ -115,7 +133,7 @@ fn main() -> ExitCode {
     match r {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("weir: {e:#}");
+            weir_io::log::error(&format!("{e:#}"));
             ExitCode::from(1)
         }
     }

@@ -6,6 +6,7 @@ use weir_core::device::Device;
 use weir_core::units::parse_size;
 use weir_core::{Direction, Instant};
 use weir_io::bridge::{Bridge, BridgeConfig, PcapSpec};
+use weir_io::log;
 use weir_io::pcap::PcapWriter;
 
 /// Options every bridging command shares (`weir run`, `weir emu`).
@@ -207,33 +208,32 @@ pub fn bridge(
             stop.store(true, std::sync::atomic::Ordering::SeqCst);
         });
     }
-    eprintln!(
-        "weir: bridging {} <-> {} with {what}\nweir: Ctrl-C to stop; stats: weir stats --socket {}",
-        b.lan,
-        b.wan,
+    log::info(&format!("bridging {} <-> {} with {what}", b.lan, b.wan));
+    log::info(&format!(
+        "Ctrl-C to stop; stats: weir stats --socket {}",
         b.stats_socket.display()
-    );
+    ));
     if let Some(w) = &web {
-        eprintln!(
-            "weir: live view http://{}/ (JSON /api/snapshot, Prometheus /metrics)",
+        log::info(&format!(
+            "live view http://{}/ (JSON /api/snapshot, Prometheus /metrics)",
             w.addr()
-        );
+        ));
     }
     if fail_open {
-        eprintln!(
-            "weir: fail-open: when weir stops forwarding for {} ms the kernel forwards {} <-> {} (unshaped) until weir is back; --fail-closed for none",
+        log::info(&format!(
+            "fail-open: when weir stops forwarding for {} ms the kernel forwards {} <-> {} (unshaped) until weir is back; --fail-closed for none",
             b.fail_open_after.as_secs_f64() * 1e3,
             b.lan,
             b.wan
-        );
+        ));
     } else {
-        eprintln!("weir: fail-closed: while weir is not forwarding, nothing passes");
+        log::info("fail-closed: while weir is not forwarding, nothing passes");
     }
     if cfg_reload {
-        eprintln!(
-            "weir: new policy: weir reload --socket {} FILE, or SIGHUP to re-read the file",
+        log::info(&format!(
+            "new policy: weir reload --socket {} FILE, or SIGHUP to re-read the file",
             b.stats_socket.display()
-        );
+        ));
     }
     let report = bridge.run(stop)?;
     drop(web);
@@ -259,8 +259,8 @@ pub fn bridge(
             }
         }
         println!(
-            "policy generation {} ({} reloads refused)",
-            report.policy_generation, report.reloads_refused
+            "policy generation {} ({} reloads refused, {} refused for the rate)",
+            report.policy_generation, report.reloads_refused, report.reloads_throttled
         );
         for a in &report.admission {
             println!("{a}");
@@ -275,27 +275,27 @@ pub fn bridge(
     }
     for (l, from) in [(&report.outbound, &b.lan), (&report.inbound, &b.wan)] {
         if l.truncated.packets > 0 {
-            eprintln!(
-                "weir: warning: {} frames arriving on {from} could not be read whole and were dropped: \
+            log::warning(&format!(
+                "{} frames arriving on {from} could not be read whole and were dropped: \
                  frames longer than weir's 2 KB packet slots (jumbo frames), or super-packets that \
                  found the socket's copy queue full (see docs/live.md)",
                 l.truncated.packets
-            );
+            ));
         }
         if l.oversize.packets > 0 {
-            eprintln!(
-                "weir: warning: {} frames arriving on {from} were longer than the other interface's MTU \
+            log::warning(&format!(
+                "{} frames arriving on {from} were longer than the other interface's MTU \
                  and were dropped (senders told with ICMP where due; see docs/live.md, \"Frames over the MTU\")",
                 l.oversize.packets
-            );
+            ));
         }
         let e = l.offload_errors.total();
         if e.packets > 0 {
-            eprintln!(
-                "weir: warning: {} frames arriving on {from} carried a virtio header weir could not honour \
+            log::warning(&format!(
+                "{} frames arriving on {from} carried a virtio header weir could not honour \
                  (dropped; causes in --json: offload_errors)",
                 e.packets
-            );
+            ));
         }
     }
     Ok(ExitCode::SUCCESS)

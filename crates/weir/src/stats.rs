@@ -76,11 +76,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             );
             let p = &v["policy"];
             println!(
-                "policy {} generation {} ({} reloads, {} refused)",
+                "policy {} generation {} ({} reloads, {} refused, {} refused for the rate)",
                 p["source"].as_str().unwrap_or("?"),
                 p["generation"],
                 p["reloads"],
-                p["reloads_refused"]
+                p["reloads_refused"],
+                p["reloads_throttled"].as_u64().unwrap_or(0)
             );
             let c = &v["connections"];
             if !c.is_null() {

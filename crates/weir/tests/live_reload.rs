@@ -257,3 +257,75 @@ fn reloads_under_load_lose_nothing_and_the_rate_follows() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A flood of reload requests (40 at once through the socket): each is answered — at
+/// most 10 a second applied, the rest refused unread with a reason — and counted, one log
+/// line says so, and weir keeps forwarding (pings through it during the flood).
+#[test]
+fn a_flood_of_reloads_is_refused_not_a_stall() {
+    if skip_unless_root("a_flood_of_reloads_is_refused_not_a_stall") {
+        return;
+    }
+    let t = BridgeTopo::new("rfl").unwrap();
+    let dir = common::TempDir(
+        std::env::temp_dir().join(format!("weir-live-reload-flood-{}", std::process::id())),
+    );
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let file = dir.0.join("p.toml");
+    std::fs::write(&file, policy(10, true)).unwrap();
+    let sock = dir.0.join("w.sock");
+    let w = common::start_weir(&t, &["run", "--policy", file.to_str().unwrap()], &sock);
+    let (s, f) = (sock.to_str().unwrap(), file.to_str().unwrap());
+    let (pings, answers) = std::thread::scope(|sc| {
+        let h = sc.spawn(|| {
+            weir_lab::agents::icmp_ping_with(
+                &t.snd,
+                BridgeTopo::RCV_ADDR,
+                &weir_lab::agents::PingOpts {
+                    interval: Duration::from_millis(20),
+                    ..weir_lab::agents::PingOpts::new(100, Duration::from_millis(500))
+                },
+            )
+            .unwrap()
+        });
+        let clients: Vec<_> = (0..40)
+            .map(|_| {
+                sc.spawn(|| {
+                    Command::new(WEIR)
+                        .args(["reload", "--json", "--socket", s, f])
+                        .output()
+                        .unwrap()
+                })
+            })
+            .collect();
+        let answers: Vec<String> = clients
+            .into_iter()
+            .map(|c| String::from_utf8_lossy(&c.join().unwrap().stdout).into_owned())
+            .collect();
+        (h.join().unwrap(), answers)
+    });
+    let ok = answers
+        .iter()
+        .filter(|a| a.contains("\"ok\":true") || a.contains("\"ok\": true"))
+        .count();
+    let throttled = answers
+        .iter()
+        .filter(|a| a.contains("too many reload requests"))
+        .count();
+    assert_eq!(ok + throttled, 40, "every request answered: {answers:?}");
+    assert!((10..=20).contains(&ok), "{ok} applied: {answers:?}");
+    let v = stats(&sock);
+    assert_eq!(v["policy"]["reloads_throttled"], throttled as u64, "{v}");
+    assert_eq!(v["policy"]["generation"], ok as u64 + 1, "{v}");
+    let answered = pings.iter().filter(|p| p.is_some()).count();
+    assert!(
+        answered >= 95,
+        "forwarding stalled: {answered}/100 pings answered"
+    );
+    let out = w.terminate();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("weir reload: more than 10 requests a second; refused"),
+        "{log}"
+    );
+}

@@ -160,6 +160,8 @@ pub struct BridgeReport {
     pub policy_generation: u64,
     /// Reloads refused (the running policy stayed).
     pub reloads_refused: u64,
+    /// Reload requests refused unread: more than [`super::RELOADS_PER_SECOND`] a second.
+    pub reloads_throttled: u64,
     /// Admission control of the classes that have it (`max_sessions`), at the end.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub admission: Vec<weir_core::admission::ClassAdmission>,
@@ -236,6 +238,8 @@ pub(super) struct PolicyDoc<'a> {
     pub(super) reloads: u64,
     /// Reload attempts refused (an invalid policy): the running one stayed.
     pub(super) reloads_refused: u64,
+    /// Reload requests refused unread: more than [`super::RELOADS_PER_SECOND`] a second.
+    pub(super) reloads_throttled: u64,
 }
 
 #[derive(Serialize)]

@@ -110,7 +110,7 @@ impl WebServer {
                     let listener = match tokio::net::TcpListener::from_std(std_listener) {
                         Ok(l) => l,
                         Err(e) => {
-                            eprintln!("weir: --http {addr}: {e}");
+                            weir_io::log::error(&format!("--http {addr}: {e}"));
                             return;
                         }
                     };
@@ -120,7 +120,7 @@ impl WebServer {
                         })
                         .await;
                     if let Err(e) = r {
-                        eprintln!("weir: --http {addr}: {e}");
+                        weir_io::log::error(&format!("--http {addr}: {e}"));
                     }
                 })
             })?;
