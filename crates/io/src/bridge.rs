@@ -215,6 +215,8 @@ pub struct Bridge {
     /// The kernel bypass while fail-open.
     bypass: Option<failopen::Bypass>,
     fail_open: FailOpenDoc,
+    /// Captures whose stop was logged (by path).
+    captures_stopped: Vec<String>,
     _offloads: Vec<OffloadGuard>,
 }
 
@@ -363,6 +365,7 @@ impl Bridge {
             last_poll: Instant::ZERO,
             bypass,
             fail_open,
+            captures_stopped: Vec::new(),
             _offloads: offloads,
         })
     }
@@ -483,6 +486,7 @@ impl Bridge {
             adapt: self.device.adapt(),
             wake: self.wake.clone(),
             fail_open: self.fail_open.clone(),
+            captures: self.captures(),
             pipelines: ReportPipelines {
                 outbound: self.device.snapshot(Direction::Outbound, end),
                 inbound: self.device.snapshot(Direction::Inbound, end),
@@ -768,6 +772,18 @@ impl Bridge {
         if let Some(p) = &mut self.pcap_both {
             let _ = p.flush();
         }
+        let captures = self.captures();
+        for c in &captures {
+            if let Some(why) = &c.stopped {
+                if !self.captures_stopped.contains(&c.path) {
+                    self.captures_stopped.push(c.path.clone());
+                    log::warning(&format!(
+                        "capture {} stopped ({why}) after {} frames; forwarding goes on, later frames are not captured",
+                        c.path, c.stats.written
+                    ));
+                }
+            }
+        }
         let Some(server) = &self.stats else { return };
         if now >= self.discovery_due {
             self.device.discovery_tick(now);
@@ -804,6 +820,7 @@ impl Bridge {
             adapt,
             wake: &self.wake,
             fail_open: &self.fail_open,
+            captures: &captures,
             outbound: LaneDoc {
                 lane: &self.out.stats,
                 pipeline: out_snap,
@@ -816,6 +833,15 @@ impl Bridge {
         if let Ok(json) = serde_json::to_string(&doc) {
             server.publish(json);
         }
+    }
+
+    /// Every capture file's state.
+    fn captures(&self) -> Vec<crate::pcap::CaptureStatus> {
+        [&self.pcap_both, &self.out.pcap, &self.inb.pcap]
+            .into_iter()
+            .flatten()
+            .map(PcapWriter::status)
+            .collect()
     }
 
     fn shutdown(&mut self, now: Instant) {

@@ -47,6 +47,16 @@ pub struct PcapStats {
     pub bytes: u64,
 }
 
+/// A capture's state ([`PcapWriter::status`]).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct CaptureStatus {
+    pub path: String,
+    #[serde(flatten)]
+    pub stats: PcapStats,
+    /// Why the capture stopped (a size limit, a write error); `None` while it runs.
+    pub stopped: Option<String>,
+}
+
 pub struct PcapWriter {
     out: BufWriter<File>,
     path: PathBuf,
@@ -131,9 +141,34 @@ impl PcapWriter {
         }
     }
 
-    /// Write buffered records to the file.
+    /// Write buffered records to the file. A failure (disk full) stops the capture as a
+    /// failed write does (kept for [`PcapWriter::error`]); the records still buffered
+    /// are lost, not counted.
     pub fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
+        if self.error.is_some() {
+            return Ok(());
+        }
+        let r = self.out.flush();
+        if let Err(e) = &r {
+            self.stopped = true;
+            self.error = Some(io::Error::new(e.kind(), e.to_string()));
+        }
+        r
+    }
+
+    /// Where the capture stands, for the statistics and the log.
+    pub fn status(&self) -> CaptureStatus {
+        CaptureStatus {
+            path: self.path.display().to_string(),
+            stats: self.stats,
+            stopped: self.stopped.then(|| match &self.error {
+                Some(e) => format!("write error: {e}"),
+                None => format!(
+                    "size limit of {} bytes reached",
+                    self.max_bytes.unwrap_or(0)
+                ),
+            }),
+        }
     }
 
     pub fn stats(&self) -> PcapStats {
@@ -306,6 +341,27 @@ mod tests {
         let st = w.finish().unwrap();
         assert_eq!((st.written, st.skipped, st.bytes), (1, 1, 50));
         assert_eq!(std::fs::metadata(&t.0).unwrap().len(), 50);
+    }
+
+    /// A full disk (`/dev/full` answers every write with ENOSPC): the capture stops at
+    /// the first flush, says why, and counts what comes after as skipped.
+    #[test]
+    fn a_full_disk_stops_the_capture_and_says_so() {
+        let mut w = PcapWriter::create(Path::new("/dev/full"), 0, None).unwrap();
+        w.write(1, &[0u8; 60]);
+        assert!(!w.is_stopped());
+        assert!(w.flush().is_err());
+        assert!(w.is_stopped());
+        w.write(2, &[0u8; 60]);
+        let st = w.status();
+        assert_eq!((st.stats.written, st.stats.skipped), (1, 1));
+        let why = st.stopped.unwrap();
+        assert!(
+            why.starts_with("write error: No space left on device"),
+            "{why}"
+        );
+        // later flushes do not fail again
+        assert!(w.flush().is_ok());
     }
 
     #[test]

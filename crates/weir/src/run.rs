@@ -271,6 +271,9 @@ pub fn bridge(
         println!("{}", report.wake);
         if let Ok(v) = serde_json::to_value(&report) {
             println!("{}", crate::stats::failopen_line(&v));
+            for l in crate::stats::capture_lines(&v) {
+                println!("{l}");
+            }
         }
     }
     for (l, from) in [(&report.outbound, &b.lan), (&report.inbound, &b.wan)] {

@@ -58,6 +58,27 @@ pub fn failopen_line(doc: &serde_json::Value) -> String {
     )
 }
 
+/// One line per capture file (`captures` of a statistics document or a final report).
+pub fn capture_lines(doc: &serde_json::Value) -> Vec<String> {
+    doc["captures"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let stopped = c["stopped"]
+                .as_str()
+                .map_or(String::new(), |w| format!("; stopped: {w}"));
+            format!(
+                "capture {}: {} frames written ({} bytes), {} skipped{stopped}",
+                c["path"].as_str().unwrap_or("?"),
+                c["written"],
+                c["bytes"],
+                c["skipped"]
+            )
+        })
+        .collect()
+}
+
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     loop {
         let doc = weir_io::stats::query(&a.socket)?;
@@ -143,6 +164,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             }
             if !v["fail_open"].is_null() {
                 println!("{}", failopen_line(&v));
+            }
+            for l in capture_lines(&v) {
+                println!("{l}");
             }
             if !v["adapt"].is_null() {
                 let a: weir_core::device::AdaptSnapshot =

@@ -172,6 +172,8 @@ pub struct BridgeReport {
     pub wake: WakeStats,
     /// Fail-open or fail-closed, and the hand-overs.
     pub fail_open: FailOpenDoc,
+    /// The capture files (`--pcap*`): records written and skipped, why one stopped.
+    pub captures: Vec<crate::pcap::CaptureStatus>,
     /// Each direction's pipeline counters at the end, after the shutdown purge (as `weir
     /// stats --json` has them under `pipeline`, `rate_now_bps` 0): per class, and per
     /// leaf queue its drops by cause and, with an AQM, `aqm` (`ecn_marks`, `aqm_drops`,
@@ -226,6 +228,7 @@ pub(super) struct StatusDoc<'a> {
     /// The loop's timer wake-ups: how late, and what was made up.
     pub(super) wake: &'a WakeStats,
     pub(super) fail_open: &'a FailOpenDoc,
+    pub(super) captures: &'a [crate::pcap::CaptureStatus],
     pub(super) outbound: LaneDoc<'a>,
     pub(super) inbound: LaneDoc<'a>,
 }
