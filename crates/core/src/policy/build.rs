@@ -301,6 +301,30 @@ impl Policy {
     /// direction` covers it, the emulator if any `[[emulate]]` profile in use applies to
     /// it; nothing when neither (the direction is forwarded untouched).
     pub fn lane_config(&self, dir: Direction, now: Instant) -> Result<LaneConfig, String> {
+        let p = self.for_direction(dir);
+        p.lane_config_as_is(dir, now)
+    }
+
+    /// The policy as `dir` sees it: inbound, the classes' and the link's inbound rates
+    /// (`inbound_rate`, `inbound_ceil`, `[link] inbound_rate`) in place of `rate` and
+    /// `ceil`; the policy itself when they do not differ by direction.
+    pub fn for_direction(&self, dir: Direction) -> std::borrow::Cow<'_, Policy> {
+        if dir == Direction::Outbound || self.classes[0].inbound.is_none() {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut p = self.clone();
+        p.link_rate = self.inbound_link_rate.unwrap_or(self.link_rate);
+        p.inbound_link_rate = None;
+        for c in &mut p.classes {
+            if let Some(d) = c.inbound.take() {
+                (c.rate, c.ceil, c.burst, c.cburst, c.quantum) =
+                    (d.rate, d.ceil, d.burst, d.cburst, d.quantum);
+            }
+        }
+        std::borrow::Cow::Owned(p)
+    }
+
+    fn lane_config_as_is(&self, dir: Direction, now: Instant) -> Result<LaneConfig, String> {
         let emulator = self.emulator_for(dir)?;
         let shaped = self.shapes.covers(dir);
         if !shaped && emulator.is_none() {

@@ -31,11 +31,24 @@ impl Policy {
                 f.overhead() + crate::framing::MAC_HEADER
             ));
         }
-        s.push_str(&format!(
+        let header = format!(
             "{:<28} {:>11} {:>11} {:>4} {:>8}  {}\n",
             "class", "rate", "ceil", "prio", "quantum", "queue"
-        ));
+        );
+        if self.classes[0].inbound.is_some() {
+            s.push_str("outbound (LAN -> WAN):\n");
+        }
+        s.push_str(&header);
         self.describe_class(0, "", true, &mut s);
+        if self.classes[0].inbound.is_some() {
+            let inb = self.for_direction(crate::pool::Direction::Inbound);
+            s.push_str(&format!(
+                "inbound (WAN -> LAN): link {}\n",
+                fmt_rate(inb.link_rate)
+            ));
+            s.push_str(&header);
+            inb.describe_class(0, "", true, &mut s);
+        }
         if self.rules.is_empty() {
             s.push_str("rules: none (everything goes to the default class)\n");
         } else {

@@ -316,6 +316,18 @@ impl SessionSpec {
     }
 }
 
+/// A class's rates in one direction, where they differ by direction (`inbound_rate`,
+/// `inbound_ceil`, `[link] inbound_rate`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirRates {
+    pub rate: u64,
+    pub ceil: u64,
+    pub burst: u32,
+    pub cburst: u32,
+    /// The DRR quantum (the default one resolved among its siblings' inbound rates).
+    pub quantum: u32,
+}
+
 /// A validated class.
 #[derive(Clone, Debug)]
 pub struct ClassDef {
@@ -360,6 +372,9 @@ pub struct ClassDef {
     pub meter: Option<usize>,
     /// Line of the definition, for messages.
     pub line: usize,
+    /// Its rates inbound, when the policy's differ by direction (`None`: as `rate`,
+    /// `ceil`); [`Policy::for_direction`] puts them in place.
+    pub inbound: Option<DirRates>,
 }
 
 /// An `mss` key: the MSS a TCP connection's SYN and SYN-ACK are clamped to.
@@ -469,6 +484,8 @@ pub struct RuleDef {
 pub struct Policy {
     pub file: String,
     pub link_rate: u64,
+    /// `[link] inbound_rate`: the link's rate inbound, when it differs.
+    pub inbound_link_rate: Option<u64>,
     /// The framing's per-frame overhead (bytes added to each frame), for what takes a
     /// plain overhead; rates take [`Policy::framing`], which also has the mpu and cells.
     pub overhead: i32,

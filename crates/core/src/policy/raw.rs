@@ -99,6 +99,7 @@ pub(super) struct RawEmulate {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawLink {
     pub(super) rate: Spanned<Value>,
+    pub(super) inbound_rate: Option<Spanned<Value>>,
     pub(super) overhead: Option<Spanned<i64>>,
     pub(super) mpu: Option<Spanned<i64>>,
     pub(super) atm: Option<Spanned<bool>>,
@@ -121,6 +122,8 @@ pub(super) struct RawClass {
     pub(super) parent: Option<Spanned<String>>,
     pub(super) rate: Spanned<Value>,
     pub(super) ceil: Option<Spanned<Value>>,
+    pub(super) inbound_rate: Option<Spanned<Value>>,
+    pub(super) inbound_ceil: Option<Spanned<Value>>,
     pub(super) prio: Option<Spanned<i64>>,
     pub(super) quantum: Option<Spanned<Value>>,
     pub(super) burst: Option<Spanned<Value>>,

@@ -4,7 +4,7 @@
 
 use super::super::raw::{parse_red, parse_with, RawClass, Src};
 use super::super::{
-    AqmChoice, ClassDef, QueueKind, SessionSpec, Technique, Written, DEFAULT_BUCKETS,
+    AqmChoice, ClassDef, DirRates, QueueKind, SessionSpec, Technique, Written, DEFAULT_BUCKETS,
     DEFAULT_FIFO_LIMIT, DEFAULT_FLOW_LIMIT,
 };
 use super::burst_for;
@@ -69,6 +69,7 @@ pub(super) fn compile_class(
         }),
         admission: class_admission(src, c, leaf),
         meter: None,
+        inbound: None,
         line: src.line(raw.span()),
     };
     (def.target, def.interval) = aqm_times(src, c);
@@ -159,39 +160,94 @@ fn class_admission(src: &mut Src<'_>, c: &RawClass, leaf: bool) -> Option<admiss
 
 /// A class's `rate` and `ceil`, resolved against its parent's (`prate`, `pceil`).
 fn class_rates(src: &mut Src<'_>, c: &RawClass, prate: u64, pceil: u64) -> (u64, u64) {
-    let rate = parse_with(src, "rate", &c.rate, units::parse_share).map(|s| s.of(prate));
-    let ceil = match &c.ceil {
+    let keys = RateKeys {
+        rate: (&c.rate, "rate"),
+        ceil: c.ceil.as_ref().map(|v| (v, "ceil")),
+    };
+    resolve_rates(src, c.name.get_ref(), keys, prate, pceil)
+}
+
+/// The keys a direction's rates come from: the value and its key's name each.
+struct RateKeys<'a> {
+    rate: (&'a Spanned<Value>, &'static str),
+    ceil: Option<(&'a Spanned<Value>, &'static str)>,
+}
+
+/// A class's inbound rates when the policy has any inbound key: `inbound_rate` and
+/// `inbound_ceil`, or else `rate` and `ceil`, resolved against the parent's inbound
+/// rates (`parent`: its rate and ceil inbound). Buckets and quantum follow them.
+pub(super) fn inbound_rates(
+    src: &mut Src<'_>,
+    c: &RawClass,
+    parent: (u64, u64),
+    mtu: u32,
+) -> DirRates {
+    let keys = RateKeys {
+        rate: c
+            .inbound_rate
+            .as_ref()
+            .map_or((&c.rate, "rate"), |v| (v, "inbound_rate")),
+        ceil: match (&c.inbound_ceil, &c.ceil) {
+            (Some(v), _) => Some((v, "inbound_ceil")),
+            (None, Some(v)) => Some((v, "ceil")),
+            (None, None) => None,
+        },
+    };
+    let (rate, ceil) = resolve_rates(src, c.name.get_ref(), keys, parent.0, parent.1);
+    DirRates {
+        rate,
+        ceil,
+        burst: class_size(src, "burst", &c.burst).unwrap_or_else(|| burst_for(rate, mtu)),
+        cburst: class_size(src, "cburst", &c.cburst).unwrap_or_else(|| burst_for(ceil, mtu)),
+        quantum: 0,
+    }
+}
+
+fn resolve_rates(
+    src: &mut Src<'_>,
+    name: &str,
+    keys: RateKeys<'_>,
+    prate: u64,
+    pceil: u64,
+) -> (u64, u64) {
+    let (rate_v, rate_key) = keys.rate;
+    let rate = parse_with(src, rate_key, rate_v, units::parse_share).map(|s| s.of(prate));
+    let ceil = match keys.ceil {
         None => Some(pceil),
-        Some(v) => parse_with(src, "ceil", v, units::parse_share).map(|s| s.of(pceil)),
+        Some((v, key)) => parse_with(src, key, v, units::parse_share).map(|s| s.of(pceil)),
     };
     let (rate, ceil) = match (rate, ceil) {
         (Some(r), Some(ce)) => (r, ce),
         _ => (1, 1),
     };
     let (rate, ceil) = if rate == 0 {
-        src.err(c.rate.span(), "`rate`: resolves to 0 bit/s");
+        src.err(rate_v.span(), format!("`{rate_key}`: resolves to 0 bit/s"));
         (1, ceil.max(1))
     } else {
         (rate, ceil)
     };
+    let ceil_span = keys.ceil.map_or(rate_v.span(), |(v, _)| v.span());
+    let ceil_key = keys.ceil.map_or("ceil", |(_, k)| k);
     if ceil < rate {
-        let span = c.ceil.as_ref().map_or(c.rate.span(), |v| v.span());
         src.err(
-            span,
+            ceil_span,
             format!(
-                "`ceil` {} is below the class's rate {}",
+                "`{ceil_key}` {} is below the class's {rate_key} {}",
                 fmt_rate(ceil),
                 fmt_rate(rate)
             ),
         );
     } else if ceil > pceil {
-        let span = c.ceil.as_ref().map_or(c.rate.span(), |v| v.span());
         src.warn(
-            span,
+            ceil_span,
             format!(
-                "class '{}': ceil {} exceeds its parent's ceil {}; the parent limits it",
-                c.name.get_ref(),
+                "class '{name}': {ceil_key} {} exceeds its parent's {} {}; the parent limits it",
                 fmt_rate(ceil),
+                if ceil_key == "inbound_ceil" || rate_key == "inbound_rate" {
+                    "inbound ceil"
+                } else {
+                    "ceil"
+                },
                 fmt_rate(pceil)
             ),
         );

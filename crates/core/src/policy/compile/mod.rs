@@ -13,9 +13,9 @@ use super::raw::{
     RawPolicy, RawRule, Src,
 };
 use super::{
-    ClassDef, EmuDef, MssCap, Policy, PolicyError, QueueKind, RuleDef, SessionSpec, Shapes,
-    Technique, Written, DEFAULT_BUCKETS, DEFAULT_FIFO_LIMIT, DEFAULT_FLOW_LIMIT, DEFAULT_SEED,
-    ROOT,
+    ClassDef, DirRates, EmuDef, MssCap, Policy, PolicyError, QueueKind, RuleDef, SessionSpec,
+    Shapes, Technique, Written, DEFAULT_BUCKETS, DEFAULT_FIFO_LIMIT, DEFAULT_FLOW_LIMIT,
+    DEFAULT_SEED, ROOT,
 };
 use crate::classify::{parse_dscp, parse_vlan, IpNet, Match, Proto};
 use crate::diffserv::Role;
@@ -116,7 +116,34 @@ pub(super) fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
     }
 
     check_depths(src, &classes, &spans);
-    check_shares_and_quanta(src, &mut classes, &spans, link_known, mtu);
+    check_shares_and_quanta(src, &mut classes, &spans, link_known, mtu, "");
+    let inbound_link_rate = link
+        .inbound_rate
+        .as_ref()
+        .and_then(|v| parse_with(src, "inbound_rate", v, units::parse_rate));
+    let any_inbound = link.inbound_rate.is_some()
+        || pending.iter().any(|p| {
+            let c = p.raw.get_ref();
+            c.inbound_rate.is_some() || c.inbound_ceil.is_some()
+        });
+    if any_inbound {
+        let explicit: Vec<bool> = std::iter::once(true)
+            .chain(
+                order
+                    .iter()
+                    .map(|&i| pending[i].raw.get_ref().quantum.is_some()),
+            )
+            .collect();
+        compile_inbound(
+            src,
+            (&mut classes, &spans, &explicit),
+            inbound_link_rate.unwrap_or(link_rate),
+            (link_known, mtu),
+            |src, k, parent| {
+                class::inbound_rates(src, pending[order[k - 1]].raw.get_ref(), parent, mtu)
+            },
+        );
+    }
 
     let default_class = compile_default_class(src, &link, &classes, link_span);
     let (emulators, emu_index) = compile_emulators(src, &raw.emulators, mtu);
@@ -147,6 +174,7 @@ pub(super) fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
     Some(Policy {
         file: src.file.to_string(),
         link_rate,
+        inbound_link_rate,
         overhead: framing.overhead(),
         framing,
         mtu,
@@ -388,6 +416,7 @@ fn root_class(
         written: Written::default(),
         meter: None,
         line: src.line(link_span),
+        inbound: None,
     };
     root.apply(technique, false);
     root
@@ -416,12 +445,59 @@ fn check_depths(src: &mut Src<'_>, classes: &[ClassDef], spans: &[std::ops::Rang
 
 /// Children's assured rates must fit in their parent's (the link's only when its rate is
 /// known); quanta not written are derived from the rates among siblings.
+/// The classes' inbound rates (`inbound`): the root's is the link's inbound rate, each
+/// class's from `rate_of(src, index, parent's inbound (rate, ceil))` in tree order; then
+/// the assured-rate sums checked and the default quanta resolved among them, as
+/// outbound. `explicit[k]`: class `k` has its own `quantum`.
+fn compile_inbound(
+    src: &mut Src<'_>,
+    (classes, spans, explicit): (&mut [ClassDef], &[std::ops::Range<usize>], &[bool]),
+    link_rate: u64,
+    (link_known, mtu): (bool, u32),
+    mut rate_of: impl FnMut(&mut Src<'_>, usize, (u64, u64)) -> DirRates,
+) {
+    classes[0].inbound = Some(DirRates {
+        rate: link_rate,
+        ceil: link_rate,
+        burst: burst_for(link_rate, mtu),
+        cburst: burst_for(link_rate, mtu),
+        quantum: classes[0].quantum,
+    });
+    for k in 1..classes.len() {
+        let p = classes[k].parent.unwrap_or(0);
+        let parent = classes[p].inbound.expect("parents come first");
+        classes[k].inbound = Some(rate_of(src, k, (parent.rate, parent.ceil)));
+    }
+    let mut inb: Vec<ClassDef> = classes
+        .iter()
+        .zip(explicit)
+        .map(|(c, &explicit)| {
+            let d = c.inbound.expect("set above");
+            ClassDef {
+                rate: d.rate,
+                ceil: d.ceil,
+                quantum: if explicit { c.quantum } else { 0 },
+                ..c.clone()
+            }
+        })
+        .collect();
+    check_shares_and_quanta(src, &mut inb, spans, link_known, mtu, " inbound");
+    for (c, i) in classes.iter_mut().zip(&inb) {
+        if let Some(d) = &mut c.inbound {
+            d.quantum = i.quantum;
+        }
+    }
+}
+
+/// The children's assured rates against each parent's (an error past it) and the default
+/// quanta; `dir`: "" or " inbound", for the messages.
 fn check_shares_and_quanta(
     src: &mut Src<'_>,
     classes: &mut [ClassDef],
     spans: &[std::ops::Range<usize>],
     link_known: bool,
     mtu: u32,
+    dir: &str,
 ) {
     for p in 0..classes.len() {
         let kids: Vec<usize> = (0..classes.len())
@@ -439,7 +515,7 @@ fn check_shares_and_quanta(
             src.err(
                 spans[p].clone(),
                 format!(
-                    "children of '{}' are assured {} in total ({}), more than its rate {}",
+                    "children of '{}' are assured {} in total{dir} ({}), more than its{dir} rate {}",
                     classes[p].name,
                     fmt_rate(sum),
                     names.join(" + "),
