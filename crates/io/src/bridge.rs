@@ -200,6 +200,8 @@ pub struct Bridge {
     /// The kernel bypass while fail-open.
     bypass: Option<failopen::Bypass>,
     fail_open: FailOpenDoc,
+    /// systemd's watchdog, pinged from this loop (`WatchdogSec=` of the unit).
+    watchdog: crate::notify::Watchdog,
     _offloads: Vec<OffloadGuard>,
 }
 
@@ -337,6 +339,7 @@ impl Bridge {
             last_poll: Instant::ZERO,
             bypass,
             fail_open,
+            watchdog: crate::notify::Watchdog::from_env(),
             _offloads: offloads,
         })
     }
@@ -349,6 +352,7 @@ impl Bridge {
         while !stop.load(Ordering::Relaxed) {
             let now = self.clock.now();
             self.heartbeat(now);
+            self.watchdog.ping(now);
             self.catch_up(now);
             let mut work = false;
             for lane in [&mut self.out, &mut self.inb] {

@@ -7,6 +7,7 @@ pub mod bridge;
 pub mod clock;
 pub mod ethtool;
 pub mod failopen;
+pub mod notify;
 pub mod pcap;
 pub mod pcap_read;
 pub mod signals;
