@@ -217,6 +217,8 @@ pub struct Bridge {
     fail_open: FailOpenDoc,
     /// Captures whose stop was logged (by path).
     captures_stopped: Vec<String>,
+    /// systemd's watchdog, pinged from this loop (`WatchdogSec=` of the unit).
+    watchdog: crate::notify::Watchdog,
     _offloads: Vec<OffloadGuard>,
 }
 
@@ -366,6 +368,7 @@ impl Bridge {
             bypass,
             fail_open,
             captures_stopped: Vec::new(),
+            watchdog: crate::notify::Watchdog::from_env(),
             _offloads: offloads,
         })
     }
@@ -378,6 +381,7 @@ impl Bridge {
         while !stop.load(Ordering::Relaxed) {
             let now = self.clock.now();
             self.heartbeat(now);
+            self.watchdog.ping(now);
             self.catch_up(now);
             let mut work = false;
             for lane in [&mut self.out, &mut self.inb] {

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod ethtool;
 pub mod failopen;
 pub mod log;
+pub mod notify;
 pub mod pcap;
 pub mod pcap_read;
 pub mod signals;

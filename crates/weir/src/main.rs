@@ -10,6 +10,7 @@ mod check;
 mod demo;
 mod discover;
 mod emu;
+mod generate;
 mod lab;
 mod reload;
 mod run;
@@ -37,7 +38,7 @@ pub const DEFAULT_POLICY: (&str, &str) = (
     version = VERSION,
     about = "Policy-based bandwidth manager, WAN link emulator and QoS testbed"
 )]
-struct Cli {
+pub struct Cli {
     /// Log only events at this level or above: error, warning, notice, info (default; or
     /// the WEIR_LOG environment variable). Under systemd each line carries its priority.
     #[arg(long, global = true, value_parser = weir_io::log::Level::parse)]
@@ -95,6 +96,9 @@ enum Cmd {
         after_help = "Example:\n  sudo weir discover\n  sudo weir discover --suggest-policy --rate 50Mbit\n  weir discover --pcap trace.pcap --json"
     )]
     Discover(discover::Args),
+    /// Write the man pages or shell completions (for packaging; scripts/package).
+    #[command(hide = true)]
+    Generate(generate::Args),
 }
 
 fn main() -> ExitCode {
@@ -129,6 +133,7 @@ fn main() -> ExitCode {
         Cmd::Reload(a) => reload::run(a),
         Cmd::Demo(a) => demo::run(a),
         Cmd::Discover(a) => discover::run(a),
+        Cmd::Generate(a) => generate::run(a),
     };
     match r {
         Ok(code) => code,

@@ -13,10 +13,10 @@ use weir_io::pcap::PcapWriter;
 #[derive(clap::Args)]
 pub struct BridgeArgs {
     /// The LAN-side interface (outbound traffic enters here).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub lan: String,
     /// The WAN-side interface (outbound traffic leaves here).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub wan: String,
     /// Spin instead of sleeping between packets: more precise timing, one busy core.
     #[arg(long)]
@@ -235,7 +235,20 @@ pub fn bridge(
             b.stats_socket.display()
         ));
     }
-    let report = bridge.run(stop)?;
+    // under systemd (Type=notify): ready once the rings are open and the loop starts;
+    // the loop pings the watchdog (weir_io::notify)
+    weir_io::notify::notify(&format!(
+        "READY=1\nSTATUS=bridging {} <-> {} with {}",
+        b.lan,
+        b.wan,
+        what.lines().next().unwrap_or_default()
+    ));
+    let report = bridge.run(stop);
+    weir_io::notify::notify(&match &report {
+        Ok(_) => "STOPPING=1".to_string(),
+        Err(e) => format!("STOPPING=1\nSTATUS=stopped: {e}"),
+    });
+    let report = report?;
     drop(web);
     if b.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
