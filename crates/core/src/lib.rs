@@ -38,6 +38,7 @@ pub mod sim;
 pub mod snapshot;
 pub mod stage;
 pub mod stats;
+pub mod subscribers;
 pub mod tcp;
 pub mod units;
 pub mod whatif;
