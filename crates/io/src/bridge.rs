@@ -825,6 +825,7 @@ impl Bridge {
             wake: &self.wake,
             fail_open: &self.fail_open,
             captures: &captures,
+            stats_clients_given_up: server.clients_given_up(),
             outbound: LaneDoc {
                 lane: &self.out.stats,
                 pipeline: out_snap,

@@ -161,6 +161,8 @@ pub struct StatsServer {
     thread: Option<JoinHandle<()>>,
     /// (device, inode) of the socket file we created.
     id: (u64, u64),
+    /// Clients given up on: they did not take the document within [`WRITE_TIMEOUT`].
+    slow: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl StatsServer {
@@ -230,9 +232,13 @@ impl StatsServer {
         let doc: Doc = Arc::new(Mutex::new(Arc::from("")));
         let thread_doc = doc.clone();
         let (control_tx, control) = std::sync::mpsc::channel();
+        let slow = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let thread = std::thread::Builder::new()
             .name("weir-stats".into())
-            .spawn(move || serve(listener, wake_rx, thread_doc, control_tx, group))
+            .spawn({
+                let slow = slow.clone();
+                move || serve(listener, wake_rx, thread_doc, control_tx, group, slow)
+            })
             .map_err(|e| io_err(path, "cannot start the server thread", e));
         let thread = match thread {
             Ok(t) => t,
@@ -248,6 +254,7 @@ impl StatsServer {
             wake,
             thread: Some(thread),
             id,
+            slow,
         })
     }
 
@@ -277,6 +284,11 @@ impl StatsServer {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Clients given up on because they did not read the document in time.
+    pub fn clients_given_up(&self) -> u64 {
+        self.slow.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -366,6 +378,7 @@ fn serve(
     doc: Doc,
     control: std::sync::mpsc::Sender<ControlRequest>,
     group: Option<u32>,
+    slow: Arc<std::sync::atomic::AtomicU64>,
 ) {
     let mut fds = [
         libc::pollfd {
@@ -397,7 +410,7 @@ fn serve(
         }
         loop {
             match listener.accept() {
-                Ok((stream, _)) => answer(stream, &doc, &control, group),
+                Ok((stream, _)) => answer(stream, &doc, &control, group, &slow),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => break, // WouldBlock, or a transient error: back to poll
             }
@@ -458,6 +471,7 @@ fn answer(
     doc: &Doc,
     control: &std::sync::mpsc::Sender<ControlRequest>,
     group: Option<u32>,
+    slow: &std::sync::atomic::AtomicU64,
 ) {
     let _ = s.set_nonblocking(false);
     let _ = s.set_write_timeout(Some(WRITE_TIMEOUT));
@@ -514,9 +528,20 @@ fn answer(
         (other, _) => return reply_error(&mut s, &format!("unknown request '{other}'")),
     }
     let d: Arc<str> = doc.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    let _ = s.write_all(d.as_bytes());
-    if !d.ends_with('\n') {
-        let _ = s.write_all(b"\n");
+    let mut r = s.write_all(d.as_bytes());
+    if r.is_ok() && !d.ends_with('\n') {
+        r = s.write_all(b"\n");
+    }
+    if r.is_err() {
+        // a client that never reads: given up on after WRITE_TIMEOUT (the data path never
+        // waits for it); counted, and logged at the 1st, 2nd, 4th, 8th, … time
+        let n = slow.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if n.is_power_of_two() {
+            crate::log::warning(&format!(
+                "a statistics client did not take the document within {} s and was given up on ({n} so far)",
+                WRITE_TIMEOUT.as_secs()
+            ));
+        }
     }
     let _ = s.shutdown(std::net::Shutdown::Both);
 }
@@ -748,6 +773,24 @@ mod tests {
         assert_eq!(back, snap);
         let table = format_table(&back, "a→b");
         assert!(table.contains("web") && table.contains("other"), "{table}");
+    }
+
+    /// A client that connects, asks and never reads a document larger than the socket's
+    /// buffers is given up on after WRITE_TIMEOUT and counted; the next client is served.
+    #[test]
+    fn a_client_that_never_reads_is_given_up_on_and_counted() {
+        let t = TempDir::new();
+        let path = t.0.join("slow.sock");
+        let server = StatsServer::start(&path, None).unwrap();
+        server.publish(format!("{{\"pad\":\"{}\"}}", "x".repeat(8 << 20)));
+        let mut lazy = UnixStream::connect(&path).unwrap();
+        lazy.write_all(b"stats\n").unwrap();
+        lazy.shutdown(std::net::Shutdown::Write).unwrap();
+        // served after the lazy one: its answer comes once the server gave up on it
+        let doc = query(&path).unwrap();
+        assert_eq!(doc.len(), 8 * 1024 * 1024 + 10);
+        assert_eq!(server.clients_given_up(), 1);
+        drop(lazy);
     }
 
     /// Root, weir's own user (a weir given capabilities, not root) and the group's

@@ -45,7 +45,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn read(path: &Path) -> anyhow::Result<String> {
-    std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))
+    std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))
 }
 
 /// Validate a subscriber table: its errors (exit 2) or its summary.
@@ -81,7 +82,10 @@ fn check_table(devices: &Path, network: Option<&Path>) -> anyhow::Result<ExitCod
     let (nodes, circuits, prefixes) = t.counts();
     println!(
         "{name}: ok: {circuits} circuits, {prefixes} prefixes, {nodes} nodes{}",
-        network.map_or(" (a flat network)".to_string(), |n| format!(" ({})", n.display()))
+        network.map_or(" (a flat network)".to_string(), |n| format!(
+            " ({})",
+            n.display()
+        ))
     );
     print!("{}", describe(&t));
     Ok(ExitCode::SUCCESS)

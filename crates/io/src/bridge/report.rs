@@ -229,6 +229,8 @@ pub(super) struct StatusDoc<'a> {
     pub(super) wake: &'a WakeStats,
     pub(super) fail_open: &'a FailOpenDoc,
     pub(super) captures: &'a [crate::pcap::CaptureStatus],
+    /// Statistics clients given up on: they did not read the document within 1 s.
+    pub(super) stats_clients_given_up: u64,
     pub(super) outbound: LaneDoc<'a>,
     pub(super) inbound: LaneDoc<'a>,
 }
