@@ -33,6 +33,11 @@
 //!   (frames that are not IP, ARP here). So the remainder must be 0, or a few packets
 //!   when the TX ring was full at that instant: `0 <= remainder <= IN_FLIGHT`. At each
 //!   clean stop (the end) the final report's identity, queues purged, is exact;
+//! * the other identities of the document: every leaf queue's (`received = enqueued +
+//!   dropped_on_enqueue`, `enqueued = dequeued + dropped_later + queued`, the drops by
+//!   cause summing to the drops, the AQM's drops equal to their causes'), the connection
+//!   table's (`inserted = live + removed + evicted + expired`, `misses = inserted`), the
+//!   over-MTU counters' (`oversize` = the `pmtu` outcomes);
 //! * `reload_drops` 0 in both directions (no frame lost to a reload), each reload's
 //!   answer dropped 0, and the generation counts up;
 //! * the under-rate class dropped nothing, the over-rate class dropped (its share
@@ -68,7 +73,7 @@
 
 mod common;
 
-use common::{outage_ms, probe_every_5ms, start_weir_with, stats, weir, KillOnDrop};
+use common::{outage_ms, probe_every_5ms, spawn_weir, stats, weir, KillOnDrop};
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -85,6 +90,8 @@ const IN_FLIGHT: i64 = 8;
 /// Longest outage after a `kill -9` (the bypass takes over after 100 ms without a
 /// heartbeat; measured 98 ms in `live_failopen`; a loaded host's scheduling on top).
 const MAX_OUTAGE_MS: f64 = 1000.0;
+/// Longest wait for a new weir's statistics socket.
+const MAX_START: Duration = Duration::from_secs(30);
 /// Bytes each way of a short connection.
 const SHORT_BYTES: usize = 300;
 const SHORT_PORT: u16 = 7000;
@@ -273,6 +280,66 @@ fn class_drops(v: &serde_json::Value, dir: &str, name: &str) -> (u64, u64) {
         })
 }
 
+/// The other identities a `weir stats --json` document keeps (docs/commands.md, the
+/// snapshot's and the connection table's module documentation); what does not hold.
+fn other_identities(v: &serde_json::Value) -> Vec<String> {
+    let mut bad = Vec::new();
+    let n = |c: &serde_json::Value| c["packets"].as_u64().unwrap_or(0);
+    for d in ["outbound", "inbound"] {
+        for c in v[d]["pipeline"]["classes"].as_array().into_iter().flatten() {
+            let q = &c["queue"];
+            if q.is_null() {
+                continue;
+            }
+            let (rec, enq, deq) = (n(&q["received"]), n(&q["enqueued"]), n(&q["dequeued"]));
+            let (on_enq, later) = (n(&q["dropped_on_enqueue"]), n(&q["dropped_later"]));
+            let queued = q["packets"].as_u64().unwrap_or(0);
+            let by_cause: u64 = q["drops"]
+                .as_object()
+                .map_or(0, |m| m.values().map(n).sum());
+            let name = &c["name"];
+            if rec != enq + on_enq {
+                bad.push(format!(
+                    "{d} {name}: received {rec} != enqueued {enq} + dropped on enqueue {on_enq}"
+                ));
+            }
+            if enq != deq + later + queued {
+                bad.push(format!("{d} {name}: enqueued {enq} != dequeued {deq} + dropped later {later} + queued {queued}"));
+            }
+            if by_cause != on_enq + later {
+                bad.push(format!(
+                    "{d} {name}: drops by cause {by_cause} != {on_enq} + {later}"
+                ));
+            }
+            let aqm = &q["aqm"];
+            if !aqm.is_null()
+                && (aqm["aqm_drops"].as_u64() != Some(n(&q["drops"]["aqm"]))
+                    || aqm["ack_filter_drops"].as_u64() != Some(n(&q["drops"]["ack_filter"])))
+            {
+                bad.push(format!("{d} {name}: aqm {aqm} vs drops {}", q["drops"]));
+            }
+        }
+        let l = &v[d]["lane"];
+        let p = &l["pmtu"];
+        let u = |k: &str| p[k].as_u64().unwrap_or(0);
+        let answered = n(&p["frag_needed"]) + n(&p["packet_too_big"]);
+        if pk(l, "oversize") != answered + u("rate_limited") + u("df_clear") + u("not_answered") {
+            bad.push(format!(
+                "{d}: oversize {} != its pmtu counters {p}",
+                pk(l, "oversize")
+            ));
+        }
+    }
+    let c = &v["connections"];
+    let k = |f: &str| c[f].as_u64().unwrap_or(0);
+    if k("inserted") != k("live") + k("removed") + k("evicted") + k("expired")
+        || k("misses") != k("inserted")
+    {
+        bad.push(format!("connections: inserted != live + removed + evicted + expired, or misses != inserted: {c}"));
+    }
+    bad
+}
+
 /// One running weir.
 struct Proc {
     n: usize,
@@ -296,12 +363,33 @@ fn start_proc(t: &BridgeTopo, dir: &Path, n: usize, policy: &Path) -> Proc {
     let sock = dir.join(format!("w{n}.sock"));
     let log = dir.join(format!("weir{n}.log"));
     let file = std::fs::File::create(&log).unwrap();
-    let child = start_weir_with(
+    let spawned = Instant::now();
+    let mut child = spawn_weir(
         t,
         &["run", "--policy", policy.to_str().unwrap()],
         &sock,
         file.into(),
     );
+    // a loaded host has taken more than 5 s (start_weir's limit) to start one
+    while !sock.exists() {
+        let exited = child.0.as_mut().unwrap().try_wait().unwrap();
+        if exited.is_some() || spawned.elapsed() > MAX_START {
+            panic!(
+                "weir {n} did not start ({}): {}",
+                exited.map_or(format!("not serving after {MAX_START:?}"), |s| s
+                    .to_string()),
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = spawned.elapsed();
+    if took > Duration::from_secs(2) {
+        println!(
+            "weir {n} took {:.1} s to serve statistics",
+            took.as_secs_f64()
+        );
+    }
     let pid = child.0.as_ref().unwrap().id() as i32;
     Proc {
         n,
@@ -315,6 +403,24 @@ fn start_proc(t: &BridgeTopo, dir: &Path, n: usize, policy: &Path) -> Proc {
         cpu_at: (Instant::now(), cpu_s(pid)),
         last: None,
         checked: false,
+    }
+}
+
+/// The soak's directory: a temporary one, removed at the end, unless given.
+struct Kept(PathBuf, bool);
+
+impl Kept {
+    fn temp() -> Kept {
+        let d = std::env::temp_dir().join(format!("weir-soak-{}", std::process::id()));
+        Kept(d, true)
+    }
+}
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        if self.1 {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 }
 
@@ -532,8 +638,11 @@ fn soak() {
     }
     let cfg = Config::from_env();
     let t = BridgeTopo::new("soak").unwrap();
-    let dir =
-        common::TempDir(std::env::temp_dir().join(format!("weir-soak-{}", std::process::id())));
+    // WEIR_SOAK_DIR (scripts/soak): the policies and each weir's log are kept there
+    let dir = match std::env::var_os("WEIR_SOAK_DIR") {
+        Some(d) => Kept(PathBuf::from(d), false),
+        None => Kept::temp(),
+    };
     std::fs::create_dir_all(&dir.0).unwrap();
     let files: Vec<PathBuf> = [40, 30]
         .iter()
@@ -753,7 +862,7 @@ fn soak() {
         let (short_ok, short_failed) = shorts.counts();
         let row = format!(
             "{:>6.0} {:>2} {:>6.0} {:>4} {:>7} {:>5.1} {:>2} | {:>5} {:>8} {:>5} {:>8} | {:>10} {:>10} {:>7} {:>4} {:>2} | {:>10} {:>10} {:>7} {:>4} {:>2} | {:>6} {:>5} {:>5} | {:>7} {:>4}",
-            t_s, p.n, up, v["policy"]["generation"], fmt_mib(rss), cpu_pct, v["fail_open"]["handovers"],
+            t_s, p.n, up, v["policy"]["generation"].as_u64().unwrap_or(0), fmt_mib(rss), cpu_pct, v["fail_open"]["handovers"].as_u64().unwrap_or(0),
             cn("live"), cn("inserted"), cn("evicted"), cn("expired"),
             lanes[0].rx, lanes[0].tx, lanes[0].dropped, lanes[0].queued, lanes[0].rem,
             lanes[1].rx, lanes[1].tx, lanes[1].dropped, lanes[1].queued, lanes[1].rem,
@@ -789,6 +898,10 @@ fn soak() {
                 );
             }
         }
+        let others = other_identities(&v);
+        verdict.check(others.is_empty(), || {
+            format!("t {t_s:.0} s, weir {}: {}", p.n, others.join("; "))
+        });
         verdict.check(v["policy"]["generation"] == p.reloads + 1, || {
             format!(
                 "weir {}: generation {} after {} reloads",
@@ -927,6 +1040,9 @@ fn soak() {
         2 * rows.len() as u64 - inexact,
         2 * rows.len(),
         max_rem
+    );
+    println!(
+        "  the other identities (every leaf queue's, the drops by cause, the connection table's, the over-MTU counters') held at every check"
     );
     println!(
         "  reloads: {reloads}, {reload_kept} queued packets kept, 0 dropped (reload_drops 0 in every check)"

@@ -96,12 +96,14 @@ pub fn in_ns(ns: &weir_lab::topo::Netns, argv: &[&str]) -> Command {
 /// Start weir (`args` after the binary) in `t`'s DUT namespace between its two hosts,
 /// with `--json` and its statistics socket at `sock`; wait for the socket.
 pub fn start_weir(t: &weir_lab::topo::BridgeTopo, args: &[&str], sock: &Path) -> KillOnDrop {
-    start_weir_with(t, args, sock, std::process::Stdio::piped())
+    let g = spawn_weir(t, args, sock, std::process::Stdio::piped());
+    wait_for(sock, Duration::from_secs(5), "weir did not start");
+    g
 }
 
-/// [`start_weir`] with weir's standard error (its log) going to `stderr`, e.g. a file: a
-/// pipe nobody reads would stall a weir that logs for hours.
-pub fn start_weir_with(
+/// [`start_weir`] without the wait, weir's standard error (its log) going to `stderr`,
+/// e.g. a file: a pipe nobody reads would stall a weir that logs for hours.
+pub fn spawn_weir(
     t: &weir_lab::topo::BridgeTopo,
     args: &[&str],
     sock: &Path,
@@ -116,9 +118,7 @@ pub fn start_weir_with(
         .stderr(stderr)
         .spawn()
         .unwrap();
-    let g = KillOnDrop(Some(child));
-    wait_for(sock, Duration::from_secs(5), "weir did not start");
-    g
+    KillOnDrop(Some(child))
 }
 
 /// Whether `program` runs here. Missing: a failure under CI (`CI` set: `scripts/test`
