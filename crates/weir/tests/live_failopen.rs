@@ -19,13 +19,15 @@
 
 mod common;
 
-use common::{have, in_ns, iperf3_server, start_weir, stats, KillOnDrop};
+use common::{
+    have, in_ns, iperf3_server, outage_ms, probe_every_5ms, start_weir, stats, KillOnDrop,
+};
 use std::net::{IpAddr, SocketAddr};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use weir_lab::agents::{ProbeKind, ProbeOpts, Prober, UdpReflector};
+use weir_lab::agents::UdpReflector;
 use weir_lab::topo::{skip_unless_root, BridgeTopo};
 
 const CLASS_MBIT: f64 = 20.0;
@@ -96,17 +98,6 @@ fn signal(w: &KillOnDrop, sig: i32) {
     assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
 }
 
-/// ms from `at` (CLOCK_REALTIME ns) to the first reply to a probe sent at or after it.
-fn outage_ms(p: &weir_lab::agents::ProbeReport, at: u64) -> f64 {
-    let first = p
-        .records
-        .iter()
-        .filter(|r| r.tx_ns >= at)
-        .find_map(|r| r.rx_ns)
-        .expect("no probe came back after the event");
-    (first - at) as f64 / 1e6
-}
-
 #[test]
 fn the_link_survives_kill_stop_and_restart_of_weir() {
     let test = "the_link_survives_kill_stop_and_restart_of_weir";
@@ -130,15 +121,7 @@ fn the_link_survives_kill_stop_and_restart_of_weir() {
         None,
     )
     .unwrap();
-    let prober = Prober::start(
-        &t.snd,
-        ProbeOpts::new(
-            ProbeKind::Udp,
-            reflector.local_addr(),
-            Duration::from_millis(5),
-        ),
-    )
-    .unwrap();
+    let prober = probe_every_5ms(&t, reflector.local_addr());
     let sampler = Sampler::start(&t);
     let _server = iperf3_server(&t);
     let rcv = BridgeTopo::RCV_ADDR.to_string();

@@ -96,18 +96,29 @@ pub fn in_ns(ns: &weir_lab::topo::Netns, argv: &[&str]) -> Command {
 /// Start weir (`args` after the binary) in `t`'s DUT namespace between its two hosts,
 /// with `--json` and its statistics socket at `sock`; wait for the socket.
 pub fn start_weir(t: &weir_lab::topo::BridgeTopo, args: &[&str], sock: &Path) -> KillOnDrop {
+    let g = spawn_weir(t, args, sock, std::process::Stdio::piped());
+    wait_for(sock, Duration::from_secs(5), "weir did not start");
+    g
+}
+
+/// [`start_weir`] without the wait, weir's standard error (its log) going to `stderr`,
+/// e.g. a file: a pipe nobody reads would stall a weir that logs for hours.
+pub fn spawn_weir(
+    t: &weir_lab::topo::BridgeTopo,
+    args: &[&str],
+    sock: &Path,
+    stderr: std::process::Stdio,
+) -> KillOnDrop {
     let mut argv = vec![WEIR];
     argv.extend_from_slice(args);
     argv.extend_from_slice(&["--lan", &t.dut_lan, "--wan", &t.dut_wan, "--json"]);
     argv.extend_from_slice(&["--stats-socket", sock.to_str().unwrap()]);
     let child = in_ns(&t.dut, &argv)
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stderr(stderr)
         .spawn()
         .unwrap();
-    let g = KillOnDrop(Some(child));
-    wait_for(sock, Duration::from_secs(5), "weir did not start");
-    g
+    KillOnDrop(Some(child))
 }
 
 /// Whether `program` runs here. Missing: a failure under CI (`CI` set: `scripts/test`
@@ -297,4 +308,29 @@ pub fn class_bytes(v: &serde_json::Value, dirs: &[&str], name: &str, what: Count
             n["bytes"].as_u64().unwrap()
         })
         .sum()
+}
+
+/// ms from `at` (CLOCK_REALTIME ns) to the first reply to a probe sent at or after it: how
+/// long forwarding was out after an event (a kill of weir).
+pub fn outage_ms(p: &weir_lab::agents::ProbeReport, at: u64) -> f64 {
+    let first = p
+        .records
+        .iter()
+        .filter(|r| r.tx_ns >= at)
+        .find_map(|r| r.rx_ns)
+        .expect("no probe came back after the event");
+    (first - at) as f64 / 1e6
+}
+
+/// A UDP probe every 5 ms from `t`'s sender to a reflector at `to` (on the receiver).
+pub fn probe_every_5ms(
+    t: &weir_lab::topo::BridgeTopo,
+    to: std::net::SocketAddr,
+) -> weir_lab::agents::Prober {
+    use weir_lab::agents::{ProbeKind, ProbeOpts, Prober};
+    Prober::start(
+        &t.snd,
+        ProbeOpts::new(ProbeKind::Udp, to, Duration::from_millis(5)),
+    )
+    .unwrap()
 }
