@@ -44,10 +44,9 @@
 
 mod common;
 
-use criterion::{Criterion, Throughput};
+use criterion::Criterion;
 use std::hint::black_box;
 use std::net::Ipv4Addr;
-use std::time::Instant as WallClock;
 use weir_core::aqm::fifo::{AqmFifo, AqmFifoConfig};
 use weir_core::aqm::{AqmKind, Cobalt, Codel};
 use weir_core::queue::fifo::{Fifo, Limits};
@@ -285,16 +284,7 @@ fn bench(
     eprintln!(
         "{id}: {mean:.1} ns/packet over {FIXED_PACKETS} packets (fixed loop; best tenth {best:.1})"
     );
-    let mut g = c.benchmark_group(group);
-    g.throughput(Throughput::Elements(1));
-    g.bench_function(name, |bch| {
-        bch.iter_custom(|iters| {
-            let t = WallClock::now();
-            b.run(iters);
-            t.elapsed()
-        })
-    });
-    g.finish();
+    common::per_element(c, group, name, |iters| b.run(iters));
     b.check();
     let note = b.q.aqm_stats().map_or(String::new(), |s| {
         let acks = if s.ack_drops > 0 {

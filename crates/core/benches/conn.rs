@@ -96,11 +96,7 @@ const STRIDE: u64 = 48_271;
 const FIXED_OPS: u64 = 2_000_000;
 
 fn fixed_ops() -> u64 {
-    if std::env::args().any(|a| a == "--bench") {
-        FIXED_OPS
-    } else {
-        10_000
-    }
+    common::fixed_count(FIXED_OPS)
 }
 
 #[inline(always)]

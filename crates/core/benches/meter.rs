@@ -49,11 +49,7 @@ const KIB32: u32 = 32 * 1024;
 
 /// Packets in the fixed loop: fewer when criterion runs the bench as a test.
 fn fixed_packets() -> u64 {
-    if std::env::args().any(|a| a == "--bench") {
-        FIXED_PACKETS
-    } else {
-        10_000
-    }
+    common::fixed_count(FIXED_PACKETS)
 }
 
 #[derive(Clone, Copy)]

@@ -72,11 +72,7 @@ const PS_PER_BYTE: u64 = 8_000_000_000_000 / LINK_BPS;
 const FIXED_PACKETS: u64 = 2_000_000;
 
 fn fixed_packets() -> u64 {
-    if std::env::args().any(|a| a == "--bench") {
-        FIXED_PACKETS
-    } else {
-        10_000
-    }
+    common::fixed_count(FIXED_PACKETS)
 }
 
 /// Untimed packets between warm-up and the first measurement (token buckets settle).

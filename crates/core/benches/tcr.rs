@@ -103,11 +103,7 @@ const T_ACK: u64 = T_SYNACK + 1_000_000_000;
 const T_START: u64 = T_ACK + 1_000_000;
 
 fn fixed_acks() -> u64 {
-    if std::env::args().any(|a| a == "--bench") {
-        FIXED_ACKS
-    } else {
-        10_000
-    }
+    common::fixed_count(FIXED_ACKS)
 }
 
 fn policy(technique: &str) -> Policy {

@@ -15,6 +15,8 @@
 //!   prefixes are stored as pre-masked `u128` words so a prefix test is an XOR and an AND.
 //! * [`Fields::flow_hash`] is the seeded, direction-independent flow hash that per-flow
 //!   queueing and the connection table key on: a packet and its reply hash equal.
+//! * [`lpm::PrefixTable`] is a longest-prefix-match table over many IPv4/IPv6 prefixes
+//!   (subscriber circuits), with the builder's duplicate and overlap check.
 //!
 //! Value parsers for the policy compiler live in `values.rs` (re-exported here):
 //! [`IpNet::parse`] (CIDR prefixes, host bits must be clear), [`PortSet::parse`] ("80",
@@ -23,6 +25,7 @@
 //! IPv4-mapped IPv6 addresses are IPv6 addresses here: an IPv4 prefix never matches an IPv6
 //! address.
 
+pub mod lpm;
 mod values;
 pub use values::{dscp_name, parse_dscp, parse_vlan, IpNet, PortSet, Proto};
 
