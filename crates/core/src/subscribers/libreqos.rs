@@ -13,7 +13,8 @@
 //!   are one circuit: their parent and rates must agree.
 
 use super::csv::{self, Field};
-use super::{clashes, Circuit, Diag, Node, Table};
+use super::{Circuit, Diag, Node, Table};
+use crate::classify::lpm::{Conflict, PrefixTable};
 use crate::classify::IpNet;
 
 const COLUMNS: [&str; 13] = [
@@ -397,11 +398,15 @@ pub fn parse_shaped_devices(file: &str, text: &str, nodes: Vec<Node>) -> Result<
             circuits[k].prefixes.push(n);
         }
     }
-    for (later, earlier) in clashes(&all) {
-        let (n, m) = (all[later].0, all[earlier].0);
-        let (ck, pos) = places[later];
-        let (ek, epos) = places[earlier];
-        let what = if n == m { "listed again" } else { "overlaps" };
+    let entries: Vec<(IpNet, u32)> = all.iter().map(|&(n, k)| (n, k as u32)).collect();
+    for c in PrefixTable::conflicts(&entries) {
+        let (at, other) = (c.at(), c.other());
+        let (n, m) = (all[at].0, all[other].0);
+        let ((ck, pos), (ek, epos)) = (places[at], places[other]);
+        let what = match c {
+            Conflict::Duplicate { .. } => "listed again",
+            Conflict::Overlap { .. } => "lies inside",
+        };
         let msg = format!(
             "{n} (circuit '{}') {what} {m} (circuit '{}', line {}): a packet must belong to one circuit",
             circuits[ck].id, circuits[ek].id, epos.0

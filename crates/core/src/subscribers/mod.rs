@@ -10,7 +10,8 @@
 //!
 //! Everything is checked and reported at `file:line:col` ([`Diag`]): malformed fields,
 //! min above max, an unknown parent, rows of one circuit that disagree, a prefix listed
-//! twice or overlapping another circuit's (errors); a node whose circuits' and children's
+//! twice or inside another circuit's (errors, found by
+//! [`crate::classify::lpm::PrefixTable::conflicts`]); a node whose circuits' and children's
 //! minimums add up to more than its rate (a warning, as LibreQoS warns).
 //!
 //! Sans-IO: the parsers take the files' text and names.
@@ -92,68 +93,5 @@ impl Table {
         let nodes = self.nodes.iter().filter(|n| !n.virtual_node).count();
         let prefixes = self.circuits.iter().map(|c| c.prefixes.len()).sum();
         (nodes, self.circuits.len(), prefixes)
-    }
-}
-
-/// Prefixes listed twice or overlapping one another across `items` (prefix, owner, and
-/// the owner's place for messages): for each clash, (the later item's index, the
-/// earlier's). Sorting by address then length puts a covering prefix right before what
-/// it covers, so one pass with a stack of open covering prefixes finds every clash.
-pub fn clashes(items: &[(IpNet, usize)]) -> Vec<(usize, usize)> {
-    let key = |n: &IpNet| -> (bool, u128, u8) {
-        let a = match n.addr() {
-            std::net::IpAddr::V4(a) => u32::from(a) as u128,
-            std::net::IpAddr::V6(a) => u128::from(a),
-        };
-        (n.is_ipv6(), a, n.prefix_len())
-    };
-    let mut order: Vec<usize> = (0..items.len()).collect();
-    order.sort_by_key(|&i| (key(&items[i].0), i));
-    let mut open: Vec<usize> = Vec::new();
-    let mut out = Vec::new();
-    for &i in &order {
-        let (n, _) = &items[i];
-        while let Some(&top) = open.last() {
-            let t = &items[top].0;
-            if t.is_ipv6() == n.is_ipv6()
-                && t.prefix_len() <= n.prefix_len()
-                && t.contains(n.addr())
-            {
-                break;
-            }
-            open.pop();
-        }
-        if let Some(&top) = open.last() {
-            let (a, b) = if top < i { (i, top) } else { (top, i) };
-            out.push((a, b));
-        }
-        open.push(i);
-    }
-    out.sort_unstable();
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn net(s: &str) -> IpNet {
-        IpNet::parse(s).unwrap()
-    }
-
-    #[test]
-    fn clashes_are_duplicates_and_covers() {
-        let items = vec![
-            (net("10.0.0.0/24"), 0),
-            (net("10.0.1.0/24"), 1),
-            (net("10.0.0.128/25"), 2), // inside item 0
-            (net("10.0.1.0/24"), 3),   // item 1 again
-            (net("2001:db8::/56"), 4),
-            (net("2001:db8:0:1::/64"), 5), // inside item 4
-            (net("10.0.2.1"), 6),
-            (net("::a00:201"), 7), // an IPv6 address that reads like 10.0.2.1: no clash
-        ];
-        assert_eq!(clashes(&items), vec![(2, 0), (3, 1), (5, 4)]);
-        assert!(clashes(&items[..2]).is_empty());
     }
 }

@@ -180,7 +180,7 @@ fn mistakes_are_located_and_explained() {
          1,a,9,d2,AP_1,,10.0.9.9,,1,1,20,10,\n",
     ));
     let has = |s: &str| assert!(e.iter().any(|x| x.contains(s)), "{s} not in {e:#?}");
-    has("ShapedDevices.csv:3:15: 10.0.0.4/32 (circuit '2') overlaps 10.0.0.0/29 (circuit '1', line 2)");
+    has("ShapedDevices.csv:3:15: 10.0.0.4/32 (circuit '2') lies inside 10.0.0.0/29 (circuit '1', line 2)");
     has("ShapedDevices.csv:5:15: 10.0.1.1/32 (circuit '4') listed again 10.0.1.1/32 (circuit '3', line 4)");
     has("ShapedDevices.csv:6:1: circuit '1': this device's parent node or rates differ from the circuit's first row (line 2)");
     // the header and the shape of rows
