@@ -110,7 +110,7 @@ floor = "40%"
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}{stderr}");
     assert!(
-        stderr.contains("weir: adapt: no reply from 10.77.0.2"),
+        stderr.contains("weir: warning: adapt: no reply from 10.77.0.2"),
         "{stderr}"
     );
     assert!(stderr.contains("replies from 10.77.0.2 again"), "{stderr}");
