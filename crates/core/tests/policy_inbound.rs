@@ -123,6 +123,14 @@ fn inbound_mistakes_are_located_and_explained() {
     let errs = errors("[link]\nrate = \"10Mbit\"\ninbound_rate = \"fast\"\n");
     has(&errs, "p.toml:3:16:");
     has(&errs, "`inbound_rate`");
+    // a key read for both directions reports once
+    let errs = errors(
+        "[link]\nrate = \"10Mbit\"\ninbound_rate = \"20Mbit\"\ndefault = \"a\"\n\
+         [[class]]\nname = \"a\"\nrate = \"fast\"\nburst = \"huge\"\n",
+    );
+    assert_eq!(errs.len(), 2, "{errs:#?}");
+    has(&errs, "p.toml:7:8: `rate`: invalid share 'fast'");
+    has(&errs, "p.toml:8:9: `burst`: invalid size 'huge'");
     let errs = errors(&format!("{head}inbound_rate = \"0%\"\n"));
     has(&errs, "p.toml:8:16: `inbound_rate`: invalid share '0%'");
 }

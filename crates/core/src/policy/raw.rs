@@ -272,13 +272,20 @@ impl<'a> Src<'a> {
             msg: msg.into(),
         }
     }
+    /// Record an error; the same message at the same place is recorded once (a key read
+    /// for both directions, `rate` resolved outbound and inbound, reports once).
     pub(super) fn err(&mut self, span: std::ops::Range<usize>, msg: impl Into<String>) {
         let e = self.at(span, msg);
-        self.errors.push(e);
+        if !self.errors.contains(&e) {
+            self.errors.push(e);
+        }
     }
+    /// Record a warning, once per message and place (as [`Src::err`]).
     pub(super) fn warn(&mut self, span: std::ops::Range<usize>, msg: impl Into<String>) {
         let e = self.at(span, msg);
-        self.warnings.push(e);
+        if !self.warnings.contains(&e) {
+            self.warnings.push(e);
+        }
     }
     pub(super) fn line(&self, span: std::ops::Range<usize>) -> usize {
         self.pos(span.start).0
