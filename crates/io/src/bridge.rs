@@ -618,18 +618,7 @@ impl Bridge {
             if let Ok(req) = rx.try_recv() {
                 let answer = if self.reload_gate.try_consume(1, now) {
                     let a = self.reload(&req.name, &req.text, now);
-                    match a["ok"].as_bool() {
-                        Some(true) => log::info(&format!(
-                            "weir reload: reloaded {} (generation {}): {}",
-                            req.name,
-                            a["report"]["generation"],
-                            a["summary"].as_str().unwrap_or("")
-                        )),
-                        _ => log::warning(&format!(
-                            "weir reload: the new policy was refused; the running one stays:\n{}",
-                            a["errors"].as_str().unwrap_or("?")
-                        )),
-                    }
+                    log_reload("weir reload", &req.name, &a);
                     a
                 } else {
                     self.reloads_throttled += 1;
@@ -662,17 +651,7 @@ impl Bridge {
                 serde_json::json!({ "ok": false, "errors": format!("cannot read policy {name}: {e}") })
             }
         };
-        match answer["ok"].as_bool() {
-            Some(true) => log::info(&format!(
-                "SIGHUP: reloaded {name} (generation {}): {}",
-                answer["report"]["generation"],
-                answer["summary"].as_str().unwrap_or("")
-            )),
-            _ => log::warning(&format!(
-                "SIGHUP: the new policy was refused; the running one stays:\n{}",
-                answer["errors"].as_str().unwrap_or("?")
-            )),
-        }
+        log_reload("SIGHUP", &name, &answer);
     }
 
     /// Validate `text` as a policy and put it in place of the running one, keeping every
@@ -876,6 +855,22 @@ impl Bridge {
         if let Some(p) = &mut self.pcap_both {
             let _ = p.flush();
         }
+    }
+}
+
+/// Log a reload's outcome (`answer` as [`Bridge::reload`] makes it); `how`: "SIGHUP" or
+/// "weir reload".
+fn log_reload(how: &str, name: &str, answer: &serde_json::Value) {
+    match answer["ok"].as_bool() {
+        Some(true) => log::info(&format!(
+            "{how}: reloaded {name} (generation {}): {}",
+            answer["report"]["generation"],
+            answer["summary"].as_str().unwrap_or("")
+        )),
+        _ => log::warning(&format!(
+            "{how}: the new policy was refused; the running one stays:\n{}",
+            answer["errors"].as_str().unwrap_or("?")
+        )),
     }
 }
 

@@ -164,8 +164,6 @@ pub struct Forwarded {
 pub struct Bypass {
     words: SharedWords,
     heart: Heart,
-    lan: String,
-    wan: String,
 }
 
 impl Bypass {
@@ -192,8 +190,6 @@ impl Bypass {
         Ok(Bypass {
             words,
             heart: Heart::new(timeout, now),
-            lan: lan.into(),
-            wan: wan.into(),
         })
     }
 
@@ -225,10 +221,6 @@ impl Bypass {
     /// A clean stop: the kernel forwards from now on.
     pub fn hand_to_kernel(&mut self) {
         self.words.word(HEARTBEAT).store(0, Ordering::SeqCst);
-    }
-
-    pub fn interfaces(&self) -> (&str, &str) {
-        (&self.lan, &self.wan)
     }
 }
 

@@ -220,24 +220,16 @@ fn request(msg: Msg) -> Result<(), (std::io::Error, Option<String>)> {
     }
 }
 
+/// The interface's index ([`crate::ethtool::ifindex`]), as netlink's `tcmsg` has it.
 pub fn ifindex(iface: &str) -> Result<i32, TcError> {
-    let name = std::ffi::CString::new(iface).map_err(|_| TcError {
-        what: "interface name",
-        iface: iface.into(),
-        err: std::io::Error::from_raw_os_error(libc::EINVAL),
-        kernel: None,
-    })?;
-    // SAFETY: a valid C string.
-    let i = unsafe { libc::if_nametoindex(name.as_ptr()) };
-    if i == 0 {
-        return Err(TcError {
+    crate::ethtool::ifindex(iface)
+        .map(|i| i as i32)
+        .map_err(|e| TcError {
             what: "interface index",
             iface: iface.into(),
-            err: std::io::Error::last_os_error(),
+            err: std::io::Error::other(e.to_string()),
             kernel: None,
-        });
-    }
-    Ok(i as i32)
+        })
 }
 
 fn err<'a>(
