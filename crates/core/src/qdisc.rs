@@ -165,6 +165,16 @@ pub trait Qdisc: Send {
     fn aqm_stats(&self) -> Option<AqmStats> {
         None
     }
+    /// Free what an empty queue can rebuild (a [`crate::queue::lazy::Lazy`] queue's
+    /// inner queue); true if something was freed. A queue holding packets keeps all.
+    fn release(&mut self) -> bool {
+        false
+    }
+    /// For a queue built on first use ([`crate::queue::lazy::Lazy`]): whether it is built
+    /// now; `None` for the others (an owner tracks idleness only where it is `Some`).
+    fn lazy_built(&self) -> Option<bool> {
+        None
+    }
 }
 
 /// A packet and byte count.
@@ -314,5 +324,11 @@ impl<Q: Qdisc + ?Sized> Qdisc for Counted<Q> {
     }
     fn aqm_stats(&self) -> Option<AqmStats> {
         self.inner.aqm_stats()
+    }
+    fn release(&mut self) -> bool {
+        self.inner.release()
+    }
+    fn lazy_built(&self) -> Option<bool> {
+        self.inner.lazy_built()
     }
 }

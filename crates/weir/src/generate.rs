@@ -26,6 +26,21 @@ enum What {
     /// Write bash, zsh and fish completions (weir.bash, _weir, weir.fish) into DIR.
     #[command(after_help = "Example:\n  weir generate completions target/completions")]
     Completions { dir: PathBuf },
+    /// Write a synthetic subscriber table in LibreQoS's formats (network.json,
+    /// ShapedDevices.csv) and a policy.toml that loads it into DIR: 100 circuits an
+    /// access point, 10 access points a site (docs/subscribers.md).
+    #[command(
+        after_help = "Example:\n  weir generate subscribers --circuits 10000 /tmp/isp\n  weir check /tmp/isp/policy.toml"
+    )]
+    Subscribers {
+        dir: PathBuf,
+        /// How many circuits.
+        #[arg(long, default_value_t = 10_000)]
+        circuits: usize,
+        /// Which circuits get a second device.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
 }
 
 /// The command line as users see it: without this hidden command (clap cannot remove a
@@ -63,6 +78,30 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 clap_complete::generate_to(shell, &mut public_command(), "weir", &dir)
                     .map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
             }
+        }
+        What::Subscribers {
+            dir,
+            circuits,
+            seed,
+        } => {
+            if !(1..=1_000_000).contains(&circuits) {
+                anyhow::bail!("--circuits {circuits}: from 1 to 1,000,000");
+            }
+            created(&dir)?;
+            let (net, csv) = weir_core::subscribers::generate::generate(circuits, seed);
+            for (name, text) in [
+                ("network.json", net.as_str()),
+                ("ShapedDevices.csv", csv.as_str()),
+                ("policy.toml", weir_core::subscribers::generate::POLICY),
+            ] {
+                let path = dir.join(name);
+                std::fs::write(&path, text)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            }
+            println!(
+                "{}: {circuits} circuits (network.json, ShapedDevices.csv, policy.toml)",
+                dir.display()
+            );
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -338,7 +338,8 @@ pub struct Rule {
     pub name: String,
 }
 
-/// Ordered rules, first match wins, with hit counters per rule and for the default.
+/// Ordered rules, first match wins, with hit counters per rule and for the default;
+/// before the rules, a subscriber table's circuits when it has one.
 #[derive(Clone, Debug)]
 pub struct Classifier {
     pub rules: Vec<Rule>,
@@ -346,14 +347,36 @@ pub struct Classifier {
     /// Hits per rule, parallel to `rules`.
     pub hits: Vec<Count>,
     pub default_hits: Count,
+    /// Circuits by longest-prefix match, looked up before the rules.
+    pub circuits: Option<CircuitLookup>,
+}
+
+/// Which address of a packet a subscriber table is looked up by.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    Src,
+    Dst,
+}
+
+/// A subscriber table in a classifier: prefix → class, keyed by one address of the packet
+/// (the subscriber's: the source travelling outbound, the destination inbound).
+#[derive(Clone, Debug)]
+pub struct CircuitLookup {
+    pub table: std::sync::Arc<lpm::PrefixTable>,
+    pub by: Endpoint,
+    /// Packets the table classified.
+    pub hits: Count,
 }
 
 /// Rule index reported for the default class.
 pub const DEFAULT_RULE: u16 = u16::MAX;
+/// Rule index reported for a packet the subscriber table classified.
+pub const CIRCUIT_RULE: u16 = u16::MAX - 1;
 
 impl Classifier {
-    /// Most rules a classifier holds (rule indices are `u16`; `u16::MAX` means default).
-    pub const MAX_RULES: usize = u16::MAX as usize;
+    /// Most rules a classifier holds (rule indices are `u16`; [`CIRCUIT_RULE`] and
+    /// [`DEFAULT_RULE`] are taken).
+    pub const MAX_RULES: usize = CIRCUIT_RULE as usize;
 
     /// A classifier over `rules` in order. Errors if there are more than
     /// [`Classifier::MAX_RULES`] rules or a rule fails [`Match::validate`].
@@ -379,12 +402,34 @@ impl Classifier {
             rules,
             default_class,
             default_hits: Count::default(),
+            circuits: None,
         })
     }
 
-    /// The class and rule index for `f` without counting (`DEFAULT_RULE` = default).
+    /// The same classifier looking `table` up by the packet's `by` address before its
+    /// rules (a subscriber table: prefix → circuit class).
+    pub fn with_circuits(mut self, table: std::sync::Arc<lpm::PrefixTable>, by: Endpoint) -> Self {
+        self.circuits = Some(CircuitLookup {
+            table,
+            by,
+            hits: Count::default(),
+        });
+        self
+    }
+
+    /// The class and rule index for `f` without counting ([`CIRCUIT_RULE`]: the
+    /// subscriber table's, [`DEFAULT_RULE`]: the default).
     #[inline]
     pub fn lookup(&self, f: &Fields) -> (u32, u16) {
+        if let Some(c) = &self.circuits {
+            let a = match c.by {
+                Endpoint::Src => f.src,
+                Endpoint::Dst => f.dst,
+            };
+            if let Some(class) = a.and_then(|a| c.table.lookup(a)) {
+                return (class, CIRCUIT_RULE);
+            }
+        }
         for (i, r) in self.rules.iter().enumerate() {
             if r.m.matches(f) {
                 return (r.class, i as u16);
@@ -398,8 +443,9 @@ impl Classifier {
     #[inline]
     pub fn classify(&mut self, f: &Fields, len: u32) -> (u32, u16) {
         let (class, rule) = self.lookup(f);
-        match self.hits.get_mut(rule as usize) {
-            Some(c) if rule != DEFAULT_RULE => c.add(len),
+        match (self.hits.get_mut(rule as usize), &mut self.circuits) {
+            (Some(c), _) => c.add(len),
+            (None, Some(c)) if rule == CIRCUIT_RULE => c.hits.add(len),
             _ => self.default_hits.add(len),
         }
         (class, rule)
@@ -409,6 +455,9 @@ impl Classifier {
     pub fn reset_hits(&mut self) {
         self.hits.iter_mut().for_each(|c| *c = Count::default());
         self.default_hits = Count::default();
+        if let Some(c) = &mut self.circuits {
+            c.hits = Count::default();
+        }
     }
 }
 

@@ -2,11 +2,11 @@
 //! [`Pipeline`] (classifier and link-sharing scheduler, then the emulator where a profile
 //! applies), and the [`Device`] with both directions — the only way to assemble one.
 
-use super::{ClassDef, MssCap, Policy, QueueKind, RedSpec, Shapes, Technique};
+use super::{ClassDef, MssCap, Policy, QueueKind, RedSpec, Shapes, SubscriberClass, Technique};
 use crate::adapt::{AdaptClassDef, AdaptConfig};
 use crate::aqm::fifo::AqmFifoConfig;
 use crate::aqm::{AqmKind, AqmParams};
-use crate::classify::{Classifier, Rule};
+use crate::classify::{Classifier, Endpoint, Rule};
 use crate::device::{Configure, Device, DeviceConfig, LaneConfig};
 use crate::diffserv::{Conditioner, Role, NO_METER};
 use crate::emulate::{self, EmuConfig, Emulator};
@@ -16,6 +16,7 @@ use crate::qdisc::Qdisc;
 use crate::queue::fifo::{Fifo, Limits};
 use crate::queue::fq::FqConfig;
 use crate::queue::gred::{DropProfile, GredParams, GredQueue};
+use crate::queue::lazy::Lazy;
 use crate::queue::pfq::{Pfq, PfqConfig};
 use crate::queue::red::{RedMode, RedParams, RedQueue};
 use crate::rate::Rate;
@@ -57,8 +58,16 @@ impl Policy {
                     Limit::Packets(n) => cfg.limit_packets = n,
                     Limit::Bytes(b) => cfg.limit_bytes = b,
                 }
+                let seed = self.seed ^ crate::rng::mix64(c.line as u64);
                 cfg.validate()
-                    .and_then(|()| cfg.build(self.seed ^ crate::rng::mix64(c.line as u64)))
+                    .map_err(|e| format!("class '{}': {e}", c.name))?;
+                if c.subscriber == Some(SubscriberClass::Circuit) {
+                    // built while the circuit has traffic (`queue::lazy`)
+                    return Ok(Box::new(Lazy::new(Box::new(move || {
+                        cfg.build(seed).expect("the configuration was validated")
+                    }))));
+                }
+                cfg.build(seed)
                     .map_err(|e| format!("class '{}': {e}", c.name))?
             }
             QueueKind::Fifo => {
@@ -89,10 +98,17 @@ impl Policy {
         })
     }
 
-    /// The rate a leaf is sure of (its assured `rate`, framed as the policy counts
-    /// frames): what its AQM's MTU time and a flow queue's quantum and memory derive from.
+    /// The rate a leaf's AQM MTU time and a flow queue's quantum and memory derive from
+    /// (framed as the policy counts frames): what it is sure of, its assured `rate` — but
+    /// a subscriber's circuit, assured a small minimum (often 1 % of its plan), drains at
+    /// its plan's rate: its `ceil` (as CAKE under LibreQoS's HTB class, whose own rate is
+    /// unlimited, keeps its 5 ms target).
     fn class_rate(&self, c: &ClassDef) -> Rate {
-        Rate::with_framing(c.rate, self.framing)
+        let bps = match c.subscriber {
+            Some(super::SubscriberClass::Circuit) => c.ceil,
+            _ => c.rate,
+        };
+        Rate::with_framing(bps, self.framing)
     }
 
     /// A leaf's CoDel/COBALT parameters: CAKE's derivation from its assured rate
@@ -180,11 +196,28 @@ impl Policy {
         Classifier::new(rules, self.default_class as u32).map_err(|e| e.to_string())
     }
 
+    /// The classifier of packets travelling `dir`: the subscriber table's circuits (by
+    /// the source address outbound, the destination inbound: the subscriber's side)
+    /// before the policy's rules.
+    pub fn classifier_in(&self, dir: Direction) -> Result<Classifier, String> {
+        let c = self.classifier()?;
+        Ok(match &self.subscribers {
+            None => c,
+            Some(s) => c.with_circuits(
+                s.table.clone(),
+                match dir {
+                    Direction::Outbound => Endpoint::Src,
+                    Direction::Inbound => Endpoint::Dst,
+                },
+            ),
+        })
+    }
+
     /// The shaping pipeline on its own, at time `now` (classifier, conditioner, shaper;
     /// no device around it): for the simulator, `weir sim` and `weir check`.
     pub fn build(&self, now: Instant) -> Result<Pipeline, String> {
         let (classifier, stages) = LaneConfig {
-            classifier: Some(self.classifier()?),
+            classifier: Some(self.classifier_in(Direction::Outbound)?),
             conditioner: self.conditioner(now)?,
             shaper: Some(self.shaper(now)?),
             emulator: None,
@@ -331,7 +364,7 @@ impl Policy {
             return Ok(LaneConfig::default());
         }
         Ok(LaneConfig {
-            classifier: Some(self.classifier()?),
+            classifier: Some(self.classifier_in(dir)?),
             conditioner: if shaped { self.conditioner(now)? } else { None },
             shaper: if shaped {
                 Some(self.shaper(now)?)

@@ -1,7 +1,10 @@
 //! Describe: the text `weir check` prints for a compiled policy — the link, the class tree
 //! with each leaf's queue, the rules and the emulation profiles.
 
-use super::{AdaptMode, ClassDef, Policy, QueueKind};
+use super::{AdaptMode, ClassDef, Policy, QueueKind, SubscriberClass};
+
+/// Tables with more circuits than this print one summary line per node for its circuits.
+const MAX_CIRCUITS_LISTED: usize = 50;
 use crate::classify::{IpNet, Match, Proto};
 use crate::emulate;
 use crate::units::{fmt_rate, fmt_size};
@@ -39,7 +42,8 @@ impl Policy {
             s.push_str("outbound (LAN -> WAN):\n");
         }
         s.push_str(&header);
-        self.describe_class(0, "", true, &mut s);
+        let kids = self.children_lists();
+        self.describe_class(0, ("", true), &kids, &mut s);
         if self.classes[0].inbound.is_some() {
             let inb = self.for_direction(crate::pool::Direction::Inbound);
             s.push_str(&format!(
@@ -47,7 +51,21 @@ impl Policy {
                 fmt_rate(inb.link_rate)
             ));
             s.push_str(&header);
-            inb.describe_class(0, "", true, &mut s);
+            inb.describe_class(0, ("", true), &kids, &mut s);
+        }
+        if let Some(t) = &self.subscribers {
+            s.push_str(&format!(
+                "subscribers: {} circuits, {} prefixes, {} nodes from {}{}; a circuit is found \
+                 by its prefixes (the source address outbound, the destination inbound) before \
+                 the rules; its queue exists while it has traffic\n",
+                t.circuits,
+                t.prefixes,
+                t.nodes,
+                t.shaped_devices,
+                t.network
+                    .as_ref()
+                    .map_or(String::new(), |n| format!(" and {n}"))
+            ));
         }
         if self.rules.is_empty() {
             s.push_str("rules: none (everything goes to the default class)\n");
@@ -183,7 +201,53 @@ impl Policy {
         }
     }
 
-    fn describe_class(&self, i: usize, prefix: &str, last: bool, s: &mut String) {
+    /// Each class's children, in order.
+    fn children_lists(&self) -> Vec<Vec<usize>> {
+        let mut kids = vec![Vec::new(); self.classes.len()];
+        for (k, c) in self.classes.iter().enumerate() {
+            if let Some(p) = c.parent {
+                kids[p].push(k);
+            }
+        }
+        kids
+    }
+
+    /// A summary line standing for `circuits` (circuit classes of one parent): how many,
+    /// and the range of their rates and ceilings.
+    fn describe_circuits(&self, circuits: &[usize], prefix: &str, s: &mut String) {
+        let range = |f: &dyn Fn(&ClassDef) -> u64| {
+            let lo = circuits
+                .iter()
+                .map(|&k| f(&self.classes[k]))
+                .min()
+                .unwrap_or(0);
+            let hi = circuits
+                .iter()
+                .map(|&k| f(&self.classes[k]))
+                .max()
+                .unwrap_or(0);
+            if lo == hi {
+                fmt_rate(lo)
+            } else {
+                format!("{}..{}", fmt_rate(lo), fmt_rate(hi))
+            }
+        };
+        let queue = self.describe_queue(&self.classes[circuits[0]]);
+        s.push_str(&format!(
+            "{prefix}└─ {} circuits: rate {}, ceil {}  {queue}\n",
+            circuits.len(),
+            range(&|c| c.rate),
+            range(&|c| c.ceil),
+        ));
+    }
+
+    fn describe_class(
+        &self,
+        i: usize,
+        (prefix, last): (&str, bool),
+        kids: &[Vec<usize>],
+        s: &mut String,
+    ) {
         let c = &self.classes[i];
         let (branch, next_prefix) = if i == 0 {
             (String::new(), String::new())
@@ -232,9 +296,20 @@ impl Policy {
                 fmt_size(c.quantum as u64)
             },
         ));
-        let kids: Vec<usize> = self.children(i).collect();
-        for (k, &ch) in kids.iter().enumerate() {
-            self.describe_class(ch, &next_prefix, k + 1 == kids.len(), s);
+        // a large table's circuits are summarised per parent
+        let circuit = |k: &usize| self.classes[*k].subscriber == Some(SubscriberClass::Circuit);
+        let many = self
+            .subscribers
+            .as_ref()
+            .is_some_and(|t| t.circuits > MAX_CIRCUITS_LISTED);
+        let (listed, summed): (Vec<usize>, Vec<usize>) =
+            kids[i].iter().partition(|k| !(many && circuit(k)));
+        for (k, &ch) in listed.iter().enumerate() {
+            let last = k + 1 == listed.len() && summed.is_empty();
+            self.describe_class(ch, (&next_prefix, last), kids, s);
+        }
+        if !summed.is_empty() {
+            self.describe_circuits(&summed, &next_prefix, s);
         }
     }
 

@@ -375,6 +375,33 @@ pub struct ClassDef {
     /// Its rates inbound, when the policy's differ by direction (`None`: as `rate`,
     /// `ceil`); [`Policy::for_direction`] puts them in place.
     pub inbound: Option<DirRates>,
+    /// Made from the subscriber table (`[subscribers]`): a node or a circuit.
+    pub subscriber: Option<SubscriberClass>,
+}
+
+/// What a class made from the subscriber table stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubscriberClass {
+    /// A node of `network.json` (a site, an access point).
+    Node,
+    /// A circuit of `ShapedDevices.csv`: a leaf whose queue exists only while it has
+    /// traffic ([`crate::queue::lazy`]).
+    Circuit,
+}
+
+/// The subscriber table of a policy (`[subscribers]`), as the classifier uses it: every
+/// circuit's prefixes → its class, and what was loaded.
+#[derive(Clone, Debug)]
+pub struct Subscribers {
+    /// Prefix → index in `Policy::classes` of the circuit's class.
+    pub table: std::sync::Arc<crate::classify::lpm::PrefixTable>,
+    /// The files as named in the policy (resolved against its directory).
+    pub shaped_devices: String,
+    pub network: Option<String>,
+    /// Node classes, circuit classes, prefixes.
+    pub nodes: usize,
+    pub circuits: usize,
+    pub prefixes: usize,
 }
 
 /// An `mss` key: the MSS a TCP connection's SYN and SYN-ACK are clamped to.
@@ -512,6 +539,8 @@ pub struct Policy {
     pub adapt: Option<AdaptDef>,
     /// The rules' layer-7 conditions (`http.*`, `tls.*`), one bit each.
     pub l7: crate::app::l7::L7Set,
+    /// The subscriber table (`[subscribers]`), looked up before the rules.
+    pub subscribers: Option<Subscribers>,
     /// Advice that does not stop the policy from working.
     pub warnings: Vec<PolicyError>,
 }
@@ -543,15 +572,18 @@ impl Policy {
             warnings: vec![],
         };
         let policy = compile(&mut src, raw);
+        // the policy's own messages first, then each file it names (a subscriber table),
+        // by position; a summary of a file (line 0) after that file's messages
+        let order = |e: &PolicyError| (e.file != file, e.file.clone(), e.line == 0, e.line, e.col);
         if !src.errors.is_empty() {
-            src.errors.sort_by_key(|e| (e.line, e.col));
+            src.errors.sort_by_key(order);
             return Err(PolicyErrors(src.errors));
         }
         let mut p = policy.expect("no errors implies a policy");
         p.warnings = src.warnings;
         let unenforced = session_warnings(&p);
         p.warnings.extend(unenforced);
-        p.warnings.sort_by_key(|w| (w.line, w.col));
+        p.warnings.sort_by_key(order);
         Ok(p)
     }
 

@@ -23,6 +23,19 @@ pub(super) struct RawPolicy {
     #[serde(default, rename = "meter")]
     pub(super) meters: Vec<Spanned<RawMeter>>,
     pub(super) adapt: Option<Spanned<RawAdapt>>,
+    pub(super) subscribers: Option<Spanned<RawSubscribers>>,
+}
+
+/// `[subscribers]`: circuits and their node tree from a subscriber table (LibreQoS's
+/// `ShapedDevices.csv` and `network.json`), read relative to the policy's directory.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSubscribers {
+    pub(super) shaped_devices: Spanned<String>,
+    pub(super) network: Option<Spanned<String>>,
+    /// The class the table's tree hangs from (default: the link).
+    pub(super) parent: Option<Spanned<String>>,
+    pub(super) description: Option<String>,
 }
 
 /// `[adapt]`: an adaptive controller (Postgate) and its probe.

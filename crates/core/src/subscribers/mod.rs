@@ -17,6 +17,7 @@
 //! Sans-IO: the parsers take the files' text and names.
 
 pub mod csv;
+pub mod generate;
 pub mod libreqos;
 
 use crate::classify::IpNet;

@@ -70,6 +70,7 @@ pub(super) fn compile_class(
         admission: class_admission(src, c, leaf),
         meter: None,
         inbound: None,
+        subscriber: None,
         line: src.line(raw.span()),
     };
     (def.target, def.interval) = aqm_times(src, c);

@@ -31,6 +31,7 @@ mod app;
 mod class;
 mod diffserv;
 mod framing;
+mod subscribers;
 
 use class::compile_class;
 use diffserv::{
@@ -83,13 +84,40 @@ pub(super) fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
     let link_known = link_rate.is_some();
     let link_rate = link_rate.unwrap_or(u64::MAX / 4);
 
-    let (order, pos, has_children) = tree_order(&pending);
+    let (order, pos, mut has_children) = tree_order(&pending);
+    // `[subscribers]`: the table is read now; its classes hang from `attach`
+    let table = raw
+        .subscribers
+        .as_ref()
+        .and_then(|s| subscribers::load(src, s));
+    let attach = match raw
+        .subscribers
+        .as_ref()
+        .and_then(|s| s.get_ref().parent.as_ref())
+    {
+        None => Some(0),
+        Some(p) if p.get_ref() == ROOT || p.get_ref() == "root" => Some(0),
+        Some(p) => match index.get(p.get_ref()) {
+            Some(&j) => Some(pos[j]),
+            None => {
+                src.err(
+                    p.span(),
+                    format!("`parent`: '{}' is not a defined class", p.get_ref()),
+                );
+                None
+            }
+        },
+    };
+    if raw.subscribers.is_some() {
+        // the attach point has children even if the file gives it none
+        has_children[attach.unwrap_or(0)] = true;
+    }
     let root = root_class(
         src,
         link_rate,
         mtu,
         technique,
-        pending.is_empty(),
+        !has_children[0],
         link_span.clone(),
     );
     let mut classes = vec![root];
@@ -122,6 +150,7 @@ pub(super) fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
         .as_ref()
         .and_then(|v| parse_with(src, "inbound_rate", v, units::parse_rate));
     let any_inbound = link.inbound_rate.is_some()
+        || raw.subscribers.is_some()
         || pending.iter().any(|p| {
             let c = p.raw.get_ref();
             c.inbound_rate.is_some() || c.inbound_ceil.is_some()
@@ -144,6 +173,23 @@ pub(super) fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
             },
         );
     }
+    let subscribers = match (table, attach) {
+        (Some(table), Some(attach)) => {
+            let s = subscribers::add_classes(
+                src,
+                (&mut classes, &mut spans),
+                table,
+                attach,
+                (technique, mtu),
+            );
+            // the new classes' depths, sums (they fit by construction) and quanta
+            check_depths(src, &classes, &spans);
+            check_shares_and_quanta(src, &mut classes, &spans, link_known, mtu, "");
+            inbound_shares_and_quanta(src, &mut classes, &spans, (link_known, mtu));
+            s
+        }
+        _ => None,
+    };
 
     let default_class = compile_default_class(src, &link, &classes, link_span);
     let (emulators, emu_index) = compile_emulators(src, &raw.emulators, mtu);
@@ -190,6 +236,7 @@ pub(super) fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
         meters,
         adapt,
         l7,
+        subscribers,
         warnings: vec![],
     })
 }
@@ -417,6 +464,7 @@ fn root_class(
         meter: None,
         line: src.line(link_span),
         inbound: None,
+        subscriber: None,
     };
     root.apply(technique, false);
     root
@@ -466,17 +514,29 @@ fn compile_inbound(
     for k in 1..classes.len() {
         let p = classes[k].parent.unwrap_or(0);
         let parent = classes[p].inbound.expect("parents come first");
-        classes[k].inbound = Some(rate_of(src, k, (parent.rate, parent.ceil)));
+        let mut d = rate_of(src, k, (parent.rate, parent.ceil));
+        d.quantum = if explicit[k] { classes[k].quantum } else { 0 };
+        classes[k].inbound = Some(d);
     }
+    inbound_shares_and_quanta(src, classes, spans, (link_known, mtu));
+}
+
+/// [`check_shares_and_quanta`] of the classes' inbound rates; an inbound quantum of 0 is
+/// resolved (every class has its `inbound`).
+fn inbound_shares_and_quanta(
+    src: &mut Src<'_>,
+    classes: &mut [ClassDef],
+    spans: &[std::ops::Range<usize>],
+    (link_known, mtu): (bool, u32),
+) {
     let mut inb: Vec<ClassDef> = classes
         .iter()
-        .zip(explicit)
-        .map(|(c, &explicit)| {
-            let d = c.inbound.expect("set above");
+        .map(|c| {
+            let d = c.inbound.expect("every class has its inbound rates");
             ClassDef {
                 rate: d.rate,
                 ceil: d.ceil,
-                quantum: if explicit { c.quantum } else { 0 },
+                quantum: d.quantum,
                 ..c.clone()
             }
         })
@@ -499,19 +559,26 @@ fn check_shares_and_quanta(
     mtu: u32,
     dir: &str,
 ) {
-    for p in 0..classes.len() {
-        let kids: Vec<usize> = (0..classes.len())
-            .filter(|&k| classes[k].parent == Some(p))
-            .collect();
+    let mut children = vec![Vec::new(); classes.len()];
+    for (k, c) in classes.iter().enumerate() {
+        if let Some(p) = c.parent {
+            children[p].push(k);
+        }
+    }
+    for (p, kids) in children.iter().enumerate() {
         if kids.is_empty() {
             continue;
         }
         let sum: u64 = kids.iter().map(|&k| classes[k].rate).sum();
         if sum > classes[p].rate && (link_known || p != 0) {
-            let names: Vec<String> = kids
+            let mut names: Vec<String> = kids
                 .iter()
+                .take(10)
                 .map(|&k| format!("{} {}", classes[k].name, fmt_rate(classes[k].rate)))
                 .collect();
+            if kids.len() > 10 {
+                names.push(format!("{} more", kids.len() - 10));
+            }
             src.err(
                 spans[p].clone(),
                 format!(
@@ -530,7 +597,7 @@ fn check_shares_and_quanta(
             .min()
             .unwrap_or(1)
             .max(1);
-        for &k in &kids {
+        for &k in kids {
             if classes[k].quantum == 0 {
                 let q = (mtu as u128 * classes[k].rate as u128 / min_rate as u128) as u64;
                 classes[k].quantum = q.clamp(mtu as u64, MAX_DEFAULT_QUANTUM) as u32;
@@ -769,7 +836,8 @@ fn warn_classes_without_rules(
     spans: &[std::ops::Range<usize>],
 ) {
     for (i, c) in classes.iter().enumerate() {
-        if c.leaf && i != default_class && !rules.iter().any(|r| r.class == i) {
+        let table = c.subscriber.is_some();
+        if c.leaf && !table && i != default_class && !rules.iter().any(|r| r.class == i) {
             let span = spans[i].clone();
             src.warn(
                 span,
@@ -972,27 +1040,37 @@ fn rate_schedule(
         .ok()
 }
 
-/// `trace = "FILE"`: a Mahimahi delivery trace, read relative to the policy's directory.
-fn read_trace(src: &mut Src<'_>, t: &Spanned<String>) -> Option<emulate::Capacity> {
+/// A file a policy names under `key`, read relative to the policy's directory: its path
+/// as shown in messages, and its text.
+pub(super) fn read_named(
+    src: &mut Src<'_>,
+    key: &str,
+    t: &Spanned<String>,
+) -> Option<(String, String)> {
     let Some(dir) = src.dir else {
         src.err(
             t.span(),
-            "`trace`: this policy came from no file, so the trace cannot be read (give the policy as a file)",
+            format!("`{key}`: this policy came from no file, so '{}' cannot be read (give the policy as a file)", t.get_ref()),
         );
         return None;
     };
     let path = dir.join(t.get_ref());
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Some((path.display().to_string(), text)),
         Err(e) => {
             src.err(
                 t.span(),
-                format!("`trace`: cannot read {}: {e}", path.display()),
+                format!("`{key}`: cannot read {}: {e}", path.display()),
             );
-            return None;
+            None
         }
-    };
+    }
+}
+
+/// `trace = "FILE"`: a Mahimahi delivery trace, read relative to the policy's directory.
+fn read_trace(src: &mut Src<'_>, t: &Spanned<String>) -> Option<emulate::Capacity> {
+    let (path, text) = read_named(src, "trace", t)?;
     emulate::Capacity::parse_trace(&text)
-        .map_err(|e| src.err(t.span(), format!("`trace` {}: {e}", path.display())))
+        .map_err(|e| src.err(t.span(), format!("`trace` {path}: {e}")))
         .ok()
 }

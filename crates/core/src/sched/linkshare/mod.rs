@@ -243,7 +243,21 @@ pub struct LinkShare {
     len: usize,
     bytes: u64,
     default_leaf: u32,
+    /// Leaves whose queue can be freed while idle ([`Qdisc::releasable`]), oldest idle
+    /// first; each at most once (capacity: all of them, so pushing never allocates).
+    idle: std::collections::VecDeque<u32>,
+    /// Per class: [`NOT_RELEASABLE`], [`NOT_IDLE`] (a releasable leaf not in `idle`), or
+    /// the instant (ns) it last went idle while in `idle`.
+    idle_since: Vec<u64>,
+    /// Queues freed after [`RELEASE_AFTER`] idle.
+    releases: u64,
 }
+
+/// `idle_since` of a leaf whose queue cannot be freed (or an inner class).
+const NOT_RELEASABLE: u64 = u64::MAX;
+/// `idle_since` of a releasable leaf that is not waiting in `idle`.
+const NOT_IDLE: u64 = u64::MAX - 1;
+pub use crate::queue::lazy::RELEASE_AFTER;
 
 impl LinkShare {
     /// Build the tree. `specs[0]` is the root; parents must precede their children.
@@ -372,7 +386,18 @@ impl LinkShare {
                 deficit.extend(group.iter().map(|&m| classes[m as usize].quantum));
             }
         }
+        let idle_since: Vec<u64> = queues
+            .iter()
+            .map(|q| match q {
+                Some(q) if q.lazy_built().is_some() => NOT_IDLE,
+                _ => NOT_RELEASABLE,
+            })
+            .collect();
+        let releasable = idle_since.iter().filter(|&&s| s == NOT_IDLE).count();
         Ok(LinkShare {
+            idle: std::collections::VecDeque::with_capacity(releasable),
+            idle_since,
+            releases: 0,
             wait: IndexedDHeap::with_ids(n),
             throttled: IndexedHeap::with_ids(n),
             classes,
@@ -600,6 +625,76 @@ impl LinkShare {
         let cl = &mut self.classes[c as usize];
         cl.prio_activity = 0;
         cl.leaf = to;
+        if to == LeafState::Idle {
+            self.went_idle(c);
+        }
+    }
+
+    // ----- queues freed while idle (`queue::lazy`) ----------------------------------
+
+    /// Leaf `c` went idle at `self.now`: if its queue can be freed, it waits in `idle`.
+    #[inline]
+    fn went_idle(&mut self, c: u32) {
+        match self.idle_since[c as usize] {
+            NOT_RELEASABLE => {}
+            NOT_IDLE => {
+                self.idle_since[c as usize] = self.now.as_nanos();
+                self.idle.push_back(c);
+            }
+            // already waiting: it waits from now
+            _ => self.idle_since[c as usize] = self.now.as_nanos(),
+        }
+    }
+
+    /// Free the queues of leaves idle for [`RELEASE_AFTER`] at `now` (a leaf that went idle
+    /// again while waiting holds up those behind it: each is freed between
+    /// `RELEASE_AFTER` and twice that after it went idle). Amortised O(1): an entry is
+    /// pushed once per time its leaf goes idle while not waiting, and popped once.
+    #[inline]
+    fn release_idle(&mut self, now: Instant) {
+        let Some(&c) = self.idle.front() else {
+            return;
+        };
+        let due = now.as_nanos().saturating_sub(RELEASE_AFTER.as_nanos());
+        if self.idle_since[c as usize] > due {
+            return;
+        }
+        self.release_idle_slow(due);
+    }
+
+    #[cold]
+    fn release_idle_slow(&mut self, due: u64) {
+        while let Some(&c) = self.idle.front() {
+            let since = self.idle_since[c as usize];
+            let cl = &self.classes[c as usize];
+            let idle = cl.leaf == LeafState::Idle && cl.held == 0;
+            if idle && since > due {
+                // it went idle again after it was queued: its turn (and that of those
+                // behind it, at most RELEASE_AFTER later than theirs) comes at `since`
+                break;
+            }
+            self.idle.pop_front();
+            self.idle_since[c as usize] = NOT_IDLE;
+            if idle {
+                if let Some(q) = self.queues[c as usize].as_mut() {
+                    self.releases += q.release() as u64;
+                }
+            }
+        }
+    }
+
+    /// Leaves whose queue exists only while used ([`crate::queue::lazy`]): (how many,
+    /// how many have their queue built now, queues freed so far).
+    pub fn lazy_queues(&self) -> (usize, usize, u64) {
+        let mut n = 0;
+        let mut built = 0;
+        for (q, &s) in self.queues.iter().zip(&self.idle_since) {
+            if let (Some(q), true) = (q, s != NOT_RELEASABLE) {
+                n += 1;
+                built += (q.lazy_built() == Some(true)) as usize;
+            }
+        }
+        (n, built, self.releases)
     }
 
     // ----- tokens and modes ----------------------------------------------------------
@@ -681,6 +776,7 @@ impl LinkShare {
                     self.activate_leaf(c);
                 } else {
                     self.classes[c as usize].leaf = LeafState::Idle;
+                    self.went_idle(c);
                 }
             }
         }
@@ -884,6 +980,7 @@ impl LinkShare {
 impl Qdisc for LinkShare {
     fn enqueue(&mut self, pkt: PktId, cx: &mut Ctx<'_>) -> Result<(), DropCause> {
         self.now = cx.now;
+        self.release_idle(cx.now);
         let mut c = cx.pool.meta(pkt).class;
         if self.queues.get(c as usize).is_none_or(|q| q.is_none()) {
             c = self.default_leaf;
@@ -912,6 +1009,7 @@ impl Qdisc for LinkShare {
             return None;
         }
         self.do_events(cx.now);
+        self.release_idle(cx.now);
         let mut lm = self.level_mask;
         while lm != 0 {
             let level = lm.trailing_zeros() as usize;
@@ -959,6 +1057,7 @@ impl Qdisc for LinkShare {
                 LeafState::Throttled => {
                     self.throttled.remove(c);
                     self.classes[c as usize].leaf = LeafState::Idle;
+                    self.went_idle(c);
                 }
                 LeafState::Idle => {}
             }

@@ -540,3 +540,52 @@ fn fixed_class_spec() {
     let c = ClassSpec::fixed("b", None, Rate::from_bps(10_000_000_000), None);
     assert_eq!((c.burst, c.cburst), (1_251_514, 1_251_514));
 }
+
+/// Leaves whose queues exist only while used (`queue::lazy`): an idle leaf's queue is
+/// freed after RELEASE_AFTER and rebuilt on its next packet, and the schedule is exactly
+/// that of the same tree with queues that always exist.
+#[test]
+fn idle_lazy_queues_are_freed_and_the_schedule_is_unchanged() {
+    let t1 = 1_544_000;
+    let tree = |lazy: bool| {
+        let mut specs = vec![class("link", None, t1, t1, 0, false)];
+        for name in ["a", "b"] {
+            let mut c = class(name, Some(0), 772_000, t1, 0, true);
+            if lazy {
+                c.queue = Some(Box::new(crate::queue::lazy::Lazy::new(Box::new(|| {
+                    Box::new(Fifo::packets(1000))
+                }))));
+            }
+            specs.push(c);
+        }
+        LinkShare::new(specs, 1, Instant::ZERO).unwrap()
+    };
+    let mut b = window(2, 2);
+    // idle for longer than RELEASE_AFTER (5 s)
+    b.idle = vec![(Instant(2_000_000_000), Instant(9_000_000_000))];
+    let sessions = vec![window(1, 1), b];
+    let cfg = SimConfig {
+        duration: Duration::from_secs(12),
+        interval: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let mut plain = tree(false);
+    let mut lazy = tree(true);
+    assert_eq!(plain.lazy_queues(), (0, 0, 0));
+    assert_eq!(
+        lazy.lazy_queues(),
+        (2, 0, 0),
+        "nothing built before a packet"
+    );
+    let want = sim::run(&mut plain, &sessions, &cfg).unwrap();
+    let got = sim::run(&mut lazy, &sessions, &cfg).unwrap();
+    for i in 0..2 {
+        assert_eq!(got.session_bps(i), want.session_bps(i), "session {i}");
+    }
+    let (n, built, releases) = lazy.lazy_queues();
+    assert_eq!(n, 2);
+    // b's queue was freed once while it was idle; a never idled for 5 s
+    assert_eq!(releases, 1, "built now {built}");
+    lazy.check_invariants().unwrap();
+    lazy.check_counters().unwrap();
+}
