@@ -413,17 +413,7 @@ impl Pipeline {
         cx: &mut Ctx<'_>,
         rep: &mut LaneReload,
     ) {
-        let (old_names, new_names) = (class_names(old.shaper()), class_names(self.shaper()));
-        rep.classes_added = new_names
-            .iter()
-            .filter(|n| !old_names.contains(n))
-            .cloned()
-            .collect();
-        rep.classes_removed = old_names
-            .iter()
-            .filter(|n| !new_names.contains(n))
-            .cloned()
-            .collect();
+        class_changes(old.shaper(), self.shaper(), rep);
         let mut carried = Carried::default();
         for s in &mut self.stages {
             let tid = s.as_ref().as_any().type_id();
@@ -530,6 +520,33 @@ impl Pipeline {
 }
 
 /// The class names of a shaper, by class id (none without one).
+/// Classes of `new` with no namesake in `old` and the other way round, and those whose
+/// rate or ceil changed, into `rep` (linear: a subscriber table has 20,000 classes).
+fn class_changes(old: Option<&LinkShare>, new: Option<&LinkShare>, rep: &mut LaneReload) {
+    let ids = |s: Option<&LinkShare>| -> std::collections::HashMap<String, u32> {
+        s.map(|s| {
+            (0..s.num_classes() as u32)
+                .map(|c| (s.name(c).to_string(), c))
+                .collect()
+        })
+        .unwrap_or_default()
+    };
+    let (old_ids, new_ids) = (ids(old), ids(new));
+    let names = |s: Option<&LinkShare>| class_names(s).into_iter();
+    for n in names(new) {
+        match (old_ids.get(&n), old, new) {
+            (Some(&o), Some(old), Some(new)) => {
+                let c = new_ids[&n];
+                if old.rate(o) != new.rate(c) || old.ceil(o) != new.ceil(c) {
+                    rep.classes_changed.push(n);
+                }
+            }
+            _ => rep.classes_added.push(n),
+        }
+    }
+    rep.classes_removed = names(old).filter(|n| !new_ids.contains_key(n)).collect();
+}
+
 fn class_names(s: Option<&LinkShare>) -> Vec<String> {
     s.map(|s| {
         (0..s.num_classes() as u32)
@@ -569,6 +586,8 @@ pub struct LaneReload {
     /// Classes of the new tree with no namesake in the old one, and the other way round.
     pub classes_added: Vec<String>,
     pub classes_removed: Vec<String>,
+    /// Classes of both whose rate or ceil differs (a subscriber's new plan).
+    pub classes_changed: Vec<String>,
 }
 
 impl LaneReload {

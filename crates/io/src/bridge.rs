@@ -186,8 +186,8 @@ pub struct Bridge {
     stats: Option<StatsServer>,
     /// Reload requests from `weir reload` (through the statistics socket).
     control: Option<std::sync::mpsc::Receiver<ControlRequest>>,
-    /// The policy file SIGHUP re-reads, and the flag SIGHUP sets.
-    reload_file: Option<(PathBuf, &'static AtomicBool)>,
+    /// The policy file SIGHUP re-reads (on a thread of its own).
+    reload_file: Option<crate::control::HupReloads>,
     reloads_refused: u64,
     /// Reload requests through the socket beyond [`RELOADS_PER_SECOND`]: refused unread,
     /// so that a flood of them never stalls forwarding.
@@ -331,7 +331,7 @@ impl Bridge {
         let reload_file = cfg
             .reload_file
             .take()
-            .map(|f| (f, crate::signals::install_hup()));
+            .map(|f| crate::control::HupReloads::new(f, crate::signals::install_hup()));
         let slot = cfg.ring.frame_size as usize + VLAN_ROOM;
         Ok(Bridge {
             lan: cfg.lan,
@@ -615,9 +615,10 @@ impl Bridge {
     /// Reload requests: from `weir reload` (answered) and SIGHUP (logged).
     fn poll_control(&mut self, now: Instant) {
         if let Some(rx) = &self.control {
-            if let Ok(req) = rx.try_recv() {
+            if let Ok(mut req) = rx.try_recv() {
                 let answer = if self.reload_gate.try_consume(1, now) {
-                    let a = self.reload(&req.name, &req.text, now);
+                    let prepared = std::mem::replace(&mut req.prepared, Err(String::new()));
+                    let a = self.reload(&req.name, prepared, now);
                     log_reload("weir reload", &req.name, &a);
                     a
                 } else {
@@ -636,37 +637,36 @@ impl Bridge {
                 req.respond(answer.to_string());
             }
         }
-        let Some((file, hup)) = &self.reload_file else {
+        let Some(h) = &mut self.reload_file else {
             return;
         };
-        if !hup.swap(false, Ordering::SeqCst) {
+        let Some(prepared) = h.poll() else {
             return;
-        }
-        let file = file.clone();
-        let name = file.display().to_string();
-        let answer = match std::fs::read_to_string(&file) {
-            Ok(text) => self.reload(&name, &text, now),
-            Err(e) => {
-                self.reloads_refused += 1;
-                serde_json::json!({ "ok": false, "errors": format!("cannot read policy {name}: {e}") })
-            }
         };
+        let name = h.file().display().to_string();
+        let answer = self.reload(&name, prepared, now);
         log_reload("SIGHUP", &name, &answer);
     }
 
-    /// Validate `text` as a policy and put it in place of the running one, keeping every
-    /// packet held (`Device::replace_policy`). The answer is a JSON document.
-    fn reload(&mut self, name: &str, text: &str, now: Instant) -> serde_json::Value {
+    /// Put a prepared policy ([`crate::control`]) in place of the running one, keeping
+    /// every packet held (`Device::replace_policy`). The answer is a JSON document.
+    fn reload(
+        &mut self,
+        name: &str,
+        prepared: crate::control::Prepared,
+        now: Instant,
+    ) -> serde_json::Value {
         let refused = |me: &mut Bridge, errors: String| {
             me.reloads_refused += 1;
             serde_json::json!({ "ok": false, "errors": errors })
         };
-        let policy = match weir_core::policy::Policy::parse(name, text) {
-            Ok(p) => p,
-            Err(e) => return refused(self, e.to_string()),
+        let cfg = match prepared {
+            Ok(c) => c,
+            Err(e) => return refused(self, e),
         };
+        let started = self.clock.now();
         let mut cx = Ctx::new(now, &mut self.pool, &mut self.rng, &mut self.dropped);
-        let report = match self.device.replace_policy(&policy, &mut cx) {
+        let report = match self.device.replace_policy(cfg, &mut cx) {
             Ok(r) => r,
             Err(e) => return refused(self, format!("{name}: {e}")),
         };
@@ -684,14 +684,26 @@ impl Bridge {
         let summary = [("outbound", &report.outbound), ("inbound", &report.inbound)]
             .iter()
             .map(|(d, r)| {
-                format!(
+                let mut line = format!(
                     "{d}: {} kept, {} reclassified, {} re-emulated, {} dropped",
                     r.kept, r.reclassified, r.re_emulated, r.dropped
-                )
+                );
+                let (a, x, c) = (
+                    r.classes_added.len(),
+                    r.classes_removed.len(),
+                    r.classes_changed.len(),
+                );
+                if a + x + c > 0 {
+                    line += &format!("; classes {a} added, {x} removed, {c} changed");
+                }
+                line
             })
             .collect::<Vec<_>>()
             .join("; ");
-        serde_json::json!({ "ok": true, "report": report, "summary": summary })
+        // how long forwarding waited for the swap (the policy was prepared elsewhere)
+        let applied_ms = (self.clock.now() - started).as_nanos() as f64 / 1e6;
+        let summary = format!("{summary}; applied in {applied_ms:.1} ms");
+        serde_json::json!({ "ok": true, "report": report, "summary": summary, "applied_ms": applied_ms })
     }
 
     fn publish(&mut self, now: Instant, start: Instant) {

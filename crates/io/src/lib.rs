@@ -6,6 +6,7 @@ pub mod bpf;
 pub mod bridge;
 pub mod caps;
 pub mod clock;
+pub mod control;
 pub mod ethtool;
 pub mod failopen;
 pub mod log;

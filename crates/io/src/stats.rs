@@ -64,6 +64,9 @@ pub struct ControlRequest {
     pub name: String,
     /// The policy's text.
     pub text: String,
+    /// The policy parsed and its device configuration built, here in the server's thread
+    /// and not in the data path's ([`crate::control`]).
+    pub prepared: crate::control::Prepared,
     reply: std::sync::mpsc::SyncSender<String>,
 }
 
@@ -509,8 +512,10 @@ fn answer(
                 );
             }
             let (tx, rx) = std::sync::mpsc::sync_channel(1);
+            let name = name.trim().to_string();
             let r = ControlRequest {
-                name: name.trim().to_string(),
+                prepared: crate::control::prepare(&name, body),
+                name,
                 text: body.to_string(),
                 reply: tx,
             };

@@ -27,12 +27,15 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let name = a.policy.display().to_string();
     let text = std::fs::read_to_string(&a.policy)
         .map_err(|e| anyhow::anyhow!("cannot read policy {name}: {e}"))?;
-    if let Err(errors) = weir_core::policy::Policy::parse(&name, &text) {
+    // the running weir reads the files the policy names (a subscriber table) beside it:
+    // it is sent by its full path
+    let full = std::fs::canonicalize(&a.policy).map_or(name.clone(), |p| p.display().to_string());
+    if let Err(errors) = weir_core::policy::Policy::load(&a.policy) {
         eprintln!("{errors}");
         eprintln!("weir reload: {name} is not a valid policy; nothing was sent");
         return Ok(ExitCode::from(1));
     }
-    let answer = weir_io::stats::request_reload(&a.socket, &name, &text)?;
+    let answer = weir_io::stats::request_reload(&a.socket, &full, &text)?;
     let v: serde_json::Value = serde_json::from_str(&answer)
         .map_err(|e| anyhow::anyhow!("weir answered something unexpected ({e}): {answer}"))?;
     if a.json {

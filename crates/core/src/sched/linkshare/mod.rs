@@ -221,6 +221,8 @@ const fn row_list(level: usize, prio: usize) -> usize {
 pub struct LinkShare {
     classes: Vec<Class>,
     names: Vec<String>,
+    /// Class ids by name (a reload finds each carried packet's class by it).
+    by_name: std::collections::HashMap<String, ClassId>,
     queues: Vec<Option<Counted<dyn Qdisc>>>,
     /// All round-robin lists: `row[level][prio]` at `row_list(level, prio)` (CanSend
     /// classes of a level with active descendants of a prio), then each inner class's
@@ -398,6 +400,11 @@ impl LinkShare {
             idle: std::collections::VecDeque::with_capacity(releasable),
             idle_since,
             releases: 0,
+            by_name: names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.clone(), i as ClassId))
+                .collect(),
             wait: IndexedDHeap::with_ids(n),
             throttled: IndexedHeap::with_ids(n),
             classes,
@@ -423,10 +430,7 @@ impl LinkShare {
     }
     /// The class called `name`.
     pub fn class_id(&self, name: &str) -> Option<ClassId> {
-        self.names
-            .iter()
-            .position(|n| n == name)
-            .map(|i| i as ClassId)
+        self.by_name.get(name).copied()
     }
     pub fn parent(&self, c: ClassId) -> Option<ClassId> {
         let p = self.classes[c as usize].parent;
