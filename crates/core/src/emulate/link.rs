@@ -14,8 +14,9 @@
 //! losses are the configured ones and genuine queue overflows.
 //!
 //! ```text
-//!  enqueue ─► loss? ──► queue limit? ──► serialiser ─► delay line ─► dequeue
-//!               │ Err(Emulated)  │ Err(QueueFull/ByteLimit)  (rate)    (delay ± jitter)
+//!  enqueue ─► loss? ──► queue limit? ─┬─► serialiser ─► delay line ─► slots? ─► dequeue
+//!         ecn: mark CE │ Err(QueueFull/ByteLimit)  (rate)  (delay ± jitter)   ▲
+//!               │ Err(Emulated)       └─► reorder: sent at once ──────────────┘
 //!               admitted ─► duplicate? (a copy: queue limit, serialiser, delay line)
 //!                        └► corrupt? (original and copy, independently)
 //! ```
@@ -23,12 +24,18 @@
 //! Model, per arriving packet of `len` bytes at time `now` (ns):
 //! 1. Loss ([`super::loss`]): the link's loss model decides; a lost packet is refused with
 //!    [`DropCause::Emulated`] and never occupies the queue or the link (loss on arrival,
-//!    as netem).
+//!    as netem). With `ecn` (netem's `ecn`), a packet the model loses is marked CE instead
+//!    when it is ECN-capable ([`crate::aqm::mark_signal`], the one marking rule; counted
+//!    in `ecn_marked`), sent unchanged when its headers cannot be read
+//!    (`ecn_unmarkable`), and lost only when it is not ECN-capable.
 //! 2. Queue: frames that have been admitted but whose serialisation has not started are
 //!    the queue; the frame being serialised does not count (it has left the queue, as a
 //!    frame handed to a NIC has). The arrival is refused with [`DropCause::QueueFull`] if
 //!    `limit_packets` frames wait, or [`DropCause::ByteLimit`] if `waiting bytes + len >
-//!    limit_bytes` ([`crate::queue::fifo::Limits::admit`]).
+//!    limit_bytes` ([`crate::queue::fifo::Limits::admit`]). netem's own `limit`
+//!    (`limit_held`) counts every packet the link holds, the delay line included (netem's
+//!    `sch->q.qlen >= sch->limit`), and refuses an arrival with `QueueFull` when that many
+//!    are held; it applies with or without a rate.
 //! 3. Serialiser (only with a rate): the frame starts at `max(now, busy_until)` and ends
 //!    `rate.tx_ps(len)` picoseconds later (the framing applied); `busy_until` is
 //!    kept as ns plus a picosecond remainder, so rounding never accumulates. The frame's
@@ -39,15 +46,26 @@
 //!    max(release, previous release)`, so a packet never overtakes an earlier one and the
 //!    line is a FIFO (jitter then only stretches gaps, as on a real path with one queue);
 //!    with `reorder = true` packets leave in release-time order (ties in arrival order),
-//!    so a large jitter reorders them, as netem with jitter does.
-//! 5. Duplication: with probability `duplicate` an admitted packet is copied (metadata and
+//!    so a large jitter reorders them, as netem with jitter does. Jitter offsets are
+//!    independent, or correlated (`jitter_correlation`, [`super::corr::Ar1`]).
+//!    netem's `reorder P C gap N` (`reorder_early`): after `N − 1` packets scheduled
+//!    normally, each packet is with probability `P` (correlated, [`super::corr::Chance`])
+//!    released at its arrival instead, skipping the serialiser, the delay and the slots,
+//!    ahead of everything in the delay line (netem puts it at the head of its queue); one
+//!    sent early restarts the count (`sch_netem.c`: `q->counter`, `q->gap`). Those packets
+//!    wait in a FIFO of their own (`counters.reordered`).
+//!    Slots (`slot`, [`super::slot`]): the delay line's head leaves only when a slot is
+//!    open, at most `packets`/`bytes` per slot.
+//! 5. Duplication: with probability `duplicate` (correlated by `duplicate_correlation`)
+//!    an admitted packet is copied (metadata and
 //!    stored bytes, as it arrived) into a new slot of `cx.pool`; the copy is a new arrival
 //!    of the same length right behind the original that skips the loss model (a lost or
 //!    refused packet is never duplicated) but gets its own queue admission, serialisation,
 //!    jitter sample and corruption draw. If the pool is empty the copy is skipped and
 //!    counted in `dup_pool_empty`; a copy the queue refuses is freed by the link and
 //!    counted as a queue drop.
-//! 6. Corruption: with probability `corrupt` one random bit of an admitted packet's stored
+//! 6. Corruption: with probability `corrupt` (correlated by `corrupt_correlation`) one
+//!    random bit of an admitted packet's stored
 //!    frame is flipped ([`super::loss::corrupt`]), independently for the original and its
 //!    copy; with no stored bytes (simulator pools) the event is only counted.
 //!
@@ -95,9 +113,12 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use serde::Serialize;
 
+use super::corr::{Ar1, Chance};
 use super::dist::delay_with;
 use super::loss::{corrupt, Loss};
+use super::slot::SlotState;
 use super::{EmuConfig, EmuError};
+use crate::aqm::{mark_signal, Delivered};
 use crate::meter::token_bucket::MAX_FRAME;
 use crate::pool::PktId;
 use crate::qdisc::{Count, Ctx, DropCause, QStats, Qdisc};
@@ -139,6 +160,19 @@ pub struct EmuCounters {
     /// How long the admitted frames waited for the serialiser (the queueing delay).
     #[serde(default)]
     pub queue_delay: QueueDelay,
+    /// Packets the loss model chose that were marked CE instead (`ecn`).
+    #[serde(default)]
+    pub ecn_marked: Count,
+    /// Packets the loss model chose, with `ecn`, whose headers could not be read: sent
+    /// unchanged.
+    #[serde(default)]
+    pub ecn_unmarkable: u64,
+    /// Packets sent at once by netem's `reorder` (ahead of the delayed ones).
+    #[serde(default)]
+    pub reordered: Count,
+    /// Slots opened (`slot`).
+    #[serde(default)]
+    pub slots: u64,
 }
 
 /// Running totals of the queueing delay of the frames a link admitted: each frame's wait
@@ -192,6 +226,17 @@ pub struct EmuLink {
     heap: BinaryHeap<Reverse<(u64, u64, u32)>>,
     seq: u64,
     last_release: u64,
+    /// Packets netem's `reorder` sends at once: (release = arrival ns, packet), in order.
+    express: VecDeque<(u64, PktId)>,
+    /// `reorder_early`'s draw and its count of packets scheduled since the last early one.
+    early: Chance,
+    early_count: u32,
+    /// Correlated jitter's normal process (`jitter_correlation > 0`).
+    delay_corr: Option<Ar1>,
+    dup: Chance,
+    corrupt: Chance,
+    /// The slot process (`slot`).
+    slots: Option<SlotState>,
     held_bytes: u64,
     /// Copy buffer for duplication (the pool cannot copy between two of its own slots).
     scratch: Vec<u8>,
@@ -218,12 +263,24 @@ impl EmuLink {
             heap: BinaryHeap::with_capacity(if cfg.reorder { INITIAL_LINE } else { 0 }),
             seq: 0,
             last_release: 0,
+            express: VecDeque::new(),
+            early: Chance::new(cfg.reorder_early.probability, cfg.reorder_early.correlation),
+            early_count: 0,
+            delay_corr: Self::delay_corr(&cfg),
+            dup: Chance::new(cfg.duplicate, cfg.duplicate_correlation),
+            corrupt: Chance::new(cfg.corrupt, cfg.corrupt_correlation),
+            slots: cfg.slot.as_ref().map(SlotState::new),
             held_bytes: 0,
             scratch: Vec::new(),
             stats: QStats::default(),
             counters: EmuCounters::default(),
             cfg,
         })
+    }
+
+    fn delay_corr(cfg: &EmuConfig) -> Option<Ar1> {
+        (cfg.jitter_correlation > 0.0)
+            .then(|| Ar1::new(cfg.jitter.copula_rho(cfg.jitter_correlation)))
     }
 
     fn backlog_capacity(cfg: &EmuConfig) -> usize {
@@ -263,13 +320,27 @@ impl EmuLink {
         self.stats.check(Qdisc::len(self), self.held_bytes)
     }
 
-    /// Release time (ns) of the packet that leaves next, if any.
+    /// Release time (ns) of the delay line's head (slots not applied), if any.
     #[inline]
-    pub fn head_release(&self) -> Option<u64> {
+    fn line_head(&self) -> Option<u64> {
         if self.cfg.reorder {
             self.heap.peek().map(|r| r.0 .0)
         } else {
             self.line.front().map(|e| e.0)
+        }
+    }
+
+    /// Release time (ns) of the packet that leaves next, if any: the earlier of the
+    /// early packets' head and the delay line's head held for its slot.
+    #[inline]
+    pub fn head_release(&self) -> Option<u64> {
+        let line = self
+            .line_head()
+            .map(|r| self.slots.as_ref().map_or(r, |s| s.gate(r)));
+        match (self.express.front(), line) {
+            (Some(&(e, _)), Some(l)) => Some(e.min(l)),
+            (Some(&(e, _)), None) => Some(e),
+            (None, l) => l,
         }
     }
 
@@ -313,6 +384,18 @@ impl EmuLink {
         }
         self.limits = cfg.limits();
         self.loss.set_model(cfg.loss);
+        self.early
+            .set(cfg.reorder_early.probability, cfg.reorder_early.correlation);
+        self.early_count = 0;
+        self.dup.set(cfg.duplicate, cfg.duplicate_correlation);
+        self.corrupt.set(cfg.corrupt, cfg.corrupt_correlation);
+        match (&mut self.delay_corr, cfg.jitter_correlation > 0.0) {
+            (Some(a), true) => a.set(cfg.jitter.copula_rho(cfg.jitter_correlation)),
+            (slot, _) => *slot = Self::delay_corr(&cfg),
+        }
+        if cfg.slot != self.cfg.slot {
+            self.slots = cfg.slot.as_ref().map(SlotState::new);
+        }
         if cfg.reorder != self.cfg.reorder {
             if cfg.reorder {
                 self.heap.reserve(self.line.len());
@@ -359,6 +442,11 @@ impl EmuLink {
     /// Admission by the queue limits at `now` (after `retire`).
     #[inline]
     fn admit(&self, now: u64, len: u32) -> Result<(), DropCause> {
+        if let Some(held) = self.cfg.limit_held {
+            if Qdisc::len(self) >= held as usize {
+                return Err(DropCause::QueueFull);
+            }
+        }
         if self.rate.is_none() {
             return Ok(());
         }
@@ -370,6 +458,13 @@ impl EmuLink {
     /// delay line.
     #[inline]
     fn schedule(&mut self, id: PktId, len: u32, now: u64, cx: &mut Ctx<'_>) {
+        if self.send_early(cx) {
+            self.express.push_back((now, id));
+            self.held_bytes += len as u64;
+            self.stats.enqueued.add(len);
+            self.counters.reordered.add(len);
+            return;
+        }
         let tx_end = match self.rate {
             None => now,
             Some(rate) => {
@@ -408,7 +503,12 @@ impl EmuLink {
                 end
             }
         };
-        let offset = self.cfg.jitter.sample(cx.rng);
+        let offset = match &mut self.delay_corr {
+            Some(ar) if !self.cfg.jitter.is_none() => {
+                self.cfg.jitter.sample_normal(ar.next(cx.rng))
+            }
+            _ => self.cfg.jitter.sample(cx.rng),
+        };
         let release = tx_end.saturating_add(delay_with(self.cfg.delay.0, offset));
         if self.cfg.reorder {
             self.heap.push(Reverse((release, self.seq, id.0)));
@@ -422,6 +522,24 @@ impl EmuLink {
         self.stats.enqueued.add(len);
     }
 
+    /// netem's reorder decision (`sch_netem.c` `netem_enqueue`): scheduled normally while
+    /// fewer than `gap − 1` packets were since the last early one, or when the draw says
+    /// so; otherwise sent early.
+    #[inline]
+    fn send_early(&mut self, cx: &mut Ctx<'_>) -> bool {
+        let r = self.cfg.reorder_early;
+        if r.probability <= 0.0 {
+            return false;
+        }
+        if self.early_count < r.gap.saturating_sub(1) || !self.early.fire(cx.rng) {
+            self.early_count = self.early_count.saturating_add(1);
+            false
+        } else {
+            self.early_count = 0;
+            true
+        }
+    }
+
     #[inline]
     fn refuse(&mut self, len: u32, cause: DropCause) {
         self.stats.dropped_on_enqueue.add(len);
@@ -433,7 +551,7 @@ impl EmuLink {
 
     #[inline]
     fn maybe_corrupt(&mut self, id: PktId, len: u32, cx: &mut Ctx<'_>) {
-        if self.cfg.corrupt > 0.0 && cx.rng.chance(self.cfg.corrupt) {
+        if self.cfg.corrupt > 0.0 && self.corrupt.fire(cx.rng) {
             self.counters.corrupted.add(len);
             if !corrupt(cx.pool, id, cx.rng) {
                 self.counters.corrupted_no_data += 1;
@@ -483,16 +601,27 @@ impl EmuLink {
         self.stats.received.add(len);
         self.retire(now);
         if self.loss.lose(cx.rng) {
-            self.counters.lost.add(len);
-            self.refuse(len, DropCause::Emulated);
-            return Err(DropCause::Emulated);
+            match self
+                .cfg
+                .ecn
+                .then(|| mark_signal(true, cx.pool, pkt))
+                .flatten()
+            {
+                Some(Delivered::Ce) => self.counters.ecn_marked.add(len),
+                Some(Delivered::Unmarkable) => self.counters.ecn_unmarkable += 1,
+                None => {
+                    self.counters.lost.add(len);
+                    self.refuse(len, DropCause::Emulated);
+                    return Err(DropCause::Emulated);
+                }
+            }
         }
         if let Err(cause) = self.admit(now, len) {
             self.refuse(len, cause);
             return Err(cause);
         }
         self.schedule(pkt, len, now, cx);
-        if self.cfg.duplicate > 0.0 && cx.rng.chance(self.cfg.duplicate) {
+        if self.cfg.duplicate > 0.0 && self.dup.fire(cx.rng) {
             // Copy the frame as it arrived, before it is corrupted (netem clones first).
             self.duplicate(pkt, len, now, cx);
         }
@@ -509,6 +638,31 @@ impl Qdisc for EmuLink {
 
     fn dequeue(&mut self, cx: &mut Ctx<'_>) -> Option<PktId> {
         let now = cx.now.0;
+        if let Some(&(e, id)) = self.express.front() {
+            if e <= now && self.line_head().is_none_or(|l| e <= l) {
+                self.express.pop_front();
+                return Some(self.departed(id, now, cx));
+            }
+        }
+        let (head, head_len) = match self.slots {
+            Some(_) => (self.line_head(), self.line_head_len(cx)),
+            None => (None, 0),
+        };
+        if let (Some(st), Some(slot), Some(r)) = (&mut self.slots, &self.cfg.slot, head) {
+            if r > now {
+                return None;
+            }
+            if st.expire(slot, r, cx.rng) {
+                self.counters.slots += 1;
+            }
+            let at = st.gate(r);
+            if at > now {
+                return None;
+            }
+            if st.take(slot, at, head_len, cx.rng) {
+                self.counters.slots += 1;
+            }
+        }
         let id = if self.cfg.reorder {
             match self.heap.peek() {
                 Some(Reverse((rel, _, id))) if *rel <= now => {
@@ -527,11 +681,7 @@ impl Qdisc for EmuLink {
                 _ => return None,
             }
         };
-        let len = cx.pool.len(id);
-        self.held_bytes = self.held_bytes.saturating_sub(len as u64);
-        self.stats.dequeued.add(len);
-        self.retire(now);
-        Some(id)
+        Some(self.departed(id, now, cx))
     }
 
     fn next_wakeup(&self) -> Option<Instant> {
@@ -539,7 +689,7 @@ impl Qdisc for EmuLink {
     }
 
     fn len(&self) -> usize {
-        self.line.len() + self.heap.len()
+        self.line.len() + self.heap.len() + self.express.len()
     }
 
     fn bytes(&self) -> u64 {
@@ -553,6 +703,9 @@ impl Qdisc for EmuLink {
         while let Some(Reverse((_, _, id))) = self.heap.pop() {
             self.purged(PktId(id), cx, cause);
         }
+        while let Some((_, id)) = self.express.pop_front() {
+            self.purged(id, cx, cause);
+        }
         self.held_bytes = 0;
         self.last_release = 0;
         self.backlog.clear();
@@ -563,6 +716,27 @@ impl Qdisc for EmuLink {
 }
 
 impl EmuLink {
+    /// Account packet `id` leaving at `now`.
+    #[inline]
+    fn departed(&mut self, id: PktId, now: u64, cx: &mut Ctx<'_>) -> PktId {
+        let len = cx.pool.len(id);
+        self.held_bytes = self.held_bytes.saturating_sub(len as u64);
+        self.stats.dequeued.add(len);
+        self.retire(now);
+        id
+    }
+
+    /// Length of the delay line's head (0 if empty).
+    #[inline]
+    fn line_head_len(&self, cx: &Ctx<'_>) -> u32 {
+        let id = if self.cfg.reorder {
+            self.heap.peek().map(|r| PktId(r.0 .2))
+        } else {
+            self.line.front().map(|e| e.1)
+        };
+        id.map_or(0, |id| cx.pool.len(id))
+    }
+
     fn purged(&mut self, id: PktId, cx: &mut Ctx<'_>, cause: DropCause) {
         let len = cx.pool.len(id);
         self.stats.dropped_later.add(len);
@@ -835,6 +1009,202 @@ mod tests {
                 ..EmuConfig::default()
             })
             .is_err());
+    }
+
+    /// netem's `reorder 100% gap 5` with 10 ms delay: packets 5, 10, 15 … (every 5th) leave
+    /// at their arrival, the others 10 ms later; `reorder 25%` (gap 1) sends 25 % early.
+    #[test]
+    fn reorder_gap_sends_every_nth_at_once() {
+        let cfg = EmuConfig {
+            delay: Duration::from_millis(10),
+            reorder_early: crate::emulate::Reorder {
+                probability: 1.0,
+                correlation: 0.0,
+                gap: 5,
+            },
+            ..EmuConfig::default()
+        };
+        let mut l = EmuLink::new(cfg).unwrap();
+        let mut pool = Pool::new(64, 0);
+        let (mut rng, mut dropped) = (Rng::new(1), Vec::new());
+        let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
+        let mut ids = Vec::new();
+        for i in 0..20u64 {
+            cx.now = Instant(i * 100_000);
+            let p = pkt(cx.pool, 100);
+            l.enqueue(p, &mut cx).unwrap();
+            ids.push(p);
+        }
+        let mut out = Vec::new();
+        while let Some(t) = l.next_wakeup() {
+            cx.now = cx.now.max(t);
+            let p = l.dequeue(&mut cx).unwrap();
+            let k = ids.iter().position(|&x| x == p).unwrap();
+            out.push((k, cx.now.0));
+            cx.pool.free(p);
+        }
+        let early: Vec<usize> = out
+            .iter()
+            .filter(|o| o.1 < 10_000_000)
+            .map(|o| o.0)
+            .collect();
+        assert_eq!(early, vec![4, 9, 14, 19]);
+        assert_eq!(l.counters().reordered.packets, 4);
+        l.check().unwrap();
+        // gap 1: the fraction sent early is the probability (binomial 95 % interval)
+        let r = crate::emulate::Reorder {
+            probability: 0.25,
+            correlation: 0.0,
+            gap: 1,
+        };
+        let frac = |r: crate::emulate::Reorder| {
+            let mut l = EmuLink::new(EmuConfig {
+                delay: Duration::from_millis(10),
+                reorder_early: r,
+                ..EmuConfig::default()
+            })
+            .unwrap();
+            let mut pool = Pool::new(4, 0);
+            let (mut rng, mut dropped) = (Rng::new(2), Vec::new());
+            let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
+            let n = 100_000;
+            for i in 0..n {
+                cx.now = Instant(i * 1_000_000_000);
+                let p = pkt(cx.pool, 100);
+                l.enqueue(p, &mut cx).unwrap();
+                let p = l.dequeue(&mut cx).or_else(|| {
+                    cx.now = Instant(cx.now.0 + 10_000_000);
+                    l.dequeue(&mut cx)
+                });
+                cx.pool.free(p.unwrap());
+            }
+            l.counters().reordered.packets as f64 / n as f64
+        };
+        let f = frac(r);
+        assert!(
+            (f - 0.25).abs() < 1.96 * (0.25f64 * 0.75 / 1e5).sqrt(),
+            "{f}"
+        );
+        // gap 5, 25 %: 1 / (4 + 4) = 12.5 %
+        let r5 = crate::emulate::Reorder { gap: 5, ..r };
+        assert_eq!(r5.expected_fraction(), 0.125);
+        let f = frac(r5);
+        assert!((f / 0.125 - 1.0).abs() < 0.03, "{f}");
+    }
+
+    /// netem's `limit` counts the delay line: with 10 ms delay and limit 3, a fourth packet
+    /// within the delay is refused, though no rate queues anything.
+    #[test]
+    fn held_limit_counts_the_delay_line() {
+        let cfg = EmuConfig {
+            delay: Duration::from_millis(10),
+            limit_held: Some(3),
+            ..EmuConfig::default()
+        };
+        let mut l = EmuLink::new(cfg).unwrap();
+        let mut pool = Pool::new(8, 0);
+        let (mut rng, mut dropped) = (Rng::new(1), Vec::new());
+        let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
+        for _ in 0..3 {
+            let p = pkt(cx.pool, 100);
+            l.enqueue(p, &mut cx).unwrap();
+        }
+        let p = pkt(cx.pool, 100);
+        assert_eq!(l.enqueue(p, &mut cx), Err(DropCause::QueueFull));
+        cx.now = Instant(10_000_000);
+        let q = l.dequeue(&mut cx).unwrap();
+        cx.pool.free(q);
+        assert_eq!(l.enqueue(p, &mut cx), Ok(()));
+        l.check().unwrap();
+    }
+
+    /// netem's `ecn`: every packet the loss model loses is marked CE when it is ECT(0),
+    /// lost when it is not ECN-capable.
+    #[test]
+    fn ecn_marks_instead_of_losing() {
+        let cfg = EmuConfig {
+            loss: LossModel::Bernoulli { p: 1.0 },
+            ecn: true,
+            ..EmuConfig::default()
+        };
+        let mut l = EmuLink::new(cfg).unwrap();
+        let mut pool = Pool::new(4, 64);
+        let (mut rng, mut dropped) = (Rng::new(1), Vec::new());
+        let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
+        // Ethernet + IPv4 header (20 bytes, checksum filled in), TOS = ECT(0) or Not-ECT
+        let frame = |tos: u8| {
+            let mut f = vec![0u8; 34];
+            f[12] = 0x08;
+            f[14] = 0x45;
+            f[15] = tos;
+            f[16..18].copy_from_slice(&34u16.to_be_bytes()[..]);
+            f[16] = 0;
+            f[17] = 20;
+            f[22] = 64;
+            f[23] = 17;
+            let mut sum = 0u32;
+            for i in (14..34).step_by(2) {
+                sum += u32::from(u16::from_be_bytes([f[i], f[i + 1]]));
+            }
+            while sum > 0xffff {
+                sum = (sum & 0xffff) + (sum >> 16);
+            }
+            f[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+            f
+        };
+        let a = pkt(cx.pool, 34);
+        cx.pool.slot_mut(a)[..34].copy_from_slice(&frame(0b10));
+        assert_eq!(l.enqueue(a, &mut cx), Ok(()));
+        assert_eq!(cx.pool.data(a)[15] & 3, 0b11, "CE");
+        let b = pkt(cx.pool, 34);
+        cx.pool.slot_mut(b)[..34].copy_from_slice(&frame(0));
+        assert_eq!(l.enqueue(b, &mut cx), Err(DropCause::Emulated));
+        assert_eq!(l.counters().ecn_marked.packets, 1);
+        assert_eq!(l.counters().lost.packets, 1);
+        l.check().unwrap();
+    }
+
+    /// `slot 1ms 1ms packets 4` on 10 packets arriving together: the link releases them
+    /// in groups of 4, 4, 2, one millisecond apart.
+    #[test]
+    fn slots_release_in_groups() {
+        let cfg = EmuConfig {
+            slot: Some(crate::emulate::slot::Slot {
+                gap: crate::emulate::slot::SlotGap::Uniform {
+                    min: 1_000_000,
+                    max: 1_000_000,
+                },
+                packets: Some(4),
+                bytes: None,
+            }),
+            ..EmuConfig::default()
+        };
+        let t0 = Instant(5_000_000);
+        let mut l = EmuLink::new(cfg).unwrap();
+        let mut pool = Pool::new(16, 0);
+        let (mut rng, mut dropped) = (Rng::new(1), Vec::new());
+        let mut cx = Ctx::new(t0, &mut pool, &mut rng, &mut dropped);
+        for _ in 0..10 {
+            let p = pkt(cx.pool, 100);
+            l.enqueue(p, &mut cx).unwrap();
+        }
+        let mut out = Vec::new();
+        let mut deferred = 0;
+        while let Some(t) = l.next_wakeup() {
+            cx.now = t;
+            match l.dequeue(&mut cx) {
+                Some(p) => {
+                    cx.pool.free(p);
+                    out.push(t.0);
+                }
+                None => deferred += 1,
+            }
+        }
+        assert_eq!(deferred, 1, "the idle first slot is abandoned once");
+        // the first slot (open since 0) idled: a new one 1 ms after the head was ready
+        let ms: Vec<u64> = out.iter().map(|t| (t - t0.0) / 1_000_000).collect();
+        assert_eq!(ms, vec![1, 1, 1, 1, 2, 2, 2, 2, 3, 3]);
+        assert_eq!(l.counters().slots, 3);
     }
 
     #[test]
