@@ -9,7 +9,10 @@
 //! 2. at least `mpu` bytes (minimum packet unit; and never below 1 byte);
 //! 3. ATM (AAL5): whole cells of 48 payload bytes, each 53 bytes on the wire:
 //!    `ceil(l / 48) × 53`; PTM (VDSL2, 64b/65b): one byte per 64 or part of 64:
-//!    `l + ceil(l / 64)`.
+//!    `l + ceil(l / 64)`; netem's general cells (`rate R PACKETOVERHEAD CELLSIZE
+//!    CELLOVERHEAD`, Linux `sch_netem.c` `packet_time_ns`): whole cells of `size` bytes,
+//!    each `size + overhead` on the wire: `ceil(l / size) × (size + overhead)`
+//!    ([`Coding::Cells`]; ATM is `Cells { size: 48, overhead: 5 }`).
 //!
 //! Lengths: weir's frame length (`Meta::len`) is the Ethernet frame as AF_PACKET sees it:
 //! the 14-byte header (and any VLAN tags) included, no FCS. The per-frame `overhead` here
@@ -43,7 +46,8 @@
 //! never wrapped; any length counts at least 1 byte. Cost per frame: one add and one
 //! maximum (a compare and a conditional move) for a plain overhead, and a well-predicted
 //! branch on the coding; ATM adds a division by the constant 48 (a multiply by its
-//! reciprocal) and PTM a shift.
+//! reciprocal) and PTM a shift; general cells one integer division by the cell size
+//! (netem's configuration, the emulator's serialiser only).
 
 use std::fmt;
 
@@ -64,15 +68,29 @@ pub enum Coding {
     Atm,
     /// PTM (VDSL2): 64b/65b, one byte per 64 or part of 64.
     Ptm,
+    /// netem's cells: `size` payload bytes (>= 1) each, `size + overhead` (>= 1) bytes on
+    /// the wire, the last one padded.
+    Cells { size: u16, overhead: i8 },
 }
 
 impl Coding {
-    /// `none`, `atm`, `ptm`.
+    /// `none`, `atm`, `ptm`, `cells`.
     pub fn name(self) -> &'static str {
         match self {
             Coding::Plain => "none",
             Coding::Atm => "atm",
             Coding::Ptm => "ptm",
+            Coding::Cells { .. } => "cells",
+        }
+    }
+}
+
+impl fmt::Display for Coding {
+    /// `none`, `atm`, `ptm`, or `cells of 100+5B`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Coding::Cells { size, overhead } => write!(f, "cells of {size}{overhead:+}B"),
+            c => f.write_str(c.name()),
         }
     }
 }
@@ -80,7 +98,10 @@ impl Coding {
 /// Per-frame accounting on a link (see the module). `Default`: the frame as it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Framing {
-    overhead: i32,
+    /// Bytes added to each frame: within ±[`Framing::MAX_OVERHEAD`] when checked; the
+    /// unchecked constructors saturate at the `i16` range (two bytes, so that a
+    /// [`Coding::Cells`] fits in the eight).
+    overhead: i16,
     /// `max(mpu, 1)`, the floor of step 2 (an mpu of 1 is no mpu). Eight bytes in all, so
     /// a `Rate` stays 40 bytes (a scheduler class holds two in its three cache lines).
     floor: u16,
@@ -98,6 +119,11 @@ pub enum FramingError {
     Mpu(u32),
     #[error("`atm` and `ptm` both set: a link codes its frames one way")]
     AtmAndPtm,
+    #[error(
+        "cells of {size} bytes with {overhead:+} bytes each: the size must be in 1..=65535, \
+         the overhead in -127..=127, and a cell at least one byte on the wire"
+    )]
+    Cells { size: u32, overhead: i32 },
     #[error(
         "overhead {overhead} counts a {MIN_FRAME}-byte frame (Ethernet and IPv4 headers) as \
          {} bytes; give an overhead of at least {} or an mpu",
@@ -123,7 +149,7 @@ impl Framing {
     /// byte. Unchecked: the plain per-frame overhead [`crate::Rate::with_overhead`] takes.
     pub const fn plain(overhead: i32) -> Framing {
         Framing {
-            overhead,
+            overhead: saturate_i16(overhead),
             floor: 1,
             coding: Coding::Plain,
         }
@@ -141,8 +167,16 @@ impl Framing {
         if mpu == 0 && MIN_FRAME as i32 + overhead < 1 {
             return Err(FramingError::Underflow { overhead });
         }
+        if let Coding::Cells { size, overhead: o } = coding {
+            if size == 0 || i32::from(size) + i32::from(o) < 1 {
+                return Err(FramingError::Cells {
+                    size: size.into(),
+                    overhead: o.into(),
+                });
+            }
+        }
         Ok(Framing {
-            overhead,
+            overhead: saturate_i16(overhead),
             floor: mpu.max(1) as u16,
             coding,
         })
@@ -150,7 +184,34 @@ impl Framing {
 
     /// The same framing with another overhead (unchecked, as [`Self::plain`]).
     pub fn with_overhead(self, overhead: i32) -> Framing {
-        Framing { overhead, ..self }
+        Framing {
+            overhead: saturate_i16(overhead),
+            ..self
+        }
+    }
+
+    /// netem's `rate`'s framing: `packet_overhead` bytes added to each frame, then, with a
+    /// `cell_size` > 0, whole cells of `cell_size` bytes each `cell_size + cell_overhead`
+    /// on the wire (48 and 5 are ATM's, coded as [`Coding::Atm`]).
+    pub fn netem(
+        packet_overhead: i32,
+        cell_size: u32,
+        cell_overhead: i32,
+    ) -> Result<Framing, FramingError> {
+        let coding = match (cell_size, cell_overhead) {
+            (0, _) => Coding::Plain,
+            (48, 5) => Coding::Atm,
+            (s, o) => match (u16::try_from(s), i8::try_from(o)) {
+                (Ok(size), Ok(overhead)) => Coding::Cells { size, overhead },
+                _ => {
+                    return Err(FramingError::Cells {
+                        size: s,
+                        overhead: o,
+                    })
+                }
+            },
+        };
+        Framing::new(packet_overhead, 0, coding)
     }
 
     /// CAKE's keywords, space-separated, read left to right as `tc` reads them (see the
@@ -166,7 +227,7 @@ impl Framing {
     /// Bytes added to each frame (after CAKE's MAC-header removal, for a keyword).
     #[inline]
     pub fn overhead(&self) -> i32 {
-        self.overhead
+        i32::from(self.overhead)
     }
 
     /// Minimum packet unit, bytes (0: none; 1, which changes nothing, reads as 0).
@@ -203,12 +264,28 @@ impl Framing {
 
     #[inline]
     fn account(&self, len: i64) -> u64 {
-        let l = (len + self.overhead as i64).max(self.floor as i64) as u64;
+        let l = (len + i64::from(self.overhead)).max(i64::from(self.floor)) as u64;
         match self.coding {
             Coding::Plain => l,
             Coding::Atm => l.div_ceil(48) * 53,
             Coding::Ptm => l + l.div_ceil(64),
+            Coding::Cells { size, overhead } => {
+                // size >= 1 and size + overhead >= 1 when checked; unchecked, at least 1
+                let cell = (i64::from(size) + i64::from(overhead)).max(1) as u64;
+                l.div_ceil(u64::from(size.max(1))) * cell
+            }
         }
+    }
+}
+
+/// `v` clamped to the `i16` range.
+const fn saturate_i16(v: i32) -> i16 {
+    if v > i16::MAX as i32 {
+        i16::MAX
+    } else if v < i16::MIN as i32 {
+        i16::MIN
+    } else {
+        v as i16
     }
 }
 
@@ -220,7 +297,7 @@ impl fmt::Display for Framing {
             write!(f, " mpu {}B", self.mpu())?;
         }
         if self.coding != Coding::Plain {
-            write!(f, " {}", self.coding.name())?;
+            write!(f, " {}", self.coding)?;
         }
         Ok(())
     }
@@ -557,6 +634,50 @@ mod tests {
             e.to_string().contains("raw, conservative, ipoa-vcmux"),
             "{e}"
         );
+    }
+
+    /// tc-netem(8)'s example `rate 5kbit 20 100 5` and its ATM example: a 50-byte packet
+    /// takes two 48-byte cells, 2 × 53 = 106 bytes on the wire.
+    #[test]
+    fn netem_cells() {
+        let f = Framing::netem(20, 100, 5).unwrap();
+        assert_eq!(
+            f.coding(),
+            Coding::Cells {
+                size: 100,
+                overhead: 5
+            }
+        );
+        // 60 + 20 = 80: one cell, 105; 81 + 20 = 101: two, 210; 180 + 20 = 200: two
+        assert_eq!(f.wire_len(60), 105);
+        assert_eq!(f.wire_len(81), 210);
+        assert_eq!(f.wire_len(180), 210);
+        assert_eq!(f.to_string(), "overhead 20B cells of 100+5B");
+        let atm = Framing::netem(0, 48, 5).unwrap();
+        assert_eq!(atm.coding(), Coding::Atm);
+        assert_eq!(atm.wire_len(50), 106);
+        // negative packet overhead strips the Ethernet header, as the man page says
+        assert_eq!(Framing::netem(-14, 0, 0).unwrap().wire_len(1514), 1500);
+        assert_eq!(
+            Framing::netem(0, 64, -64),
+            Err(FramingError::Cells {
+                size: 64,
+                overhead: -64
+            })
+        );
+        assert!(Framing::netem(0, 70_000, 0).is_err());
+        assert!(Framing::netem(0, 53, 200).is_err());
+        // unchecked cells never divide by zero
+        let odd = Framing {
+            overhead: 0,
+            floor: 1,
+            coding: Coding::Cells {
+                size: 0,
+                overhead: -100,
+            },
+        };
+        assert_eq!(odd.wire_len(10), 10);
+        assert_eq!(Framing::plain(i32::MAX).overhead(), i32::from(i16::MAX));
     }
 
     #[test]

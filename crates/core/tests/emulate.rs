@@ -280,7 +280,7 @@ mod emulate {
         let j = Jitter::netem_pareto(5_000_000); // scale 6.67 ms, shape 3
         let mut q = counted(EmuConfig {
             delay: Duration(d),
-            jitter: j,
+            jitter: j.clone(),
             reorder: true,
             ..EmuConfig::default()
         });

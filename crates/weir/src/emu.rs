@@ -4,10 +4,13 @@
 //! no shaping, no classification rules), from a policy made of the command-line options
 //! (`Policy::emulation`) instead of a policy file.
 //! Options accept exactly what a policy's `[[emulate]]` table accepts (shared parsers in
-//! `weir_core::emulate::spec`).
+//! `weir_core::emulate::spec`); `--netem "…"` takes a tc-netem argument string instead
+//! (`weir_core::emulate::netem_args`), reading `distribution` tables other than weir's own
+//! from iproute2's `.dist` files.
 
 use std::process::ExitCode;
-use weir_core::emulate::{spec, EmuConfig};
+use weir_core::emulate::table::DistTable;
+use weir_core::emulate::{netem_args, spec, EmuConfig};
 use weir_core::framing::{FramingError, FramingSpec};
 use weir_core::policy::{Policy, Shapes};
 use weir_core::units::{parse_duration, parse_limit, parse_rate, Limit};
@@ -17,6 +20,16 @@ use weir_core::Duration;
 pub struct Args {
     #[command(flatten)]
     bridge: crate::run::BridgeArgs,
+    /// A tc-netem argument string as written for `tc qdisc add dev DEV root netem …`, e.g.
+    /// "delay 100ms 10ms 25% distribution normal loss 0.1% 25% rate 10mbit" (a whole `tc
+    /// qdisc … netem …` line works too); instead of the emulation options below.
+    /// Distribution tables other than uniform, normal, pareto and paretonormal are read
+    /// from NAME.dist in $TC_LIB_DIR, /usr/lib/tc, /usr/lib64/tc or
+    /// /usr/lib/x86_64-linux-gnu/tc, or from the path given.
+    #[arg(long, conflicts_with_all = ["rate", "rate_schedule", "trace", "overhead", "mpu",
+        "atm", "ptm", "framing", "delay", "jitter", "reorder", "loss", "duplicate", "corrupt",
+        "limit"])]
+    netem: Option<String>,
     /// Link rate (e.g. 155Mbit); default: no rate limit (no serialisation, no queue).
     #[arg(long, conflicts_with_all = ["rate_schedule", "trace"])]
     rate: Option<String>,
@@ -93,8 +106,68 @@ fn opt<T>(name: &str, r: Result<T, String>) -> anyhow::Result<T> {
     r.map_err(|e| anyhow::anyhow!("--{name}: {e}"))
 }
 
+/// Where `distribution NAME` finds `NAME.dist` (iproute2's `get_tc_lib`, and the
+/// directories distributions install it in).
+fn dist_dirs() -> Vec<std::path::PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(d) = std::env::var_os("TC_LIB_DIR") {
+        dirs.push(d.into());
+    }
+    for d in [
+        "/usr/lib/tc",
+        "/usr/lib64/tc",
+        "/usr/lib/x86_64-linux-gnu/tc",
+    ] {
+        dirs.push(d.into());
+    }
+    dirs
+}
+
+/// Read and parse the distribution table `name` (a path, or NAME.dist in
+/// [`dist_dirs`]).
+pub fn read_table(name: &str) -> Result<DistTable, String> {
+    let candidates: Vec<std::path::PathBuf> = if name.contains('/') {
+        vec![name.into()]
+    } else {
+        dist_dirs()
+            .into_iter()
+            .map(|d| d.join(format!("{name}.dist")))
+            .collect()
+    };
+    for path in &candidates {
+        match std::fs::read_to_string(path) {
+            Ok(text) => {
+                return DistTable::parse(&path.display().to_string(), &text)
+                    .map_err(|e| e.to_string())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        }
+    }
+    Err(format!(
+        "no distribution table '{name}': looked for {}",
+        candidates
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
+/// The link `--netem` describes, with its seed if it gives one.
+pub fn netem_config(args: &str, mtu: u32) -> anyhow::Result<(EmuConfig, Option<u64>)> {
+    let n =
+        netem_args::parse(args, &mut read_table).map_err(|e| anyhow::anyhow!("--netem: {e}"))?;
+    let c = EmuConfig { mtu, ..n.cfg };
+    c.validate().map_err(|e| anyhow::anyhow!("--netem: {e}"))?;
+    Ok((c, n.seed))
+}
+
 /// The link the options describe, validated.
 pub fn config(a: &Args) -> anyhow::Result<EmuConfig> {
+    if let Some(n) = &a.netem {
+        return Ok(netem_config(n, a.mtu)?.0);
+    }
     let framing = FramingSpec {
         keywords: a.framing.as_deref(),
         overhead: a.overhead,
@@ -158,6 +231,11 @@ pub fn config(a: &Args) -> anyhow::Result<EmuConfig> {
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let c = config(&a)?;
+    // `seed N` inside --netem wins over --seed
+    let seed = match &a.netem {
+        Some(n) => netem_config(n, a.mtu)?.1.unwrap_or(a.seed),
+        None => a.seed,
+    };
     let direction = match a.direction.as_str() {
         "outbound" => Shapes::Outbound,
         "inbound" => Shapes::Inbound,
@@ -177,8 +255,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let policy = match managed {
-        None => Policy::emulation(c.clone(), direction, a.seed),
-        Some(q) => Policy::emulation_managed(c.clone(), direction, a.seed, q),
+        None => Policy::emulation(c.clone(), direction, seed),
+        Some(q) => Policy::emulation_managed(c.clone(), direction, seed, q),
     }
     .map_err(|e| anyhow::anyhow!("{e}"))?;
     let device = policy
@@ -192,7 +270,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         "an emulated link ({} {}{queue}; seed {})",
         a.direction,
         spec::describe(&c),
-        a.seed
+        seed
     );
-    crate::run::bridge(&a.bridge, device, a.seed, &what, None, false)
+    crate::run::bridge(&a.bridge, device, seed, &what, None, false)
 }

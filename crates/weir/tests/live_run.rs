@@ -225,7 +225,25 @@ fn emu_refuses_bad_options_clearly() {
             &["--mpu", "5000"][..],
             "--mpu: mpu 5000 is above 4096 bytes",
         ),
+        (
+            &["--netem", "delay 10ms ecn"][..],
+            "--netem: netem: at 'ecn' (word 3): ecn requested without loss model",
+        ),
+        (
+            &["--netem", "delay 10ms 1ms distribution /nonexistent/x.dist"][..],
+            "--netem: netem: at '/nonexistent/x.dist' (word 5): no distribution table",
+        ),
+        (
+            &["--netem", "delay 10ms 1ms distribution {bad}"][..],
+            "bad.dist:3: 'x12' is not an integer",
+        ),
     ] {
+        let bad = std::env::temp_dir().join(format!("weir-netem-{}-bad.dist", std::process::id()));
+        std::fs::write(&bad, "# a table\n1 2 3\n4 x12 5\n").unwrap();
+        let bad = bad.display().to_string();
+        let extra: Vec<String> = extra.iter().map(|e| e.replace("{bad}", &bad)).collect();
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let extra = &extra[..];
         let args: Vec<&str> = base.iter().chain(extra).copied().collect();
         let (code, _, err) = weir(&args);
         assert_eq!(code, 1, "{args:?}: {err}");

@@ -41,12 +41,33 @@
 //! 10 ms ± 20 ms) the clamp at 0 raises the realised mean delay above the configured one;
 //! that is the documented netem behaviour, not corrected for.
 //!
+//! * **Table** is a netem distribution table in iproute2's `.dist` format
+//!   ([`super::table`]): an entry `t` drawn uniformly, the offset `sigma · t / 8192`
+//!   rounded as netem's `tabledist` rounds it. Mean, median and spread are the table's.
+//!
+//! **Correlation** (netem's `delay D J C%`): [`Jitter::sample_normal`] maps a standard
+//! normal variate `z` through the distribution's quantile function (`Normal`: `sigma·z`;
+//! the others at `u = Φ(z)`), and [`super::corr::Ar1`] makes successive `z` a Gaussian
+//! AR(1) process — a Gaussian copula, so every variant keeps its marginal distribution
+//! exactly and successive offsets are correlated. The correlation of the `z` process is
+//! chosen so that the setting `ρ` is the lag-1 autocorrelation of the offsets: exactly
+//! `ρ` for `Normal` (Pearson), and `2 sin(πρ/6)` for the others
+//! ([`Jitter::copula_rho`]), which makes the lag-1 *rank* (Spearman) correlation exactly
+//! `ρ` for every variant and the Pearson correlation exactly `ρ` for `Uniform` (Pearson's
+//! `(6/π) asin(r/2)` for uniform margins of a bivariate normal of correlation `r`); for the
+//! skewed ones (Pareto, tables) Pearson's is near but not exactly `ρ`. netem instead mixes
+//! each new 32-bit uniform with the previous one (`get_crandom`: `u = (1−ρ)·v + ρ·last`),
+//! which narrows the distribution (the variance of `u` falls by `(1−ρ)/(1+ρ)`) and, through
+//! `rnd % (2σ)` and `rnd % size`, leaves little correlation in the delays; tc-netem(8) calls
+//! its correlation deprecated for that reason. weir keeps the distribution and delivers the
+//! correlation asked for.
+//!
 //! Invariants: `sample` never panics for any parameters (a NaN from invalid parameters
 //! converts to offset 0), consumes a fixed number of RNG draws per variant (0 for `None`
-//! and for a zero width/sigma/scale, 1 for `Uniform`, `Pareto`, `ParetoNormal`, 2 for
-//! `Normal`), and allocates nothing. Correlated jitter (netem's `delay D J C%`) is not
-//! provided: netem's correlation shrinks the variance rather than correlating the samples.
+//! and for a zero width/sigma/scale, 1 for `Uniform`, `Pareto`, `ParetoNormal`, `Table`, 2
+//! for `Normal`), and allocates nothing.
 
+use super::table::{self, DistTable};
 use super::EmuError;
 use crate::rng::Rng;
 
@@ -62,7 +83,7 @@ const PN_CLAMP: f64 = 4.0;
 
 /// A delay-jitter distribution: a signed offset in ns around the mean delay (see the
 /// module comment for the exact definitions).
-#[derive(Copy, Clone, Debug, PartialEq, Default)]
+#[derive(Clone, Debug, PartialEq, Default)]
 pub enum Jitter {
     /// No jitter: every packet gets exactly the mean delay.
     #[default]
@@ -75,6 +96,8 @@ pub enum Jitter {
     Pareto { scale: u64, alpha: f64 },
     /// NIST Net / netem `paretonormal` scaled by `sigma` ns.
     ParetoNormal { sigma: u64 },
+    /// A netem `.dist` table scaled by `sigma` ns (an entry of 8192 is one `sigma`).
+    Table { sigma: u64, table: DistTable },
 }
 
 impl Jitter {
@@ -91,7 +114,9 @@ impl Jitter {
         match *self {
             Jitter::None => true,
             Jitter::Uniform { half_width } => half_width == 0,
-            Jitter::Normal { sigma } | Jitter::ParetoNormal { sigma } => sigma == 0,
+            Jitter::Normal { sigma }
+            | Jitter::ParetoNormal { sigma }
+            | Jitter::Table { sigma, .. } => sigma == 0,
             Jitter::Pareto { scale, .. } => scale == 0,
         }
     }
@@ -101,7 +126,9 @@ impl Jitter {
         let width = match *self {
             Jitter::None => 0,
             Jitter::Uniform { half_width } => half_width,
-            Jitter::Normal { sigma } | Jitter::ParetoNormal { sigma } => sigma,
+            Jitter::Normal { sigma }
+            | Jitter::ParetoNormal { sigma }
+            | Jitter::Table { sigma, .. } => sigma,
             Jitter::Pareto { scale, alpha } => {
                 if !(alpha.is_finite() && alpha > 1.0) {
                     return Err(EmuError::ParetoAlpha(alpha));
@@ -154,6 +181,51 @@ impl Jitter {
                 let u = rng.next_f64(); // [0, 1)
                 to_ns(sigma as f64 * pareto_normal_quantile(u), max)
             }
+            Jitter::Table { sigma, ref table } => {
+                if sigma == 0 {
+                    return 0;
+                }
+                let t = table.at(rng.below(table.len() as u64));
+                table::scaled(sigma, t).clamp(-max, max)
+            }
+        }
+    }
+
+    /// The correlation of the underlying normal process that gives lag-1 autocorrelation
+    /// `rho` (in [0, 1]) of the offsets (see the module comment): `rho` for `Normal`,
+    /// `2 sin(πρ/6)` for the others.
+    pub fn copula_rho(&self, rho: f64) -> f64 {
+        match self {
+            Jitter::Normal { .. } => rho,
+            _ => 2.0 * (core::f64::consts::PI * rho / 6.0).sin(),
+        }
+    }
+
+    /// The offset at standard normal variate `z`: the distribution's quantile at `Φ(z)`
+    /// (`sigma·z` for `Normal`), clamped to ±[`MAX_DELAY_NS`]. Increasing in `z`. Draws
+    /// nothing: correlated jitter feeds it from [`super::corr::Ar1`].
+    #[inline]
+    pub fn sample_normal(&self, z: f64) -> i64 {
+        let max = MAX_DELAY_NS as i64;
+        match *self {
+            Jitter::None => 0,
+            Jitter::Normal { sigma } => to_ns(sigma as f64 * z, max),
+            Jitter::Uniform { half_width } => {
+                let w = half_width.min(MAX_DELAY_NS);
+                let k = (norm_cdf(z) * (2 * w + 1) as f64) as u64;
+                k.min(2 * w) as i64 - w as i64
+            }
+            Jitter::Pareto { scale, alpha } => {
+                let tail = (1.0 - norm_cdf(z)).max(f64::MIN_POSITIVE); // (0, 1]
+                let x = tail.powf(-1.0 / alpha).min(PARETO_MAX_FACTOR);
+                to_ns(scale as f64 * (x - alpha / (alpha - 1.0)), max)
+            }
+            Jitter::ParetoNormal { sigma } => {
+                to_ns(sigma as f64 * pareto_normal_quantile(norm_cdf(z)), max)
+            }
+            Jitter::Table { sigma, ref table } => {
+                table::scaled(sigma, table.at_quantile(norm_cdf(z))).clamp(-max, max)
+            }
         }
     }
 
@@ -170,6 +242,7 @@ impl Jitter {
                 // E[(X − 4.5)+] = 4.5^-2 / 2.
                 -(sigma as f64) * 0.75 * (4.0 / 3.0) * (0.5 / (4.5 * 4.5))
             }
+            Jitter::Table { sigma, ref table } => sigma as f64 * table.mean_sigmas(),
         }
     }
 
@@ -182,6 +255,9 @@ impl Jitter {
                     * (2f64.powf(1.0 / alpha).min(PARETO_MAX_FACTOR) - alpha / (alpha - 1.0))
             }
             Jitter::ParetoNormal { sigma } => sigma as f64 * pareto_normal_quantile(0.5),
+            Jitter::Table { sigma, ref table } => {
+                table::scaled(sigma, table.at_quantile(0.5)) as f64
+            }
         }
     }
 
@@ -201,6 +277,7 @@ impl Jitter {
                 Some(scale as f64 * (a / ((a - 1.0) * (a - 1.0) * (a - 2.0))).sqrt())
             }
             Jitter::Pareto { .. } | Jitter::ParetoNormal { .. } => None,
+            Jitter::Table { sigma, ref table } => Some(sigma as f64 * table.sd_sigmas()),
         }
     }
 
@@ -217,6 +294,8 @@ impl Jitter {
                 MAX_DELAY_NS as i64,
             ),
             Jitter::ParetoNormal { sigma } => to_ns(-1.5 * sigma as f64, MAX_DELAY_NS as i64),
+            Jitter::Table { sigma, ref table } => table::scaled(sigma, table.values()[0])
+                .clamp(-(MAX_DELAY_NS as i64), MAX_DELAY_NS as i64),
         }
     }
 }
@@ -243,6 +322,28 @@ pub fn std_normal(rng: &mut Rng) -> f64 {
     let u1 = 1.0 - rng.next_f64(); // (0, 1]: ln is finite
     let u2 = rng.next_f64();
     (-2.0 * u1.ln()).sqrt() * (core::f64::consts::TAU * u2).cos()
+}
+
+/// The standard normal CDF `Φ(z) = erfc(−z/√2)/2`, with the complementary error function
+/// of Numerical Recipes' `erfcc` (a Chebyshev fit, relative error < 1.2·10⁻⁷ everywhere).
+pub fn norm_cdf(z: f64) -> f64 {
+    let x = -z / core::f64::consts::SQRT_2;
+    let t = 1.0 / (1.0 + 0.5 * x.abs());
+    let poly = -1.265_512_23
+        + t * (1.000_023_68
+            + t * (0.374_091_96
+                + t * (0.096_784_18
+                    + t * (-0.186_288_06
+                        + t * (0.278_868_07
+                            + t * (-1.135_203_98
+                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+    let erfc_abs = t * (-x * x + poly).exp();
+    let erfc = if x >= 0.0 { erfc_abs } else { 2.0 - erfc_abs };
+    if erfc.is_nan() {
+        0.5
+    } else {
+        0.5 * erfc
+    }
 }
 
 /// The value of the `paretonormal` distribution (in units of sigma) at quantile `u`.
@@ -311,7 +412,7 @@ mod tests {
 
     const N: usize = 200_000;
 
-    fn samples(j: Jitter, seed: u64) -> Vec<i64> {
+    fn samples(j: &Jitter, seed: u64) -> Vec<i64> {
         let mut rng = Rng::new(seed);
         (0..N).map(|_| j.sample(&mut rng)).collect()
     }
@@ -353,7 +454,7 @@ mod tests {
     fn uniform_mean_and_bounds() {
         let w = 10_000_000; // ±10 ms
         let j = Jitter::Uniform { half_width: w };
-        let v = samples(j, 1);
+        let v = samples(&j, 1);
         let (m, sd) = mean_sd(&v);
         assert!(v.iter().all(|&x| (-(w as i64)..=w as i64).contains(&x)));
         // Both ends reached within 1 % of the width.
@@ -372,7 +473,7 @@ mod tests {
     #[test]
     fn normal_mean_and_sigma() {
         let s = 5_000_000; // 5 ms
-        let v = samples(Jitter::Normal { sigma: s }, 2);
+        let v = samples(&Jitter::Normal { sigma: s }, 2);
         let (m, sd) = mean_sd(&v);
         assert!(m.abs() < 4.0 * s as f64 / (N as f64).sqrt(), "mean {m}");
         assert!((sd / s as f64 - 1.0).abs() < 0.01, "sd {sd}");
@@ -391,7 +492,7 @@ mod tests {
     fn pareto_mean_median_and_support() {
         let scale = 1_000_000; // 1 ms, shape 3: std dev 0.866 ms
         let j = Jitter::Pareto { scale, alpha: 3.0 };
-        let v = samples(j, 3);
+        let v = samples(&j, 3);
         let (m, _) = mean_sd(&v);
         // Heavy tail (finite variance at shape 3): allow 5 SE of the mean.
         let se = j.std_dev().unwrap() / (N as f64).sqrt();
@@ -429,7 +530,7 @@ mod tests {
     fn pareto_normal_matches_netem_definition() {
         let s = 1_000_000;
         let j = Jitter::ParetoNormal { sigma: s };
-        let v = samples(j, 4);
+        let v = samples(&j, 4);
         let (m, sd) = mean_sd(&v);
         assert!((j.mean() + s as f64 / 40.5).abs() < 1e-6);
         assert!((m - j.mean()).abs() < 5.0 * sd / (N as f64).sqrt(), "{m}");
@@ -437,6 +538,105 @@ mod tests {
         assert!((j.median() / s as f64 + 0.2401).abs() < 1e-3);
         assert!(v.iter().all(|&x| (-1_500_000..=4_000_000).contains(&x)));
         assert!((sd / s as f64 - 0.835).abs() < 0.01, "sd {sd}");
+    }
+
+    #[test]
+    fn normal_cdf_known_points() {
+        assert!((norm_cdf(0.0) - 0.5).abs() < 1e-7);
+        assert!((norm_cdf(1.959_963_985) - 0.975).abs() < 1e-7);
+        assert!((norm_cdf(-1.0) - 0.158_655_254).abs() < 1e-7);
+        for p in [1e-6, 0.001, 0.1, 0.3, 0.5, 0.77, 0.999] {
+            assert!((norm_cdf(inv_norm_cdf(p)) / p - 1.0).abs() < 1e-6, "{p}");
+        }
+        assert_eq!(norm_cdf(f64::NAN), 0.5);
+        assert_eq!(norm_cdf(-40.0), 0.0);
+        assert_eq!(norm_cdf(40.0), 1.0);
+    }
+
+    /// A two-point table {−8192, +8192} at σ = 1 ms: offsets ±1 ms, mean 0, sd 1 ms.
+    #[test]
+    fn table_samples_sigma_times_entry() {
+        let t = DistTable::from_values("two", vec![8192, -8192]).unwrap();
+        let j = Jitter::Table {
+            sigma: 1_000_000,
+            table: t,
+        };
+        let v = samples(&j, 7);
+        assert!(v.iter().all(|&x| x == 1_000_000 || x == -1_000_000));
+        let (m, sd) = mean_sd(&v);
+        assert!(m.abs() < 4.0 * 1e6 / (N as f64).sqrt(), "{m}");
+        assert!((sd / 1e6 - 1.0).abs() < 0.01);
+        assert_eq!(j.std_dev(), Some(1e6));
+        assert_eq!(j.mean(), 0.0);
+        assert_eq!(j.min_offset(), -1_000_000);
+        assert_eq!(j.sample_normal(-1.0), -1_000_000);
+        assert_eq!(j.sample_normal(1.0), 1_000_000);
+    }
+
+    /// Correlated jitter: lag-1 autocorrelation of the offsets within ±0.05 of the
+    /// setting (Pearson for uniform and normal, Spearman for all), the marginal kept.
+    #[test]
+    fn correlated_offsets_have_the_lag1_autocorrelation_asked_for() {
+        use crate::emulate::corr::Ar1;
+        let lag1 = |v: &[f64]| {
+            let n = v.len() as f64;
+            let m = v.iter().sum::<f64>() / n;
+            let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>();
+            v.windows(2).map(|w| (w[0] - m) * (w[1] - m)).sum::<f64>() / var
+        };
+        let ranks = |v: &[f64]| {
+            let mut idx: Vec<usize> = (0..v.len()).collect();
+            idx.sort_by(|&a, &b| v[a].total_cmp(&v[b]));
+            let mut r = vec![0.0; v.len()];
+            for (k, &i) in idx.iter().enumerate() {
+                r[i] = k as f64;
+            }
+            r
+        };
+        let table = DistTable::from_values(
+            "skewed",
+            (0..4096).map(|i| ((i * i) / 600 - 8000) as i16).collect(),
+        )
+        .unwrap();
+        for (j, pearson) in [
+            (
+                Jitter::Uniform {
+                    half_width: 10_000_000,
+                },
+                true,
+            ),
+            (Jitter::Normal { sigma: 10_000_000 }, true),
+            (Jitter::netem_pareto(10_000_000), false),
+            (Jitter::ParetoNormal { sigma: 10_000_000 }, false),
+            (
+                Jitter::Table {
+                    sigma: 10_000_000,
+                    table: table.clone(),
+                },
+                false,
+            ),
+        ] {
+            for rho in [0.25, 0.5, 0.9] {
+                let mut ar = Ar1::new(j.copula_rho(rho));
+                let mut rng = Rng::new(11);
+                let v: Vec<f64> = (0..200_000)
+                    .map(|_| j.sample_normal(ar.next(&mut rng)) as f64)
+                    .collect();
+                let spearman = lag1(&ranks(&v));
+                assert!(
+                    (spearman - rho).abs() < 0.05,
+                    "{j:?} {rho}: spearman {spearman}"
+                );
+                if pearson {
+                    let r = lag1(&v);
+                    assert!((r - rho).abs() < 0.05, "{j:?} {rho}: pearson {r}");
+                    // the marginal is unchanged: the standard deviation of the offsets
+                    let (_, sd) = mean_sd(&v.iter().map(|&x| x as i64).collect::<Vec<_>>());
+                    let want = j.std_dev().unwrap();
+                    assert!((sd / want - 1.0).abs() < 0.05, "{j:?} {rho}: sd {sd}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -14,8 +14,9 @@
 //! losses are the configured ones and genuine queue overflows.
 //!
 //! ```text
-//!  enqueue ─► loss? ──► queue limit? ──► serialiser ─► delay line ─► dequeue
-//!               │ Err(Emulated)  │ Err(QueueFull/ByteLimit)  (rate)    (delay ± jitter)
+//!  enqueue ─► loss? ──► queue limit? ─┬─► serialiser ─► delay line ─► slots? ─► dequeue
+//!         ecn: mark CE │ Err(QueueFull/ByteLimit)  (rate)  (delay ± jitter)   ▲
+//!               │ Err(Emulated)       └─► reorder: sent at once ──────────────┘
 //!               admitted ─► duplicate? (a copy: queue limit, serialiser, delay line)
 //!                        └► corrupt? (original and copy, independently)
 //! ```
@@ -23,12 +24,18 @@
 //! Model, per arriving packet of `len` bytes at time `now` (ns):
 //! 1. Loss ([`super::loss`]): the link's loss model decides; a lost packet is refused with
 //!    [`DropCause::Emulated`] and never occupies the queue or the link (loss on arrival,
-//!    as netem).
+//!    as netem). With `ecn` (netem's `ecn`), a packet the model loses is marked CE instead
+//!    when it is ECN-capable ([`crate::aqm::mark_signal`], the one marking rule; counted
+//!    in `ecn_marked`), sent unchanged when its headers cannot be read
+//!    (`ecn_unmarkable`), and lost only when it is not ECN-capable.
 //! 2. Queue: frames that have been admitted but whose serialisation has not started are
 //!    the queue; the frame being serialised does not count (it has left the queue, as a
 //!    frame handed to a NIC has). The arrival is refused with [`DropCause::QueueFull`] if
 //!    `limit_packets` frames wait, or [`DropCause::ByteLimit`] if `waiting bytes + len >
-//!    limit_bytes` ([`crate::queue::fifo::Limits::admit`]).
+//!    limit_bytes` ([`crate::queue::fifo::Limits::admit`]). netem's own `limit`
+//!    (`limit_held`) counts every packet the link holds, the delay line included (netem's
+//!    `sch->q.qlen >= sch->limit`), and refuses an arrival with `QueueFull` when that many
+//!    are held; it applies with or without a rate.
 //! 3. Serialiser (only with a rate): the frame starts at `max(now, busy_until)` and ends
 //!    `rate.tx_ps(len)` picoseconds later (the framing applied); `busy_until` is
 //!    kept as ns plus a picosecond remainder, so rounding never accumulates. The frame's
@@ -39,15 +46,26 @@
 //!    max(release, previous release)`, so a packet never overtakes an earlier one and the
 //!    line is a FIFO (jitter then only stretches gaps, as on a real path with one queue);
 //!    with `reorder = true` packets leave in release-time order (ties in arrival order),
-//!    so a large jitter reorders them, as netem with jitter does.
-//! 5. Duplication: with probability `duplicate` an admitted packet is copied (metadata and
+//!    so a large jitter reorders them, as netem with jitter does. Jitter offsets are
+//!    independent, or correlated (`jitter_correlation`, [`super::corr::Ar1`]).
+//!    netem's `reorder P C gap N` (`reorder_early`): after `N − 1` packets scheduled
+//!    normally, each packet is with probability `P` (correlated, [`super::corr::Chance`])
+//!    released at its arrival instead, skipping the serialiser, the delay and the slots,
+//!    ahead of everything in the delay line (netem puts it at the head of its queue); one
+//!    sent early restarts the count (`sch_netem.c`: `q->counter`, `q->gap`). Those packets
+//!    wait in a FIFO of their own (`counters.reordered`).
+//!    Slots (`slot`, [`super::slot`]): the delay line's head leaves only when a slot is
+//!    open, at most `packets`/`bytes` per slot.
+//! 5. Duplication: with probability `duplicate` (correlated by `duplicate_correlation`)
+//!    an admitted packet is copied (metadata and
 //!    stored bytes, as it arrived) into a new slot of `cx.pool`; the copy is a new arrival
 //!    of the same length right behind the original that skips the loss model (a lost or
 //!    refused packet is never duplicated) but gets its own queue admission, serialisation,
 //!    jitter sample and corruption draw. If the pool is empty the copy is skipped and
 //!    counted in `dup_pool_empty`; a copy the queue refuses is freed by the link and
 //!    counted as a queue drop.
-//! 6. Corruption: with probability `corrupt` one random bit of an admitted packet's stored
+//! 6. Corruption: with probability `corrupt` (correlated by `corrupt_correlation`) one
+//!    random bit of an admitted packet's stored
 //!    frame is flipped ([`super::loss::corrupt`]), independently for the original and its
 //!    copy; with no stored bytes (simulator pools) the event is only counted.
 //!
@@ -95,9 +113,12 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use serde::Serialize;
 
+use super::corr::{Ar1, Chance};
 use super::dist::delay_with;
 use super::loss::{corrupt, Loss};
+use super::slot::SlotState;
 use super::{EmuConfig, EmuError};
+use crate::aqm::{mark_signal, Delivered};
 use crate::meter::token_bucket::MAX_FRAME;
 use crate::pool::PktId;
 use crate::qdisc::{Count, Ctx, DropCause, QStats, Qdisc};
@@ -139,6 +160,19 @@ pub struct EmuCounters {
     /// How long the admitted frames waited for the serialiser (the queueing delay).
     #[serde(default)]
     pub queue_delay: QueueDelay,
+    /// Packets the loss model chose that were marked CE instead (`ecn`).
+    #[serde(default)]
+    pub ecn_marked: Count,
+    /// Packets the loss model chose, with `ecn`, whose headers could not be read: sent
+    /// unchanged.
+    #[serde(default)]
+    pub ecn_unmarkable: u64,
+    /// Packets sent at once by netem's `reorder` (ahead of the delayed ones).
+    #[serde(default)]
+    pub reordered: Count,
+    /// Slots opened (`slot`).
+    #[serde(default)]
+    pub slots: u64,
 }
 
 /// Running totals of the queueing delay of the frames a link admitted: each frame's wait
@@ -192,6 +226,17 @@ pub struct EmuLink {
     heap: BinaryHeap<Reverse<(u64, u64, u32)>>,
     seq: u64,
     last_release: u64,
+    /// Packets netem's `reorder` sends at once: (release = arrival ns, packet), in order.
+    express: VecDeque<(u64, PktId)>,
+    /// `reorder_early`'s draw and its count of packets scheduled since the last early one.
+    early: Chance,
+    early_count: u32,
+    /// Correlated jitter's normal process (`jitter_correlation > 0`).
+    delay_corr: Option<Ar1>,
+    dup: Chance,
+    corrupt: Chance,
+    /// The slot process (`slot`).
+    slots: Option<SlotState>,
     held_bytes: u64,
     /// Copy buffer for duplication (the pool cannot copy between two of its own slots).
     scratch: Vec<u8>,
@@ -218,12 +263,24 @@ impl EmuLink {
             heap: BinaryHeap::with_capacity(if cfg.reorder { INITIAL_LINE } else { 0 }),
             seq: 0,
             last_release: 0,
+            express: VecDeque::new(),
+            early: Chance::new(cfg.reorder_early.probability, cfg.reorder_early.correlation),
+            early_count: 0,
+            delay_corr: Self::delay_corr(&cfg),
+            dup: Chance::new(cfg.duplicate, cfg.duplicate_correlation),
+            corrupt: Chance::new(cfg.corrupt, cfg.corrupt_correlation),
+            slots: cfg.slot.as_ref().map(SlotState::new),
             held_bytes: 0,
             scratch: Vec::new(),
             stats: QStats::default(),
             counters: EmuCounters::default(),
             cfg,
         })
+    }
+
+    fn delay_corr(cfg: &EmuConfig) -> Option<Ar1> {
+        (cfg.jitter_correlation > 0.0)
+            .then(|| Ar1::new(cfg.jitter.copula_rho(cfg.jitter_correlation)))
     }
 
     fn backlog_capacity(cfg: &EmuConfig) -> usize {
@@ -263,13 +320,27 @@ impl EmuLink {
         self.stats.check(Qdisc::len(self), self.held_bytes)
     }
 
-    /// Release time (ns) of the packet that leaves next, if any.
+    /// Release time (ns) of the delay line's head (slots not applied), if any.
     #[inline]
-    pub fn head_release(&self) -> Option<u64> {
+    fn line_head(&self) -> Option<u64> {
         if self.cfg.reorder {
             self.heap.peek().map(|r| r.0 .0)
         } else {
             self.line.front().map(|e| e.0)
+        }
+    }
+
+    /// Release time (ns) of the packet that leaves next, if any: the earlier of the
+    /// early packets' head and the delay line's head held for its slot.
+    #[inline]
+    pub fn head_release(&self) -> Option<u64> {
+        let line = self
+            .line_head()
+            .map(|r| self.slots.as_ref().map_or(r, |s| s.gate(r)));
+        match (self.express.front(), line) {
+            (Some(&(e, _)), Some(l)) => Some(e.min(l)),
+            (Some(&(e, _)), None) => Some(e),
+            (None, l) => l,
         }
     }
 
@@ -313,6 +384,18 @@ impl EmuLink {
         }
         self.limits = cfg.limits();
         self.loss.set_model(cfg.loss);
+        self.early
+            .set(cfg.reorder_early.probability, cfg.reorder_early.correlation);
+        self.early_count = 0;
+        self.dup.set(cfg.duplicate, cfg.duplicate_correlation);
+        self.corrupt.set(cfg.corrupt, cfg.corrupt_correlation);
+        match (&mut self.delay_corr, cfg.jitter_correlation > 0.0) {
+            (Some(a), true) => a.set(cfg.jitter.copula_rho(cfg.jitter_correlation)),
+            (slot, _) => *slot = Self::delay_corr(&cfg),
+        }
+        if cfg.slot != self.cfg.slot {
+            self.slots = cfg.slot.as_ref().map(SlotState::new);
+        }
         if cfg.reorder != self.cfg.reorder {
             if cfg.reorder {
                 self.heap.reserve(self.line.len());
@@ -359,6 +442,11 @@ impl EmuLink {
     /// Admission by the queue limits at `now` (after `retire`).
     #[inline]
     fn admit(&self, now: u64, len: u32) -> Result<(), DropCause> {
+        if let Some(held) = self.cfg.limit_held {
+            if Qdisc::len(self) >= held as usize {
+                return Err(DropCause::QueueFull);
+            }
+        }
         if self.rate.is_none() {
             return Ok(());
         }
@@ -370,6 +458,13 @@ impl EmuLink {
     /// delay line.
     #[inline]
     fn schedule(&mut self, id: PktId, len: u32, now: u64, cx: &mut Ctx<'_>) {
+        if self.send_early(cx) {
+            self.express.push_back((now, id));
+            self.held_bytes += len as u64;
+            self.stats.enqueued.add(len);
+            self.counters.reordered.add(len);
+            return;
+        }
         let tx_end = match self.rate {
             None => now,
             Some(rate) => {
@@ -408,7 +503,12 @@ impl EmuLink {
                 end
             }
         };
-        let offset = self.cfg.jitter.sample(cx.rng);
+        let offset = match &mut self.delay_corr {
+            Some(ar) if !self.cfg.jitter.is_none() => {
+                self.cfg.jitter.sample_normal(ar.next(cx.rng))
+            }
+            _ => self.cfg.jitter.sample(cx.rng),
+        };
         let release = tx_end.saturating_add(delay_with(self.cfg.delay.0, offset));
         if self.cfg.reorder {
             self.heap.push(Reverse((release, self.seq, id.0)));
@@ -422,6 +522,24 @@ impl EmuLink {
         self.stats.enqueued.add(len);
     }
 
+    /// netem's reorder decision (`sch_netem.c` `netem_enqueue`): scheduled normally while
+    /// fewer than `gap − 1` packets were since the last early one, or when the draw says
+    /// so; otherwise sent early.
+    #[inline]
+    fn send_early(&mut self, cx: &mut Ctx<'_>) -> bool {
+        let r = self.cfg.reorder_early;
+        if r.probability <= 0.0 {
+            return false;
+        }
+        if self.early_count < r.gap.saturating_sub(1) || !self.early.fire(cx.rng) {
+            self.early_count = self.early_count.saturating_add(1);
+            false
+        } else {
+            self.early_count = 0;
+            true
+        }
+    }
+
     #[inline]
     fn refuse(&mut self, len: u32, cause: DropCause) {
         self.stats.dropped_on_enqueue.add(len);
@@ -433,7 +551,7 @@ impl EmuLink {
 
     #[inline]
     fn maybe_corrupt(&mut self, id: PktId, len: u32, cx: &mut Ctx<'_>) {
-        if self.cfg.corrupt > 0.0 && cx.rng.chance(self.cfg.corrupt) {
+        if self.cfg.corrupt > 0.0 && self.corrupt.fire(cx.rng) {
             self.counters.corrupted.add(len);
             if !corrupt(cx.pool, id, cx.rng) {
                 self.counters.corrupted_no_data += 1;
@@ -483,16 +601,27 @@ impl EmuLink {
         self.stats.received.add(len);
         self.retire(now);
         if self.loss.lose(cx.rng) {
-            self.counters.lost.add(len);
-            self.refuse(len, DropCause::Emulated);
-            return Err(DropCause::Emulated);
+            match self
+                .cfg
+                .ecn
+                .then(|| mark_signal(true, cx.pool, pkt))
+                .flatten()
+            {
+                Some(Delivered::Ce) => self.counters.ecn_marked.add(len),
+                Some(Delivered::Unmarkable) => self.counters.ecn_unmarkable += 1,
+                None => {
+                    self.counters.lost.add(len);
+                    self.refuse(len, DropCause::Emulated);
+                    return Err(DropCause::Emulated);
+                }
+            }
         }
         if let Err(cause) = self.admit(now, len) {
             self.refuse(len, cause);
             return Err(cause);
         }
         self.schedule(pkt, len, now, cx);
-        if self.cfg.duplicate > 0.0 && cx.rng.chance(self.cfg.duplicate) {
+        if self.cfg.duplicate > 0.0 && self.dup.fire(cx.rng) {
             // Copy the frame as it arrived, before it is corrupted (netem clones first).
             self.duplicate(pkt, len, now, cx);
         }
@@ -509,6 +638,31 @@ impl Qdisc for EmuLink {
 
     fn dequeue(&mut self, cx: &mut Ctx<'_>) -> Option<PktId> {
         let now = cx.now.0;
+        if let Some(&(e, id)) = self.express.front() {
+            if e <= now && self.line_head().is_none_or(|l| e <= l) {
+                self.express.pop_front();
+                return Some(self.departed(id, now, cx));
+            }
+        }
+        let (head, head_len) = match self.slots {
+            Some(_) => (self.line_head(), self.line_head_len(cx)),
+            None => (None, 0),
+        };
+        if let (Some(st), Some(slot), Some(r)) = (&mut self.slots, &self.cfg.slot, head) {
+            if r > now {
+                return None;
+            }
+            if st.expire(slot, r, cx.rng) {
+                self.counters.slots += 1;
+            }
+            let at = st.gate(r);
+            if at > now {
+                return None;
+            }
+            if st.take(slot, at, head_len, cx.rng) {
+                self.counters.slots += 1;
+            }
+        }
         let id = if self.cfg.reorder {
             match self.heap.peek() {
                 Some(Reverse((rel, _, id))) if *rel <= now => {
@@ -527,11 +681,7 @@ impl Qdisc for EmuLink {
                 _ => return None,
             }
         };
-        let len = cx.pool.len(id);
-        self.held_bytes = self.held_bytes.saturating_sub(len as u64);
-        self.stats.dequeued.add(len);
-        self.retire(now);
-        Some(id)
+        Some(self.departed(id, now, cx))
     }
 
     fn next_wakeup(&self) -> Option<Instant> {
@@ -539,7 +689,7 @@ impl Qdisc for EmuLink {
     }
 
     fn len(&self) -> usize {
-        self.line.len() + self.heap.len()
+        self.line.len() + self.heap.len() + self.express.len()
     }
 
     fn bytes(&self) -> u64 {
@@ -553,6 +703,9 @@ impl Qdisc for EmuLink {
         while let Some(Reverse((_, _, id))) = self.heap.pop() {
             self.purged(PktId(id), cx, cause);
         }
+        while let Some((_, id)) = self.express.pop_front() {
+            self.purged(id, cx, cause);
+        }
         self.held_bytes = 0;
         self.last_release = 0;
         self.backlog.clear();
@@ -563,6 +716,27 @@ impl Qdisc for EmuLink {
 }
 
 impl EmuLink {
+    /// Account packet `id` leaving at `now`.
+    #[inline]
+    fn departed(&mut self, id: PktId, now: u64, cx: &mut Ctx<'_>) -> PktId {
+        let len = cx.pool.len(id);
+        self.held_bytes = self.held_bytes.saturating_sub(len as u64);
+        self.stats.dequeued.add(len);
+        self.retire(now);
+        id
+    }
+
+    /// Length of the delay line's head (0 if empty).
+    #[inline]
+    fn line_head_len(&self, cx: &Ctx<'_>) -> u32 {
+        let id = if self.cfg.reorder {
+            self.heap.peek().map(|r| PktId(r.0 .2))
+        } else {
+            self.line.front().map(|e| e.1)
+        };
+        id.map_or(0, |id| cx.pool.len(id))
+    }
+
     fn purged(&mut self, id: PktId, cx: &mut Ctx<'_>, cause: DropCause) {
         let len = cx.pool.len(id);
         self.stats.dropped_later.add(len);
@@ -572,297 +746,4 @@ impl EmuLink {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::emulate::{Jitter, LossModel};
-    use crate::pool::Pool;
-    use crate::rng::Rng;
-    use crate::time::Duration;
-
-    fn pkt(pool: &mut Pool, len: u32) -> PktId {
-        let id = pool.alloc().expect("pool");
-        pool.meta_mut(id).len = len;
-        id
-    }
-
-    #[test]
-    fn transparent_link_passes_immediately() {
-        let mut pool = Pool::new(8, 0);
-        let mut rng = Rng::new(1);
-        let mut dropped = Vec::new();
-        let mut cx = Ctx::new(Instant(1_000), &mut pool, &mut rng, &mut dropped);
-        let mut l = EmuLink::new(EmuConfig::default()).unwrap();
-        assert_eq!(l.limits(), Limits::UNLIMITED);
-        let p = pkt(cx.pool, 100);
-        l.enqueue(p, &mut cx).unwrap();
-        assert_eq!(l.next_wakeup(), Some(Instant(1_000)));
-        assert_eq!(l.dequeue(&mut cx), Some(p));
-        assert_eq!(l.next_wakeup(), None);
-        l.check().unwrap();
-    }
-
-    /// `n` frames of `len` bytes queued at `t0` on a link of `cfg`, drained at each
-    /// wake-up: the link and the departure times (ns).
-    fn departures(cfg: EmuConfig, t0: Instant, n: usize, len: u32) -> (EmuLink, Vec<u64>) {
-        let mut l = EmuLink::new(cfg).unwrap();
-        let mut pool = Pool::new(64, 0);
-        let mut rng = Rng::new(1);
-        let mut dropped = Vec::new();
-        let mut cx = Ctx::new(t0, &mut pool, &mut rng, &mut dropped);
-        for _ in 0..n {
-            let p = pkt(cx.pool, len);
-            l.enqueue(p, &mut cx).unwrap();
-        }
-        let mut out = Vec::new();
-        while let Some(at) = l.next_wakeup() {
-            cx.now = at;
-            let p = l.dequeue(&mut cx).unwrap();
-            cx.pool.free(p);
-            out.push(at.0);
-        }
-        (l, out)
-    }
-
-    /// Queueing delay by hand: four 1000-byte frames at once on 8 Mbit/s (1 ms each)
-    /// wait 0, 1, 2 and 3 ms for the serialiser: 4 frames, 6 ms in all, 3 ms at most.
-    #[test]
-    fn queue_delay_counts_each_frames_wait() {
-        let cfg = EmuConfig {
-            rate_bps: Some(8_000_000),
-            ..EmuConfig::default()
-        };
-        let (l, _) = departures(cfg, Instant(5), 4, 1000);
-        let q = l.counters().queue_delay;
-        assert_eq!((q.frames, q.sum_ns, q.max_ns), (4, 6_000_000, 3_000_000));
-    }
-
-    /// A rate schedule: 8 Mbit/s (1000 B = 1 ms) from the first frame, 1 Mbit/s (8 ms)
-    /// from 3 ms on. Five 1000-byte frames queued at 5 ms (the origin) leave at 6, 7, 8
-    /// ms at the fast rate, then at 8 + 8 = 16 and 24 ms. A reconfiguration to a fixed
-    /// rate ends the schedule for what comes next.
-    #[test]
-    fn a_rate_schedule_changes_the_serialiser_rate() {
-        let cap = crate::emulate::Capacity::schedule(vec![(0, 8_000_000), (3_000_000, 1_000_000)])
-            .unwrap();
-        let cfg = EmuConfig {
-            capacity: Some(cap),
-            limit_packets: Some(100),
-            ..EmuConfig::default()
-        };
-        let ms = |x: u64| Duration::from_millis(x).as_nanos();
-        let (mut l, out) = departures(cfg, Instant(ms(5)), 5, 1000);
-        assert_eq!(out, vec![ms(6), ms(7), ms(8), ms(16), ms(24)]);
-        l.check().unwrap();
-        l.reconfigure(EmuConfig {
-            rate_bps: Some(8_000_000),
-            ..EmuConfig::default()
-        })
-        .unwrap();
-        let mut pool = Pool::new(4, 0);
-        let (mut rng, mut dropped) = (Rng::new(1), Vec::new());
-        let mut cx = Ctx::new(Instant(ms(30)), &mut pool, &mut rng, &mut dropped);
-        let p = pkt(cx.pool, 1000);
-        l.enqueue(p, &mut cx).unwrap();
-        assert_eq!(l.next_wakeup(), Some(Instant(ms(31))));
-    }
-
-    /// A Mahimahi trace through the whole link: opportunities at 1, 1, 3 ms (period
-    /// 3 ms) from the first frame's arrival; four full frames leave at +1, +1, +3, +4 ms,
-    /// and a 20 ms delay follows each.
-    #[test]
-    fn a_trace_paces_the_link_by_its_opportunities() {
-        let cap = crate::emulate::Capacity::parse_trace("1\n1\n3\n").unwrap();
-        let cfg = EmuConfig {
-            capacity: Some(cap),
-            delay: Duration::from_millis(20),
-            ..EmuConfig::default()
-        };
-        let t0 = Duration::from_millis(100).as_nanos();
-        let (_, out) = departures(cfg, Instant(t0), 4, 1500);
-        let ms: Vec<u64> = out.iter().map(|t| (t - t0) / 1_000_000).collect();
-        assert_eq!(ms, vec![21, 21, 23, 24]);
-    }
-
-    #[test]
-    fn serialiser_and_delay_hand_computed() {
-        // 8 Mbit/s = 1 byte/us; 1000-byte frames take 1 ms; delay 10 ms.
-        let cfg = EmuConfig {
-            rate_bps: Some(8_000_000),
-            delay: Duration::from_millis(10),
-            ..EmuConfig::default()
-        };
-        let mut l = EmuLink::new(cfg).unwrap();
-        // BDP = 10 000 bytes (> 2 MTU).
-        assert_eq!(l.limits(), Limits::new(Limits::UNLIMITED_PACKETS, 10_000));
-        let mut pool = Pool::new(64, 0);
-        let mut rng = Rng::new(1);
-        let mut dropped = Vec::new();
-        let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
-        let ids: Vec<_> = (0..3).map(|_| pkt(cx.pool, 1000)).collect();
-        for &id in &ids {
-            l.enqueue(id, &mut cx).unwrap();
-        }
-        // Frame 0 is on the wire, 1 and 2 wait.
-        assert_eq!(l.queued_at(Instant::ZERO), (2, 2000));
-        assert_eq!(l.counters().max_queue_packets, 2);
-        assert_eq!(l.busy_until(), Some(Instant(3_000_000)));
-        for (k, &id) in ids.iter().enumerate() {
-            let t = Instant((k as u64 + 1) * 1_000_000 + 10_000_000);
-            assert_eq!(l.next_wakeup(), Some(t));
-            cx.now = Instant(t.0 - 1);
-            assert_eq!(l.dequeue(&mut cx), None);
-            cx.now = t;
-            assert_eq!(l.dequeue(&mut cx), Some(id));
-        }
-        l.check().unwrap();
-        // Idle link: a new frame starts at its arrival.
-        cx.now = Instant(50_000_000);
-        let p = pkt(cx.pool, 500);
-        l.enqueue(p, &mut cx).unwrap();
-        assert_eq!(
-            l.next_wakeup(),
-            Some(Instant(50_000_000 + 500_000 + 10_000_000))
-        );
-    }
-
-    #[test]
-    fn queue_limit_counts_waiting_frames_only() {
-        let cfg = EmuConfig {
-            rate_bps: Some(8_000_000),
-            limit_packets: Some(2),
-            ..EmuConfig::default()
-        };
-        let mut l = EmuLink::new(cfg).unwrap();
-        let mut pool = Pool::new(64, 0);
-        let mut rng = Rng::new(1);
-        let mut dropped = Vec::new();
-        let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
-        // One on the wire + two waiting; the fourth is refused.
-        for _ in 0..3 {
-            let p = pkt(cx.pool, 1000);
-            l.enqueue(p, &mut cx).unwrap();
-        }
-        let p = pkt(cx.pool, 1000);
-        assert_eq!(l.enqueue(p, &mut cx), Err(DropCause::QueueFull));
-        // After the first frame is serialised there is room for one more.
-        cx.now = Instant(1_000_000);
-        assert_eq!(l.enqueue(p, &mut cx), Ok(()));
-        assert_eq!(l.counters().queue_drops.packets, 1);
-        l.check().unwrap();
-    }
-
-    #[test]
-    fn duplicates_and_pool_exhaustion_are_counted() {
-        let cfg = EmuConfig {
-            duplicate: 1.0,
-            ..EmuConfig::default()
-        };
-        let mut l = EmuLink::new(cfg).unwrap();
-        let mut pool = Pool::new(3, 16);
-        let mut rng = Rng::new(1);
-        let mut dropped = Vec::new();
-        let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
-        let a = pkt(cx.pool, 10);
-        cx.pool.slot_mut(a)[..10].copy_from_slice(b"0123456789");
-        cx.pool.meta_mut(a).flow = 77;
-        l.enqueue(a, &mut cx).unwrap();
-        assert_eq!(Qdisc::len(&l), 2);
-        let b = pkt(cx.pool, 10); // the last free slot: no room for its copy
-        l.enqueue(b, &mut cx).unwrap();
-        assert_eq!(l.counters().dup_pool_empty, 1);
-        assert_eq!(l.counters().duplicated.packets, 1);
-        assert_eq!(l.dequeue(&mut cx), Some(a));
-        let c = l.dequeue(&mut cx).unwrap();
-        assert_ne!(c, a);
-        assert_eq!(cx.pool.data(c), b"0123456789");
-        assert_eq!(cx.pool.meta(c).flow, 77);
-        assert_eq!(l.dequeue(&mut cx), Some(b));
-        l.check().unwrap();
-        assert_eq!(l.stats().received.packets, 3);
-        assert_eq!(l.stats().dequeued.packets, 3);
-    }
-
-    #[test]
-    fn reconfigure_keeps_packets_and_order() {
-        let cfg = EmuConfig {
-            delay: Duration::from_millis(5),
-            jitter: Jitter::Uniform {
-                half_width: 4_000_000,
-            },
-            reorder: true,
-            ..EmuConfig::default()
-        };
-        let mut l = EmuLink::new(cfg.clone()).unwrap();
-        let mut pool = Pool::new(256, 0);
-        let mut rng = Rng::new(3);
-        let mut dropped = Vec::new();
-        let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
-        for i in 0..100 {
-            cx.now = Instant(i * 10_000);
-            let p = pkt(cx.pool, 100);
-            l.enqueue(p, &mut cx).unwrap();
-        }
-        l.reconfigure(EmuConfig {
-            reorder: false,
-            loss: LossModel::Bernoulli { p: 0.5 },
-            ..cfg
-        })
-        .unwrap();
-        assert_eq!(Qdisc::len(&l), 100);
-        let mut last = 0;
-        cx.now = Instant(1_000_000_000);
-        while let Some(p) = l.dequeue(&mut cx) {
-            cx.pool.free(p);
-        }
-        for _ in 0..100 {
-            let p = pkt(cx.pool, 100);
-            if l.enqueue(p, &mut cx).is_err() {
-                cx.pool.free(p);
-            }
-        }
-        while let Some(t) = l.next_wakeup() {
-            assert!(t.0 >= last);
-            last = t.0;
-            cx.now = t;
-            let p = l.dequeue(&mut cx).unwrap();
-            cx.pool.free(p);
-        }
-        l.check().unwrap();
-        assert!(l.counters().lost.packets > 20);
-        assert!(l
-            .reconfigure(EmuConfig {
-                duplicate: 2.0,
-                ..EmuConfig::default()
-            })
-            .is_err());
-    }
-
-    #[test]
-    fn purge_returns_everything() {
-        let cfg = EmuConfig {
-            rate_bps: Some(1_000_000),
-            delay: Duration::from_millis(100),
-            jitter: Jitter::Normal { sigma: 10_000_000 },
-            reorder: true,
-            ..EmuConfig::default()
-        };
-        let mut l = EmuLink::new(cfg).unwrap();
-        let mut pool = Pool::new(64, 0);
-        let mut rng = Rng::new(3);
-        let mut dropped = Vec::new();
-        let mut cx = Ctx::new(Instant::ZERO, &mut pool, &mut rng, &mut dropped);
-        let mut n = 0;
-        for _ in 0..40 {
-            let p = pkt(cx.pool, 1500);
-            match l.enqueue(p, &mut cx) {
-                Ok(()) => n += 1,
-                Err(_) => cx.pool.free(p),
-            }
-        }
-        l.purge(&mut cx, DropCause::Shutdown);
-        assert_eq!(dropped.len(), n);
-        assert!(l.is_empty());
-        assert_eq!(l.next_wakeup(), None);
-        l.check().unwrap();
-    }
-}
+mod tests;

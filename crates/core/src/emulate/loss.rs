@@ -29,6 +29,29 @@
 //!   length is `1/r` and the mean gap (visit to G) is `1/p`. Up to two draws per packet
 //!   (one for the loss unless the probability is 0 or 1, one for the transition).
 //!
+//! * `FourState { p13, p31, p32, p23, p14 }`: the 4-state Markov model of Salsano,
+//!   Ludovici, Ordine ("Definition of a general and intuitive loss model for packet
+//!   networks and its implementation in the Netem module in the Linux kernel", 2010), netem's
+//!   `loss state p13 p31 p32 p23 p14`, run exactly as Linux `sch_netem.c` `loss_4state`
+//!   runs it. States: 1 = packet received in a gap period, 2 = received within a burst,
+//!   3 = lost within a burst, 4 = an isolated loss within a gap. A packet is lost exactly
+//!   when the chain *enters* state 3 or 4; `pij` is P(i → j) and the rest of each row
+//!   stays (P(1→1) = 1 − p13 − p14, P(2→2) = 1 − p23, P(3→3) = 1 − p31 − p32, P(4→1) = 1).
+//!   One draw per packet, compared with the cumulative row as netem does. The chain starts
+//!   in state 1. Stationary distribution ([`LossModel::four_state_stationary`], balance
+//!   equations): `π ∝ (1, p13·p32/(p31·p23), p13/p31, p14)` for states 1..4, so the loss
+//!   rate is `π3 + π4 = (p13·p23 + p14·p31·p23) / (p31·p23 + p13·p23 + p13·p32 +
+//!   p14·p31·p23)` (the paper's eq. for `P_loss`). A run of losses is either one isolated
+//!   loss (state 4, followed by state 1) or a stay in state 3, geometric with mean
+//!   `1/(p31 + p32)`; the mean loss-burst length is `(π3 + π4)/(π3·(p31 + p32) + π4)`
+//!   ([`LossModel::mean_burst`]). With `p13` alone (iproute2's defaults `p31 = 1 − p13`,
+//!   `p32 = 0`, `p23 = 1`, `p14 = 0`) each packet is lost independently with probability
+//!   `p13` (Bernoulli). Each row must sum to at most 1 (`p13 + p14`, `p31 + p32`).
+//!
+//! Correlated random loss (netem's `loss random P C`) is the simple Gilbert model
+//! [`LossModel::correlated`] (see [`super::corr`]): loss rate exactly `P`, lag-1
+//! autocorrelation of the loss indicators exactly `C`.
+//!
 //! All probabilities are in [0, 1]; [`LossModel::validate`] rejects NaN, infinities,
 //! negatives and values above 1, and `every = 0`. On unvalidated input `lose` still does
 //! not panic (`Rng::chance` treats NaN as 0 and clamps the rest; `every = 0` loses nothing).
@@ -53,6 +76,14 @@ pub enum LossModel {
     Periodic { every: u64 },
     /// Gilbert–Elliott: `p` = P(G→B), `r` = P(B→G), `k` = P(deliver | G), `h` = P(deliver | B).
     GilbertElliott { p: f64, r: f64, k: f64, h: f64 },
+    /// netem's 4-state model (`loss state`): transition probabilities between states 1..4.
+    FourState {
+        p13: f64,
+        p31: f64,
+        p32: f64,
+        p23: f64,
+        p14: f64,
+    },
 }
 
 impl LossModel {
@@ -64,6 +95,88 @@ impl LossModel {
             r,
             k: 1.0,
             h: 0.0,
+        }
+    }
+
+    /// Random loss of probability `p` whose loss indicators have lag-1 autocorrelation
+    /// `rho` (netem's `loss random P C`, see [`super::corr`]): Bernoulli when `rho` is 0,
+    /// otherwise the simple Gilbert model with `P(G→B) = p(1 − rho)`, `P(B→G) = (1 − p)(1 −
+    /// rho)` (stationary loss `p`, mean burst `1/((1 − p)(1 − rho))`).
+    pub fn correlated(p: f64, rho: f64) -> Self {
+        if rho == 0.0 {
+            LossModel::Bernoulli { p }
+        } else {
+            LossModel::gilbert(p * (1.0 - rho), (1.0 - p) * (1.0 - rho))
+        }
+    }
+
+    /// netem's `loss state p13 [p31 [p32 [p23 [p14]]]]` with iproute2's defaults for the
+    /// ones not given: `p31 = 1 − p13`, `p32 = 0`, `p23 = 1`, `p14 = 0`.
+    pub fn four_state(p13: f64, rest: &[f64]) -> Self {
+        let get = |i: usize, d: f64| rest.get(i).copied().unwrap_or(d);
+        LossModel::FourState {
+            p13,
+            p31: get(0, 1.0 - p13),
+            p32: get(1, 0.0),
+            p23: get(2, 1.0),
+            p14: get(3, 0.0),
+        }
+    }
+
+    /// The 4-state model's stationary probabilities of states 1..4 (see the module
+    /// comment), also when a state is never left or never reached; `None` for the
+    /// other models.
+    pub fn four_state_stationary(&self) -> Option<[f64; 4]> {
+        let LossModel::FourState {
+            p13,
+            p31,
+            p32,
+            p23,
+            p14,
+        } = *self
+        else {
+            return None;
+        };
+        // Relative to π1 = 1: π3 = p13/p31, π2 = π3·p32/p23, π4 = p14.
+        if p13 > 0.0 && p31 == 0.0 {
+            // the chain ends in {2, 3}: π2 ∝ p32, π3 ∝ p23 (stuck in 3 if both are 0)
+            return Some(if p23 + p32 == 0.0 {
+                [0.0, 0.0, 1.0, 0.0]
+            } else {
+                [0.0, p32 / (p23 + p32), p23 / (p23 + p32), 0.0]
+            });
+        }
+        let a3 = if p13 == 0.0 { 0.0 } else { p13 / p31 };
+        if a3 > 0.0 && p32 > 0.0 && p23 == 0.0 {
+            return Some([0.0, 1.0, 0.0, 0.0]); // absorbed in 2
+        }
+        let a2 = if a3 == 0.0 || p32 == 0.0 {
+            0.0
+        } else {
+            a3 * p32 / p23
+        };
+        let sum = 1.0 + a2 + a3 + p14;
+        Some([1.0 / sum, a2 / sum, a3 / sum, p14 / sum])
+    }
+
+    /// The mean number of consecutive losses: `1/r` for the simple Gilbert model (`k = 1,
+    /// h = 0`), `(π3 + π4)/(π3·(p31 + p32) + π4)` for the 4-state model, 1 for Bernoulli
+    /// and periodic (every ≥ 2) loss; `None` when there are no bursts (no loss, or loss
+    /// that never ends).
+    pub fn mean_burst(&self) -> Option<f64> {
+        match *self {
+            LossModel::None => None,
+            LossModel::Bernoulli { p } => (p > 0.0 && p < 1.0).then(|| 1.0 / (1.0 - p)),
+            LossModel::Periodic { every } => (every >= 2).then_some(1.0),
+            LossModel::GilbertElliott { r, k, h, .. } if k == 1.0 && h == 0.0 => {
+                (r > 0.0).then(|| 1.0 / r)
+            }
+            LossModel::GilbertElliott { .. } => None,
+            LossModel::FourState { p31, p32, .. } => {
+                let [_, _, s3, s4] = self.four_state_stationary()?;
+                let starts = s3 * (p31 + p32) + s4;
+                (s3 + s4 > 0.0 && starts > 0.0).then(|| (s3 + s4) / starts)
+            }
         }
     }
 
@@ -97,6 +210,21 @@ impl LossModel {
                 check_prob("gilbert-elliott k (delivery in good)", k)?;
                 check_prob("gilbert-elliott h (delivery in bad)", h)
             }
+            LossModel::FourState {
+                p13,
+                p31,
+                p32,
+                p23,
+                p14,
+            } => {
+                check_prob("4-state p13", p13)?;
+                check_prob("4-state p31", p31)?;
+                check_prob("4-state p32", p32)?;
+                check_prob("4-state p23", p23)?;
+                check_prob("4-state p14", p14)?;
+                check_prob("4-state p13 + p14 (leaving state 1)", p13 + p14)?;
+                check_prob("4-state p31 + p32 (leaving state 3)", p31 + p32)
+            }
         }
     }
 
@@ -119,6 +247,9 @@ impl LossModel {
                     (r * (1.0 - k) + p * (1.0 - h)) / (p + r)
                 }
             }
+            LossModel::FourState { .. } => self
+                .four_state_stationary()
+                .map_or(0.0, |[_, _, s3, s4]| s3 + s4),
         }
     }
 
@@ -151,6 +282,8 @@ pub struct Loss {
     count: u64,
     /// Gilbert–Elliott: in the bad state.
     bad: bool,
+    /// 4-state: the state, 1..=4.
+    state: u8,
 }
 
 impl Loss {
@@ -159,6 +292,7 @@ impl Loss {
             model,
             count: 0,
             bad: false,
+            state: 1,
         }
     }
 
@@ -171,8 +305,7 @@ impl Loss {
     /// the pattern; it is reset otherwise.
     pub fn set_model(&mut self, model: LossModel) {
         if core::mem::discriminant(&model) != core::mem::discriminant(&self.model) {
-            self.count = 0;
-            self.bad = false;
+            self.reset();
         }
         self.model = model;
     }
@@ -181,6 +314,12 @@ impl Loss {
     pub fn reset(&mut self) {
         self.count = 0;
         self.bad = false;
+        self.state = 1;
+    }
+
+    /// 4-state: the state (1..=4; 1 for the other models).
+    pub fn state(&self) -> u8 {
+        self.state
     }
 
     /// Gilbert–Elliott: whether the chain is in the bad state.
@@ -212,6 +351,29 @@ impl Loss {
                 if draw(rng, leave) {
                     self.bad = !self.bad;
                 }
+                lost
+            }
+            LossModel::FourState {
+                p13,
+                p31,
+                p32,
+                p23,
+                p14,
+            } => {
+                // sch_netem.c loss_4state: one draw against the cumulative row
+                let u = rng.next_f64();
+                let (next, lost) = match self.state {
+                    1 if u < p14 => (4, true),
+                    1 if u < p13 + p14 => (3, true),
+                    1 => (1, false),
+                    2 if u < p23 => (3, true),
+                    2 => (2, false),
+                    3 if u < p32 => (2, false),
+                    3 if u < p31 + p32 => (1, false),
+                    3 => (3, true),
+                    _ => (1, false),
+                };
+                self.state = next;
                 lost
             }
         }
@@ -351,6 +513,64 @@ mod tests {
         assert!((want - (0.2 * 0.01 + 0.02 * 0.7) / 0.22).abs() < 1e-12);
         assert!((loss / want - 1.0).abs() < 0.05, "{loss} vs {want}");
         assert!((model.stationary_bad().unwrap() - 0.02 / 0.22).abs() < 1e-12);
+    }
+
+    /// Hand-computed: p13 = 5 %, p31 = 40 %, p32 = 10 %, p23 = 20 %, p14 = 1 %.
+    /// Weights (×p31·p23 = 0.08): π1 ∝ 0.08, π3 ∝ p13·p23 = 0.01, π2 ∝ p13·p32 = 0.005,
+    /// π4 ∝ p14·p31·p23 = 0.0008; sum 0.0958. Loss = 0.0108/0.0958 = 11.2735 %;
+    /// mean burst = 0.0108 / (0.01·0.5 + 0.0008) / 0.0958 × 0.0958 = 0.0108/0.0058 = 1.8621.
+    #[test]
+    fn four_state_loss_rate_and_burst_length_against_closed_form() {
+        let m = LossModel::FourState {
+            p13: 0.05,
+            p31: 0.4,
+            p32: 0.1,
+            p23: 0.2,
+            p14: 0.01,
+        };
+        m.validate().unwrap();
+        let want_loss = 0.0108 / 0.0958;
+        let want_burst = 0.0108 / 0.0058;
+        assert!((m.expected_loss() - want_loss).abs() < 1e-12);
+        assert!((m.mean_burst().unwrap() - want_burst).abs() < 1e-12);
+        let pi = m.four_state_stationary().unwrap();
+        assert!((pi.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+        let n = 2_000_000;
+        let v = run(m, n, 12);
+        let loss = v.iter().filter(|&&x| x).count() as f64 / n as f64;
+        assert!((loss / want_loss - 1.0).abs() < 0.05, "loss {loss}");
+        let b = bursts(&v);
+        let mean = b.iter().sum::<usize>() as f64 / b.len() as f64;
+        assert!((mean / want_burst - 1.0).abs() < 0.05, "burst {mean}");
+        // p13 alone: Bernoulli
+        let bern = LossModel::four_state(0.1, &[]);
+        assert!((bern.expected_loss() - 0.1).abs() < 1e-12);
+        assert!((bern.mean_burst().unwrap() - 1.0 / 0.9).abs() < 1e-12);
+        // degenerate chains
+        let stuck = LossModel::four_state(0.1, &[0.0, 0.0, 0.0]);
+        assert_eq!(stuck.expected_loss(), 1.0);
+        assert_eq!(stuck.mean_burst(), None);
+        let to2 = LossModel::four_state(0.1, &[0.0, 0.3, 0.6]);
+        assert!((to2.expected_loss() - 0.6 / 0.9).abs() < 1e-12);
+        assert_eq!(LossModel::four_state(0.0, &[]).expected_loss(), 0.0);
+        let absorbed2 = LossModel::four_state(0.1, &[0.2, 0.3, 0.0]);
+        assert_eq!(absorbed2.expected_loss(), 0.0);
+        // rows summing above 1 are refused
+        let e = LossModel::four_state(0.6, &[0.4, 0.1, 0.2, 0.5])
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("p13 + p14"), "{e}");
+    }
+
+    #[test]
+    fn correlated_random_loss_keeps_the_rate() {
+        let m = LossModel::correlated(0.1, 0.5);
+        assert!((m.expected_loss() - 0.1).abs() < 1e-12);
+        assert!((m.mean_burst().unwrap() - 1.0 / 0.45).abs() < 1e-12);
+        assert_eq!(
+            LossModel::correlated(0.1, 0.0),
+            LossModel::Bernoulli { p: 0.1 }
+        );
     }
 
     #[test]

@@ -5,8 +5,12 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | `dist.rs` | [`Jitter`]: delay-jitter distributions (uniform, normal, Pareto, NIST Net paretonormal) |
-//! | `loss.rs` | [`LossModel`] / [`Loss`]: Bernoulli, periodic, Gilbert–Elliott; frame corruption |
+//! | `dist.rs` | [`Jitter`]: delay-jitter distributions (uniform, normal, Pareto, NIST Net paretonormal, netem tables) |
+//! | `table.rs` | [`table::DistTable`]: iproute2 `.dist` distribution tables |
+//! | `corr.rs` | [`corr::Chance`] / [`corr::Ar1`]: correlated events and correlated jitter |
+//! | `loss.rs` | [`LossModel`] / [`Loss`]: Bernoulli, periodic, Gilbert–Elliott, netem's 4-state model; frame corruption |
+//! | `slot.rs` | [`slot::Slot`]: slotted delivery (netem's `slot`) |
+//! | `netem_args.rs` | [`netem_args::parse`]: a tc-netem argument string → [`EmuConfig`] |
 //! | `link.rs` | [`EmuLink`]: one emulated link (loss → queue → serialiser → delay line) |
 //! | `capacity.rs` | [`Capacity`]: a rate that changes over time (a schedule, a Mahimahi trace) |
 //! | `mod.rs` | [`EmuConfig`] + [`EmuConfig::validate`], [`EmuError`], [`Emulator`] |
@@ -38,10 +42,14 @@
 //! [`Emulator::enqueue_to`] is refused with [`DropCause::Policy`]).
 
 pub mod capacity;
+pub mod corr;
 pub mod dist;
 pub mod link;
 pub mod loss;
+pub mod netem_args;
+pub mod slot;
 pub mod spec;
+pub mod table;
 
 pub use capacity::Capacity;
 pub use dist::Jitter;
@@ -85,6 +93,72 @@ pub enum EmuError {
     TooManyProfiles,
     #[error("emulate: routing key {0} is above {max}", max = Emulator::MAX_KEY)]
     KeyTooLarge(u32),
+    #[error("emulate: {what} must be within 0%..100% (got {value})")]
+    Correlation { what: &'static str, value: f64 },
+    #[error("emulate: slot MIN ({min} ns) is above MAX ({max} ns)")]
+    SlotMinMax { min: u64, max: u64 },
+    #[error("emulate: slot packets and bytes must be >= 1 when given")]
+    SlotBudget,
+    #[error("emulate: reorder gap must be >= 1 (1: every packet may be sent early)")]
+    ReorderGap,
+}
+
+/// `value` is a correlation: finite, in [0, 1].
+pub(crate) fn check_corr(what: &'static str, value: f64) -> Result<(), EmuError> {
+    if (0.0..=1.0).contains(&value) {
+        Ok(())
+    } else {
+        Err(EmuError::Correlation { what, value })
+    }
+}
+
+/// netem's `reorder P [C] [gap N]`: after `gap − 1` packets delayed as usual, each packet
+/// is sent at once (ahead of the delayed ones, skipping the serialiser, the delay and the
+/// slots) with probability `probability` (lag-1 correlation `correlation`, see
+/// [`corr`]); one sent early restarts the count. `gap = 1`: every packet may be.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Reorder {
+    pub probability: f64,
+    pub correlation: f64,
+    pub gap: u32,
+}
+
+impl Reorder {
+    /// No packet is sent early.
+    pub const NONE: Reorder = Reorder {
+        probability: 0.0,
+        correlation: 0.0,
+        gap: 1,
+    };
+
+    pub fn is_none(&self) -> bool {
+        self.probability == 0.0
+    }
+
+    /// The long-run fraction of packets sent early, uncorrelated: with `g = gap` and
+    /// `p = probability`, a cycle is `g − 1` delayed packets then a geometric number of
+    /// trials until one is early (mean `1/p`), so `1 / (g − 1 + 1/p)`; `p` for `g = 1`.
+    pub fn expected_fraction(&self) -> f64 {
+        if self.probability <= 0.0 {
+            return 0.0;
+        }
+        1.0 / (f64::from(self.gap.max(1) - 1) + 1.0 / self.probability)
+    }
+
+    pub fn validate(&self) -> Result<(), EmuError> {
+        check_prob("reorder probability", self.probability)?;
+        check_corr("reorder correlation", self.correlation)?;
+        if self.probability > 0.0 && self.gap == 0 {
+            return Err(EmuError::ReorderGap);
+        }
+        Ok(())
+    }
+}
+
+impl Default for Reorder {
+    fn default() -> Self {
+        Reorder::NONE
+    }
 }
 
 /// `value` is a probability: finite, in [0, 1].
@@ -117,18 +191,36 @@ pub struct EmuConfig {
     pub delay: Duration,
     /// Delay jitter around `delay`. Default none.
     pub jitter: Jitter,
+    /// Lag-1 autocorrelation of successive jitter offsets, in [0, 1] (netem's `delay D J
+    /// C`; see [`corr`]). Default 0.
+    pub jitter_correlation: f64,
     /// Let jitter reorder packets (`true`) or keep FIFO order (`false`, default).
     pub reorder: bool,
     /// Loss model applied on arrival. Default none.
     pub loss: LossModel,
     /// Probability that a packet is duplicated. Default 0.
     pub duplicate: f64,
+    /// Lag-1 autocorrelation of duplications, in [0, 1]. Default 0.
+    pub duplicate_correlation: f64,
     /// Probability that one bit of a packet is flipped. Default 0.
     pub corrupt: f64,
+    /// Lag-1 autocorrelation of corruptions, in [0, 1]. Default 0.
+    pub corrupt_correlation: f64,
+    /// netem's `reorder`: packets sent at once, ahead of the delayed ones. Default none.
+    pub reorder_early: Reorder,
+    /// netem's `slot`: packets leave only in slots. Default none.
+    pub slot: Option<slot::Slot>,
+    /// netem's `ecn`: a packet the loss model loses is marked CE instead when it is
+    /// ECN-capable (and sent unchanged when its headers cannot be read). Default false.
+    pub ecn: bool,
     /// Queue limit in packets waiting for the serialiser. `None`: see [`EmuConfig::limits`].
     pub limit_packets: Option<u32>,
     /// Queue limit in bytes waiting for the serialiser. `None`: see [`EmuConfig::limits`].
     pub limit_bytes: Option<u64>,
+    /// netem's `limit`: at most this many packets held by the link in all (waiting, being
+    /// serialised, in the delay line); one more arriving is refused (`QueueFull`). `None`:
+    /// no such limit.
+    pub limit_held: Option<u32>,
 }
 
 impl Default for EmuConfig {
@@ -140,12 +232,19 @@ impl Default for EmuConfig {
             mtu: Self::DEFAULT_MTU,
             delay: Duration::ZERO,
             jitter: Jitter::None,
+            jitter_correlation: 0.0,
             reorder: false,
             loss: LossModel::None,
             duplicate: 0.0,
+            duplicate_correlation: 0.0,
             corrupt: 0.0,
+            corrupt_correlation: 0.0,
+            reorder_early: Reorder::NONE,
+            slot: None,
+            ecn: false,
             limit_packets: None,
             limit_bytes: None,
+            limit_held: None,
         }
     }
 }
@@ -197,8 +296,8 @@ impl EmuConfig {
         }
     }
 
-    /// Whether the link changes nothing (no rate, delay, jitter, loss, duplication or
-    /// corruption).
+    /// Whether the link changes nothing (no rate, delay, jitter, loss, duplication,
+    /// corruption, early sending or slots).
     pub fn is_transparent(&self) -> bool {
         self.rate_bps.is_none()
             && self.capacity.is_none()
@@ -207,6 +306,8 @@ impl EmuConfig {
             && self.loss == LossModel::None
             && self.duplicate == 0.0
             && self.corrupt == 0.0
+            && self.reorder_early.is_none()
+            && self.slot.is_none()
     }
 
     /// Check every parameter; the error names the first offending one.
@@ -232,10 +333,17 @@ impl EmuConfig {
             });
         }
         self.jitter.validate()?;
+        check_corr("jitter correlation", self.jitter_correlation)?;
         self.loss.validate()?;
         check_prob("duplicate probability", self.duplicate)?;
+        check_corr("duplicate correlation", self.duplicate_correlation)?;
         check_prob("corrupt probability", self.corrupt)?;
-        if self.limit_packets == Some(0) {
+        check_corr("corrupt correlation", self.corrupt_correlation)?;
+        self.reorder_early.validate()?;
+        if let Some(s) = &self.slot {
+            s.validate()?;
+        }
+        if self.limit_packets == Some(0) || self.limit_held == Some(0) {
             return Err(EmuError::ZeroPacketLimit);
         }
         if let Some(limit) = self.limit_bytes {
@@ -477,18 +585,26 @@ impl Qdisc for Emulator {
 
     #[inline]
     fn dequeue(&mut self, cx: &mut Ctx<'_>) -> Option<PktId> {
-        let (t, i) = self.ready.peek()?;
-        if t > cx.now.0 {
-            return None;
+        // A slotted profile whose head was due may draw a later slot instead and return
+        // nothing (`slot.rs`, rule 2; at most once per head): then another profile may
+        // still be due now.
+        for _ in 0..3 {
+            let (t, i) = self.ready.peek()?;
+            if t > cx.now.0 {
+                return None;
+            }
+            let i = i as usize;
+            let r = self.links[i].dequeue(cx);
+            if let Some(id) = r {
+                self.held -= 1;
+                self.held_bytes = self.held_bytes.saturating_sub(cx.pool.len(id) as u64);
+            }
+            self.rekey(i);
+            if r.is_some() {
+                return r;
+            }
         }
-        let i = i as usize;
-        let r = self.links[i].dequeue(cx);
-        if let Some(id) = r {
-            self.held -= 1;
-            self.held_bytes = self.held_bytes.saturating_sub(cx.pool.len(id) as u64);
-        }
-        self.rekey(i);
-        r
+        None
     }
 
     fn next_wakeup(&self) -> Option<Instant> {

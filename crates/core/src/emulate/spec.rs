@@ -8,6 +8,11 @@
 //!     `"every 100"` — every 100th packet;
 //!   - `"gilbert P R"` — simple Gilbert: P = P(good→bad), R = P(bad→good), every packet
 //!     lost in bad, none in good (mean burst 1/R, loss P/(P+R));
+//!   - `"random P C"` — random loss `P` whose loss indicators have lag-1 autocorrelation
+//!     `C` (netem's `loss random P C` with weir's definition: the simple Gilbert model of
+//!     [`LossModel::correlated`], loss rate exactly `P`);
+//!   - `"state P13 [P31 [P32 [P23 [P14]]]]"` — netem's 4-state Markov model
+//!     ([`LossModel::FourState`]), iproute2's defaults for the ones left out;
 //!   - `"gilbert-elliott P R K H"` (alias `"ge"`) — with K = P(deliver | good) and
 //!     H = P(deliver | bad), as in RFC 3611's and netem's `gemodel` (netem's 3rd and 4th
 //!     arguments are 1−H and 1−K; weir takes the delivery probabilities, as Elliott wrote).
@@ -18,6 +23,7 @@
 //! Errors are plain strings saying what was expected; callers add the file, line and
 //! field (policy) or the option name (command line).
 
+use super::slot::SlotGap;
 use super::{EmuConfig, Jitter, LossModel};
 use crate::framing::{Coding, Framing};
 use crate::units::{fmt_duration, fmt_rate, fmt_size};
@@ -70,6 +76,16 @@ pub fn parse_loss(s: &str) -> Result<LossModel, String> {
             let p = parse_prob(p).map_err(|e| format!("loss: {e}"))?;
             LossModel::Bernoulli { p }
         }
+        ["random", p, c] => {
+            let p = parse_prob(p).map_err(|e| format!("loss: {e}"))?;
+            let c = parse_prob(c).map_err(|e| format!("loss: correlation: {e}"))?;
+            LossModel::correlated(p, c)
+        }
+        ["state", args @ ..] if (1..=5).contains(&args.len()) => {
+            let names = ["p13", "p31", "p32", "p23", "p14"];
+            let v = probs(args, &names[..args.len()])?;
+            LossModel::four_state(v[0], &v[1..])
+        }
         ["periodic", p] => {
             let p = parse_prob(p).map_err(|e| format!("loss: {e}"))?;
             if p == 0.0 {
@@ -115,8 +131,8 @@ pub fn parse_loss(s: &str) -> Result<LossModel, String> {
 
 fn grammar(s: &str) -> String {
     format!(
-        "loss '{s}': expected \"P%\", \"random P%\", \"periodic P%\", \"every N\", \
-         \"gilbert P R\" or \"gilbert-elliott P R K H\""
+        "loss '{s}': expected \"P%\", \"random P% [C%]\", \"periodic P%\", \"every N\", \
+         \"gilbert P R\", \"gilbert-elliott P R K H\" or \"state P13 [P31 [P32 [P23 [P14]]]]\""
     )
 }
 
@@ -156,6 +172,20 @@ pub fn describe_loss(m: &LossModel) -> String {
             pct(r),
             pct(k),
             pct(h)
+        ),
+        LossModel::FourState {
+            p13,
+            p31,
+            p32,
+            p23,
+            p14,
+        } => format!(
+            "state {} {} {} {} {}",
+            pct(p13),
+            pct(p31),
+            pct(p32),
+            pct(p23),
+            pct(p14)
         ),
     }
 }
@@ -209,7 +239,7 @@ pub fn describe(c: &EmuConfig) -> String {
             s += &format!(", mpu {} B", f.mpu());
         }
         if f.coding() != Coding::Plain {
-            s += &format!(", {}", f.coding().name());
+            s += &format!(", {}", f.coding());
         }
         if let Some(last) = parts.last_mut() {
             *last += &(s + ")");
@@ -229,20 +259,81 @@ pub fn describe(c: &EmuConfig) -> String {
             Jitter::ParetoNormal { sigma } => {
                 s += &format!(" σ {} paretonormal", fmt_duration(sigma))
             }
+            Jitter::Table { sigma, ref table } => {
+                s += &format!(" σ {} table {}", fmt_duration(sigma), table.name())
+            }
+        }
+        if !c.jitter.is_none() && c.jitter_correlation > 0.0 {
+            s += &format!(", correlation {}", pct(c.jitter_correlation));
         }
         if !c.jitter.is_none() && c.reorder {
             s += ", may reorder";
         }
         parts.push(s);
     }
-    if c.loss != LossModel::None {
-        parts.push(format!("loss {}", describe_loss(&c.loss)));
+    let r = c.reorder_early;
+    if !r.is_none() {
+        let mut s = format!("reorder {} sent at once", pct(r.probability));
+        if r.correlation > 0.0 {
+            s += &format!(" (correlation {})", pct(r.correlation));
+        }
+        if r.gap > 1 {
+            s += &format!(" after every {} delayed", r.gap - 1);
+        }
+        parts.push(s);
     }
+    if let Some(sl) = &c.slot {
+        let mut s = match &sl.gap {
+            SlotGap::Uniform { min, max } if min == max => {
+                format!("slots every {}", fmt_duration(*min))
+            }
+            SlotGap::Uniform { min, max } => format!(
+                "slots every {} to {}",
+                fmt_duration(*min),
+                fmt_duration(*max)
+            ),
+            SlotGap::Dist { delay, jitter } => {
+                format!("slots every {} (±{})", fmt_duration(*delay), {
+                    jitter
+                        .std_dev()
+                        .map_or("?".into(), |x| fmt_duration(x as u64))
+                })
+            }
+        };
+        if let Some(n) = sl.packets {
+            s += &format!(", {n} packets");
+        }
+        if let Some(b) = sl.bytes {
+            s += &format!(", {}", fmt_size(b));
+        }
+        parts.push(s);
+    }
+    if c.loss != LossModel::None {
+        let mut s = format!("loss {}", describe_loss(&c.loss));
+        if c.ecn {
+            s += " (ECN-capable packets marked CE instead)";
+        }
+        parts.push(s);
+    }
+    let correlated = |name: &str, p: f64, corr: f64| {
+        let mut s = format!("{name} {}", pct(p));
+        if corr > 0.0 {
+            s += &format!(" (correlation {})", pct(corr));
+        }
+        s
+    };
     if c.duplicate > 0.0 {
-        parts.push(format!("duplicate {}", pct(c.duplicate)));
+        parts.push(correlated(
+            "duplicate",
+            c.duplicate,
+            c.duplicate_correlation,
+        ));
     }
     if c.corrupt > 0.0 {
-        parts.push(format!("corrupt {}", pct(c.corrupt)));
+        parts.push(correlated("corrupt", c.corrupt, c.corrupt_correlation));
+    }
+    if let Some(n) = c.limit_held {
+        parts.push(format!("at most {n} packets held (netem's limit)"));
     }
     if c.rate_bps.is_some() {
         let l = c.limits();
@@ -260,7 +351,9 @@ pub fn describe(c: &EmuConfig) -> String {
         } else {
             " (default)"
         };
-        parts.push(format!("queue {}{origin}", q.join(" / ")));
+        if !q.is_empty() {
+            parts.push(format!("queue {}{origin}", q.join(" / ")));
+        }
     }
     parts.join(", ")
 }
@@ -325,6 +418,24 @@ mod tests {
             .unwrap_err()
             .contains("P(deliver|bad)"));
         assert!(parse_loss("sometimes").unwrap_err().contains("expected"));
+        assert_eq!(
+            parse_loss("state 10%").unwrap(),
+            LossModel::four_state(0.1, &[])
+        );
+        assert_eq!(
+            parse_loss("state 5% 40% 10% 20% 1%").unwrap(),
+            LossModel::four_state(0.05, &[0.4, 0.1, 0.2, 0.01])
+        );
+        assert!(parse_loss("state 5% 40% 10% 20% 1% 3%")
+            .unwrap_err()
+            .contains("expected"));
+        assert!(parse_loss("state 60% 40% 70%")
+            .unwrap_err()
+            .contains("p31 + p32"));
+        assert_eq!(
+            parse_loss("random 10% 50%").unwrap(),
+            LossModel::correlated(0.1, 0.5)
+        );
         for m in [
             LossModel::Bernoulli { p: 0.015 },
             LossModel::Periodic { every: 7 },
@@ -334,6 +445,13 @@ mod tests {
                 r: 0.3,
                 k: 0.99,
                 h: 0.2,
+            },
+            LossModel::FourState {
+                p13: 0.05,
+                p31: 0.4,
+                p32: 0.1,
+                p23: 0.2,
+                p14: 0.01,
             },
         ] {
             assert_eq!(parse_loss(&describe_loss(&m)).unwrap(), m, "round trip");
