@@ -586,7 +586,15 @@ fn main() {
             1.0,
         ),
         v("flat", "pfq", Shape::Flat, LeafQ::Pfq, Sizes::Mtu, b, 1.0),
-        v("isp10k", "fifo", Shape::Isp, LeafQ::Fifo, Sizes::Mtu, b, 1.0),
+        v(
+            "isp10k",
+            "fifo",
+            Shape::Isp,
+            LeafQ::Fifo,
+            Sizes::Mtu,
+            b,
+            1.0,
+        ),
         v(
             "isp10k",
             "lazy_fq_cobalt",
