@@ -125,15 +125,45 @@ fn connect_error(path: &Path, e: io::Error) -> StatsError {
     }
 }
 
-type Doc = Arc<Mutex<Arc<str>>>;
+/// Writes the JSON document when a client asks for it.
+pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
 
-fn store(doc: &Doc, json: String) {
-    let new: Arc<str> = Arc::from(json); // allocate and copy outside the lock
+/// The published document: its JSON, or what writes it on demand ([`Publisher::publish_lazy`]:
+/// the data path hands over its snapshot and a client's thread pays for the JSON, once
+/// per publication).
+enum DocState {
+    Json(Arc<str>),
+    Lazy(Render),
+}
+
+type Doc = Arc<Mutex<DocState>>;
+
+fn replace(doc: &Doc, new: DocState) {
     let old = {
         let mut g = doc.lock().unwrap_or_else(|p| p.into_inner());
         std::mem::replace(&mut *g, new)
     };
     drop(old); // free outside the lock
+}
+
+fn store(doc: &Doc, json: String) {
+    replace(doc, DocState::Json(Arc::from(json))); // allocated and copied outside the lock
+}
+
+/// The document's JSON, written now if it was published lazily (outside the lock: the
+/// data path's next publication never waits for it).
+fn current(doc: &Doc) -> Arc<str> {
+    let render = match &*doc.lock().unwrap_or_else(|p| p.into_inner()) {
+        DocState::Json(j) => return j.clone(),
+        DocState::Lazy(r) => r.clone(),
+    };
+    let json: Arc<str> = Arc::from(render());
+    let mut g = doc.lock().unwrap_or_else(|p| p.into_inner());
+    // keep it for the next client, unless a newer publication came meanwhile
+    if matches!(&*g, DocState::Lazy(r) if Arc::ptr_eq(r, &render)) {
+        *g = DocState::Json(json.clone());
+    }
+    json
 }
 
 /// A cheap, cloneable handle for publishing from another thread.
@@ -146,6 +176,10 @@ impl Publisher {
     /// Replace the document clients receive. Never waits for a client.
     pub fn publish(&self, json: String) {
         store(&self.doc, json);
+    }
+    /// Publish a document written only when a client asks (at most once).
+    pub fn publish_lazy(&self, render: Render) {
+        replace(&self.doc, DocState::Lazy(render));
     }
     /// Serialize `v` to JSON (one line) and publish it.
     pub fn publish_json<T: serde::Serialize + ?Sized>(&self, v: &T) -> serde_json::Result<()> {
@@ -232,7 +266,7 @@ impl StatsServer {
             .map_err(|e| io_err(path, "cannot configure", e))?;
 
         let (wake, wake_rx) = UnixStream::pair().map_err(|e| io_err(path, "cannot start", e))?;
-        let doc: Doc = Arc::new(Mutex::new(Arc::from("")));
+        let doc: Doc = Arc::new(Mutex::new(DocState::Json(Arc::from(""))));
         let thread_doc = doc.clone();
         let (control_tx, control) = std::sync::mpsc::channel();
         let slow = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -264,6 +298,12 @@ impl StatsServer {
     /// Replace the document clients receive. Never waits for a client.
     pub fn publish(&self, json: String) {
         store(&self.doc, json);
+    }
+
+    /// Publish a document written only when a client asks (at most once per publication):
+    /// the caller's thread builds the data, a client's thread writes the JSON.
+    pub fn publish_lazy(&self, render: Render) {
+        replace(&self.doc, DocState::Lazy(render));
     }
 
     /// Serialize `v` to JSON (one line) and publish it.
@@ -532,7 +572,7 @@ fn answer(
         }
         (other, _) => return reply_error(&mut s, &format!("unknown request '{other}'")),
     }
-    let d: Arc<str> = doc.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let d: Arc<str> = current(doc);
     let mut r = s.write_all(d.as_bytes());
     if r.is_ok() && !d.ends_with('\n') {
         r = s.write_all(b"\n");

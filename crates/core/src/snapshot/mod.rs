@@ -402,7 +402,12 @@ fn class_snapshots(s: &crate::sched::linkshare::LinkShare, tcp: &TcpHealth) -> V
             lends: st.lends,
             borrows: st.borrows,
             overlimits: st.overlimits,
-            tcp: s.is_leaf(c).then(|| tcp.class(c).cloned()).flatten(),
+            // (a class without samples has none to copy: most circuits of a table, most
+            // of the time)
+            tcp: s
+                .is_leaf(c)
+                .then(|| tcp.class(c).filter(|t| !t.is_empty()).cloned())
+                .flatten(),
             queue,
             rate_now_bps: 0.0,
         });
@@ -413,7 +418,9 @@ fn class_snapshots(s: &crate::sched::linkshare::LinkShare, tcp: &TcpHealth) -> V
 /// Fills in `rate_now_bps` from the difference between successive snapshots.
 #[derive(Clone, Debug, Default)]
 pub struct RateMeter {
-    prev: Option<(u64, Vec<(String, u64)>)>,
+    /// The previous snapshot's time, class names and bytes sent (names are compared, not
+    /// copied, while they stay the same: a table's 20,000 classes, four times a second).
+    prev: Option<(u64, Vec<String>, Vec<u64>)>,
 }
 
 impl RateMeter {
@@ -425,18 +432,25 @@ impl RateMeter {
     /// 8 / the time between them, and remember this snapshot. The first update (and any
     /// whose time did not advance) gives 0; a class is matched by name.
     pub fn update(&mut self, snap: &mut PipelineSnapshot) {
-        let cur: Vec<(String, u64)> = snap
-            .classes
-            .iter()
-            .map(|c| (c.name.clone(), c.sent.bytes))
-            .collect();
+        let same = self.prev.as_ref().is_some_and(|(_, names, _)| {
+            names.len() == snap.classes.len()
+                && names.iter().zip(&snap.classes).all(|(n, c)| *n == c.name)
+        });
+        let cur_bytes: Vec<u64> = snap.classes.iter().map(|c| c.sent.bytes).collect();
         match &self.prev {
-            Some((t0, prev)) if snap.at_ns > *t0 => {
+            Some((t0, names, prev)) if snap.at_ns > *t0 => {
                 let dt = (snap.at_ns - t0) as f64 / 1e9;
+                let by_name: Option<std::collections::HashMap<&str, u64>> = (!same).then(|| {
+                    names
+                        .iter()
+                        .map(String::as_str)
+                        .zip(prev.iter().copied())
+                        .collect()
+                });
                 for (i, c) in snap.classes.iter_mut().enumerate() {
-                    let before = match prev.get(i) {
-                        Some((name, b)) if *name == c.name => Some(*b),
-                        _ => prev.iter().find(|(name, _)| *name == c.name).map(|p| p.1),
+                    let before = match &by_name {
+                        None => prev.get(i).copied(),
+                        Some(m) => m.get(c.name.as_str()).copied(),
                     };
                     c.rate_now_bps = match before {
                         Some(b) if c.sent.bytes >= b => (c.sent.bytes - b) as f64 * 8.0 / dt,
@@ -444,14 +458,18 @@ impl RateMeter {
                     };
                 }
             }
-            Some((t0, _)) if snap.at_ns == *t0 => {
+            Some((t0, _, _)) if snap.at_ns == *t0 => {
                 // No time passed: report 0 and keep the older baseline.
                 snap.classes.iter_mut().for_each(|c| c.rate_now_bps = 0.0);
                 return;
             }
             _ => snap.classes.iter_mut().for_each(|c| c.rate_now_bps = 0.0),
         }
-        self.prev = Some((snap.at_ns, cur));
+        let names = match self.prev.take() {
+            Some((_, names, _)) if same => names,
+            _ => snap.classes.iter().map(|c| c.name.clone()).collect(),
+        };
+        self.prev = Some((snap.at_ns, names, cur_bytes));
     }
 
     /// Forget the previous snapshot (the next update reports 0).

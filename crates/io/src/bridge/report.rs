@@ -206,16 +206,18 @@ pub const DISCOVER_SERVERS: usize = 8;
 /// What the tree's current rates are measured over.
 pub const DISCOVER_RATE_WINDOW: Duration = Duration::from_secs(1);
 
+/// The statistics document; it owns its data, so that the JSON is written in a client's
+/// thread when one asks, not in the forwarding loop ([`crate::stats::Publisher::publish_lazy`]).
 #[derive(Serialize)]
-pub(super) struct StatusDoc<'a> {
-    pub(super) lan: &'a str,
-    pub(super) wan: &'a str,
+pub(super) struct StatusDoc {
+    pub(super) lan: String,
+    pub(super) wan: String,
     pub(super) uptime_s: f64,
-    pub(super) policy: PolicyDoc<'a>,
+    pub(super) policy: PolicyDoc,
     /// The device's connection table (both directions); absent without a policy.
     pub(super) connections: Option<weir_core::conn::ConnStats>,
     /// The connections that moved the most bytes, as of the last full sweep of the table.
-    pub(super) top_talkers: &'a [weir_core::conn::talkers::Talker],
+    pub(super) top_talkers: Vec<weir_core::conn::talkers::Talker>,
     /// Application tracking (FTP control and data connections); absent without a policy.
     pub(super) apps: Option<weir_core::device::apps::AppStats>,
     /// Traffic discovery: applications and their servers since weir started (the top
@@ -226,19 +228,43 @@ pub(super) struct StatusDoc<'a> {
     /// The adaptive controller (`[adapt]`), if the policy has one.
     pub(super) adapt: Option<weir_core::device::AdaptSnapshot>,
     /// The loop's timer wake-ups: how late, and what was made up.
-    pub(super) wake: &'a WakeStats,
-    pub(super) fail_open: &'a FailOpenDoc,
-    pub(super) captures: &'a [crate::pcap::CaptureStatus],
+    pub(super) wake: WakeStats,
+    /// How long publishing held forwarding, before this one.
+    pub(super) publish: PublishCost,
+    pub(super) fail_open: FailOpenDoc,
+    pub(super) captures: Vec<crate::pcap::CaptureStatus>,
     /// Statistics clients given up on: they did not read the document within 1 s.
     pub(super) stats_clients_given_up: u64,
-    pub(super) outbound: LaneDoc<'a>,
-    pub(super) inbound: LaneDoc<'a>,
+    pub(super) outbound: LaneDoc,
+    pub(super) inbound: LaneDoc,
+}
+
+/// How long the loop spent publishing the statistics (snapshotting every class; the JSON
+/// is written by the client's thread): forwarding waits meanwhile. It grows with the
+/// classes (a subscriber table's thousands of circuits).
+#[derive(Serialize, Default, Clone, Copy, Debug)]
+pub struct PublishCost {
+    pub publications: u64,
+    /// The last one, and the longest, ms.
+    pub last_ms: f64,
+    pub max_ms: f64,
+    /// Their mean, ms.
+    pub mean_ms: f64,
+}
+
+impl PublishCost {
+    pub fn record(&mut self, ms: f64) {
+        self.publications += 1;
+        self.last_ms = ms;
+        self.max_ms = self.max_ms.max(ms);
+        self.mean_ms += (ms - self.mean_ms) / self.publications as f64;
+    }
 }
 
 /// Which policy runs: where it came from, its generation (1 + reloads) and the reloads.
 #[derive(Serialize)]
-pub(super) struct PolicyDoc<'a> {
-    pub(super) source: &'a str,
+pub(super) struct PolicyDoc {
+    pub(super) source: String,
     pub(super) generation: u64,
     pub(super) reloads: u64,
     /// Reload attempts refused (an invalid policy): the running one stayed.
@@ -248,7 +274,7 @@ pub(super) struct PolicyDoc<'a> {
 }
 
 #[derive(Serialize)]
-pub(super) struct LaneDoc<'a> {
-    pub(super) lane: &'a LaneStats,
+pub(super) struct LaneDoc {
+    pub(super) lane: LaneStats,
     pub(super) pipeline: Option<PipelineSnapshot>,
 }
