@@ -423,3 +423,101 @@ fn a_managed_bottleneck_queue_is_a_shaper_before_the_delay_line() {
         .unwrap_err();
     assert!(e.contains("needs --rate"), "{e}");
 }
+
+/// netem's knobs as `[[emulate]]` keys: correlations, `reorder_*`, `slot*`, `ecn`,
+/// `limit_held`, cells, and a `.dist` table read beside the policy; their mistakes.
+#[test]
+fn netem_knobs_as_keys() {
+    use weir_core::emulate::slot::SlotGap;
+    let head = "[link]\nrate = \"10Mbit\"\ndirection = \"none\"\nemulate = \"e\"\n[[emulate]]\nname = \"e\"\n";
+    let p = Policy::parse(
+        "p.toml",
+        &format!(
+            "{head}delay = \"50ms\"\njitter = \"10ms\"\njitter_correlation = \"25%\"\n\
+             duplicate = \"1%\"\nduplicate_correlation = \"10%\"\ncorrupt = \"1%\"\n\
+             corrupt_correlation = \"5%\"\nreorder_probability = \"25%\"\n\
+             reorder_correlation = \"50%\"\nreorder_gap = 5\nslot = [\"800us\", \"1ms\"]\n\
+             slot_packets = 4\nslot_bytes = \"6KB\"\necn = true\nloss = \"1%\"\n\
+             limit_held = 1000\nrate = \"5kbit\"\noverhead = 20\ncell_size = 100\ncell_overhead = 5\n"
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let c = &p.emulators[0].cfg;
+    assert_eq!(c.jitter_correlation, 0.25);
+    assert_eq!(
+        (c.duplicate_correlation, c.corrupt_correlation),
+        (0.10, 0.05)
+    );
+    assert_eq!(
+        (
+            c.reorder_early.probability,
+            c.reorder_early.correlation,
+            c.reorder_early.gap
+        ),
+        (0.25, 0.5, 5)
+    );
+    let slot = c.slot.as_ref().expect("slot");
+    assert_eq!(
+        slot.gap,
+        SlotGap::Uniform {
+            min: 800_000,
+            max: 1_000_000
+        }
+    );
+    assert_eq!((slot.packets, slot.bytes), (Some(4), Some(6_000)));
+    assert!(c.ecn);
+    assert_eq!(c.limit_held, Some(1000));
+    // netem's cell example (tc-netem(8): rate 5kbit 20 100 5): 20 bytes of packet
+    // overhead, then 100-byte cells of 105 bytes: 80 + 20 fills one cell, 81 + 20 two
+    assert_eq!(c.framing.wire_len(80), 105);
+    assert_eq!(c.framing.wire_len(81), 210);
+
+    let err = |extra: &str| {
+        Policy::parse("p.toml", &format!("{head}delay = \"1ms\"\n{extra}"))
+            .unwrap_err()
+            .to_string()
+    };
+    let e = err("jitter = \"1ms\"\njitter_correlation = \"150%\"\n");
+    assert!(e.contains("jitter_correlation"), "{e}");
+    let e = err("slot = [\"2ms\", \"1ms\"]\n");
+    assert!(e.contains("slot"), "{e}");
+    let e = err("slot = [\"2ms\"]\n");
+    assert!(e.contains("expected [\"MIN\", \"MAX\"]"), "{e}");
+    let e = err("slot_packets = 3\n");
+    assert!(e.contains("`slot_packets` needs `slot`"), "{e}");
+    let e = err("reorder_gap = 3\n");
+    assert!(e.contains("need `reorder_probability`"), "{e}");
+    let e = err("reorder_probability = \"10%\"\nreorder_gap = 0\n");
+    assert!(
+        e.contains("`reorder_gap`: expected a whole number from 1"),
+        "{e}"
+    );
+    let e = err("cell_size = 53\natm = true\n");
+    assert!(e.contains("not with `framing`, `atm` or `ptm`"), "{e}");
+    let e = err("distribution_table = \"x.dist\"\n");
+    assert!(e.contains("needs a `jitter`"), "{e}");
+
+    // a table beside the policy; a malformed one named with its line
+    let dir = std::env::temp_dir().join(format!("weir-dist-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = dir.join("p.toml");
+    std::fs::write(
+        &policy,
+        format!("{head}delay = \"50ms\"\njitter = \"10ms\"\ndistribution_table = \"my.dist\"\n"),
+    )
+    .unwrap();
+    let values: Vec<String> = (-8..=8).map(|v| (v * 1000).to_string()).collect();
+    std::fs::write(dir.join("my.dist"), values.join(" ") + "\n").unwrap();
+    let p = Policy::load(&policy).unwrap_or_else(|e| panic!("{e}"));
+    assert!(matches!(
+        p.emulators[0].cfg.jitter,
+        Jitter::Table {
+            sigma: 10_000_000,
+            ..
+        }
+    ));
+    std::fs::write(dir.join("my.dist"), "1 2 3\n4 five 6\n").unwrap();
+    let e = Policy::load(&policy).unwrap_err().to_string();
+    assert!(e.contains("my.dist:2:"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

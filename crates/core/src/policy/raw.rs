@@ -105,6 +105,21 @@ pub(super) struct RawEmulate {
     pub(super) limit: Option<Spanned<Value>>,
     pub(super) direction: Option<Spanned<String>>,
     pub(super) trace: Option<Spanned<String>>,
+    // netem's knobs (docs/emulator.md)
+    pub(super) jitter_correlation: Option<Spanned<Value>>,
+    pub(super) distribution_table: Option<Spanned<String>>,
+    pub(super) duplicate_correlation: Option<Spanned<Value>>,
+    pub(super) corrupt_correlation: Option<Spanned<Value>>,
+    pub(super) reorder_probability: Option<Spanned<Value>>,
+    pub(super) reorder_correlation: Option<Spanned<Value>>,
+    pub(super) reorder_gap: Option<Spanned<i64>>,
+    pub(super) slot: Option<Spanned<Vec<Spanned<Value>>>>,
+    pub(super) slot_packets: Option<Spanned<i64>>,
+    pub(super) slot_bytes: Option<Spanned<Value>>,
+    pub(super) ecn: Option<Spanned<bool>>,
+    pub(super) limit_held: Option<Spanned<i64>>,
+    pub(super) cell_size: Option<Spanned<i64>>,
+    pub(super) cell_overhead: Option<Spanned<i64>>,
     pub(super) description: Option<String>,
 }
 

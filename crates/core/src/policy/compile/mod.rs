@@ -31,6 +31,7 @@ mod app;
 mod class;
 mod diffserv;
 mod framing;
+mod netem;
 mod subscribers;
 
 use class::compile_class;
@@ -926,6 +927,7 @@ fn compile_emulators(
             _ => {}
         }
         cfg.reorder = e.reorder.unwrap_or(false);
+        netem::netem_keys(src, e, jitter_ns, &mut cfg);
         if let Some(v) = &e.loss {
             cfg.loss = parse_with(src, "loss", v, emulate::spec::parse_loss).unwrap_or_default();
         }
