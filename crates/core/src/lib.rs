@@ -34,6 +34,7 @@ pub mod pipeline;
 pub mod policy;
 pub mod queue;
 pub mod sched;
+pub mod shard;
 pub mod sim;
 pub mod snapshot;
 pub mod stage;

@@ -1,0 +1,305 @@
+use super::*;
+use crate::qdisc::{Ctx, DropCause, Qdisc};
+use crate::queue::fifo::Fifo;
+use crate::rate::Rate;
+use crate::sched::linkshare::{ClassSpec, LinkShare};
+use crate::sim::{self, SessionSpec, SimConfig, Source};
+use crate::PktId;
+
+const MBIT: u64 = 1_000_000;
+
+fn close(a: &[f64], b: &[f64]) {
+    for (x, y) in a.iter().zip(b) {
+        assert!((x - y).abs() < 1e-6, "{a:?} vs {b:?}");
+    }
+}
+
+#[test]
+fn backlogged_shards_share_by_weight() {
+    // two backlogged shards of weights 1 and 3: 25 and 75 of 100
+    close(
+        &divide(100.0, &[0.0, 0.0], &[true, true], &[1.0, 3.0]),
+        &[25.0, 75.0],
+    );
+    // equal weights: cake_mq's equal split among the active queues
+    close(
+        &divide(90.0, &[0.0; 3], &[true; 3], &[5.0, 5.0, 5.0]),
+        &[30.0, 30.0, 30.0],
+    );
+    // a backlogged shard whose other children need 20 gets those 20 besides its part
+    close(
+        &divide(100.0, &[20.0, 0.0], &[true, true], &[1.0, 1.0]),
+        &[60.0, 40.0],
+    );
+}
+
+#[test]
+fn a_shard_without_a_backlog_gets_its_demand_and_the_rest_is_shared() {
+    // 10 to the one that needs only that, 45 each to the two backlogged
+    close(
+        &divide(100.0, &[10.0, 0.0, 0.0], &[false, true, true], &[1.0; 3]),
+        &[10.0, 45.0, 45.0],
+    );
+    // nobody backlogged: demands met (30), the spare 70 by weight 1:1
+    close(
+        &divide(100.0, &[10.0, 20.0], &[false, false], &[1.0, 1.0]),
+        &[45.0, 55.0],
+    );
+    // demands above what is left: scaled to leave the backlogged shard its floor (1 %)
+    close(
+        &divide(100.0, &[150.0, 50.0, 0.0], &[false, false, true], &[1.0; 3]),
+        &[74.25, 24.75, 1.0],
+    );
+}
+
+#[test]
+fn the_coordinator_divides_the_whole_rate_from_the_last_period() {
+    let mut c = Coordinator::new(100 * MBIT, 4, PERIOD);
+    assert_eq!(c.shares(), &[25 * MBIT; 4], "evenly at first");
+    assert_eq!(
+        c.tick(Instant::ZERO, &[ShardLoad::default(); 4]),
+        &[25 * MBIT; 4]
+    );
+    assert_eq!(c.due(), Instant(1_000_000));
+    // 1 ms later: shard 0 sent 1,250 bytes (10 Mbit/s) and has no backlog: 11 Mbit/s;
+    // shard 3 did nothing: its floor, 1 Mbit/s; shards 1 and 2 are backlogged with
+    // weights 10 and 30 Mbit/s: the other 88 Mbit/s as 1:3
+    let loads = [
+        ShardLoad {
+            sent_bytes: 1_250,
+            backlogged: false,
+            weight: 5 * MBIT,
+            unqueued_bytes: 1_250,
+        },
+        ShardLoad {
+            sent_bytes: 3_000,
+            backlogged: true,
+            weight: 10 * MBIT,
+            unqueued_bytes: 0,
+        },
+        ShardLoad {
+            sent_bytes: 9_000,
+            backlogged: true,
+            weight: 30 * MBIT,
+            unqueued_bytes: 0,
+        },
+        ShardLoad::default(),
+    ];
+    let s = c.tick(Instant(1_000_000), &loads).to_vec();
+    assert_eq!(s, vec![11 * MBIT, 22 * MBIT, 66 * MBIT, MBIT]);
+    assert_eq!(s.iter().sum::<u64>(), 100 * MBIT);
+}
+
+/// The shards of one link on the virtual clock, as `weir run --workers` will run them:
+/// each shard a scheduler whose root is its copy of the link, the coordinator re-dividing
+/// the link's rate every millisecond, the wire taking from the shards in turn.
+struct Sharded {
+    shards: Vec<LinkShare>,
+    /// Class of the whole tree → (shard, class in it).
+    route: Vec<(usize, u32)>,
+    /// Per shard: its circuits (class in the shard, assured rate, bytes sent so far).
+    kids: Vec<Vec<(u32, u64, u64)>>,
+    coord: Coordinator,
+    sent: Vec<u64>,
+    turn: usize,
+    /// Per shard: the share given × the period it was given for (bit), and bytes sent.
+    given: Vec<(f64, u64)>,
+}
+
+impl Sharded {
+    fn tick(&mut self, now: Instant) {
+        if now < self.coord.due() {
+            return;
+        }
+        let mut loads = Vec::with_capacity(self.shards.len());
+        for (s, ls) in self.shards.iter().enumerate() {
+            let mut load = ShardLoad {
+                sent_bytes: self.sent[s],
+                backlogged: ls.len() > 0,
+                ..ShardLoad::default()
+            };
+            for (c, rate, before) in self.kids[s].iter_mut() {
+                let now_sent = ls.class_stats(*c).sent.bytes;
+                if ls.backlog(*c).0 > 0 {
+                    load.weight += *rate;
+                } else {
+                    load.unqueued_bytes += now_sent - *before;
+                }
+                *before = now_sent;
+            }
+            loads.push(load);
+        }
+        let shares = self.coord.tick(now, &loads).to_vec();
+        for (s, l) in loads.iter().enumerate() {
+            self.given[s].0 += shares[s] as f64 * 1e-3;
+            self.given[s].1 += l.sent_bytes;
+        }
+        for (s, &bps) in shares.iter().enumerate() {
+            let r = Rate::from_bps(bps.max(1));
+            let burst = (bps / 8 / 1000) as u32 + 1514;
+            self.shards[s].set_rates(0, r, r, burst, burst, now);
+            self.sent[s] = 0;
+        }
+    }
+}
+
+impl Qdisc for Sharded {
+    fn enqueue(&mut self, pkt: PktId, cx: &mut Ctx<'_>) -> Result<(), DropCause> {
+        self.tick(cx.now);
+        let (s, c) = self.route[cx.pool.meta(pkt).class as usize];
+        cx.pool.meta_mut(pkt).class = c;
+        self.shards[s].enqueue(pkt, cx)
+    }
+    fn dequeue(&mut self, cx: &mut Ctx<'_>) -> Option<PktId> {
+        self.tick(cx.now);
+        let n = self.shards.len();
+        for k in 0..n {
+            let s = (self.turn + k) % n;
+            if let Some(p) = self.shards[s].dequeue(cx) {
+                self.sent[s] += cx.pool.len(p) as u64;
+                self.turn = s + 1;
+                return Some(p);
+            }
+        }
+        None
+    }
+    fn next_wakeup(&self) -> Option<Instant> {
+        if self.len() == 0 {
+            return None;
+        }
+        let shards = self.shards.iter().filter_map(|s| s.next_wakeup());
+        shards.chain([self.coord.due()]).min()
+    }
+    fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.len()).sum()
+    }
+    fn bytes(&self) -> u64 {
+        self.shards.iter().map(|s| s.bytes()).sum()
+    }
+    fn purge(&mut self, cx: &mut Ctx<'_>, cause: DropCause) {
+        self.shards.iter_mut().for_each(|s| s.purge(cx, cause));
+    }
+}
+
+const LINK: u64 = 100 * MBIT;
+
+/// A class: assured `rate`, ceil the link, quantum in proportion to the rate (as weir's
+/// default quanta), a FIFO if a leaf.
+fn class(name: &str, parent: Option<u32>, rate: u64, leaf: bool) -> ClassSpec {
+    ClassSpec {
+        name: name.into(),
+        parent,
+        rate: Rate::from_bps(rate),
+        ceil: Rate::from_bps(LINK),
+        burst: (rate / 8 / 1000) as u32 + 1514,
+        cburst: (LINK / 8 / 1000) as u32 + 1514,
+        prio: 0,
+        quantum: (1514 * rate / MBIT) as u32 * 2,
+        queue: leaf.then(|| Box::new(Fifo::packets(1000)) as Box<dyn Qdisc>),
+    }
+}
+
+/// Circuit `k`'s assured rate: 0.5..6 Mbit/s (24 circuits are assured 78 Mbit/s of the
+/// link's 100: assured rates fit in their parent's, as weir's policies require).
+fn circuit_rate(k: usize) -> u64 {
+    (k as u64 % 12 + 1) * MBIT / 2
+}
+
+/// One scheduler for all `n` circuits (the reference) and `shards` shards of them
+/// (circuit k in shard k % shards).
+fn trees(n: usize, shards: usize) -> (LinkShare, Sharded) {
+    let mut one = vec![class("link", None, LINK, false)];
+    one.extend((0..n).map(|k| class(&format!("c{k}"), Some(0), circuit_rate(k), true)));
+    let one = LinkShare::new(one, 1, Instant::ZERO).unwrap();
+    let mut specs: Vec<Vec<ClassSpec>> = (0..shards)
+        .map(|_| vec![class("link", None, LINK / shards as u64, false)])
+        .collect();
+    let mut route = vec![(0, 0)];
+    let mut kids = vec![Vec::new(); shards];
+    for k in 0..n {
+        let s = k % shards;
+        let local = specs[s].len() as u32;
+        specs[s].push(class(&format!("c{k}"), Some(0), circuit_rate(k), true));
+        route.push((s, local));
+        kids[s].push((local, circuit_rate(k), 0));
+    }
+    let sharded = Sharded {
+        shards: specs
+            .into_iter()
+            .map(|s| LinkShare::new(s, 1, Instant::ZERO).unwrap())
+            .collect(),
+        route,
+        kids,
+        coord: Coordinator::new(LINK, shards, PERIOD),
+        sent: vec![0; shards],
+        turn: 0,
+        given: vec![(0.0, 0); shards],
+    };
+    (one, sharded)
+}
+
+fn sessions(n: usize, limited: impl Fn(usize) -> Option<u64>) -> Vec<SessionSpec> {
+    (0..n)
+        .map(|k| SessionSpec {
+            class: k as u32 + 1,
+            flow: k as u64,
+            size: 1500,
+            source: match limited(k) {
+                Some(bps) => Source::Rate(Rate::from_bps(bps)),
+                None => Source::Window(16),
+            },
+            idle: vec![],
+        })
+        .collect()
+}
+
+/// Four shards against one scheduler: each circuit within 2 % of what the one scheduler
+/// gives it, the link's total within 1 % of its rate.
+fn compare(n: usize, limited: impl Fn(usize) -> Option<u64>) {
+    let (mut one, mut sharded) = trees(n, 4);
+    let ss = sessions(n, limited);
+    let cfg = SimConfig {
+        duration: Duration::from_secs(6),
+        warmup: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let want = sim::run(&mut one, &ss, &cfg).unwrap();
+    let got = sim::run(&mut sharded, &ss, &cfg).unwrap();
+    let total: f64 = (0..n).map(|i| got.session_bps(i)).sum();
+    eprintln!("link: {:.2} Mbit/s of {}", total / 1e6, LINK / MBIT);
+    for (s, (given, sent)) in sharded.given.iter().enumerate() {
+        eprintln!(
+            "shard {s}: given {:.1} Mbit, sent {:.1} Mbit",
+            given / 1e6,
+            *sent as f64 * 8.0 / 1e6
+        );
+    }
+    assert!(
+        (total - LINK as f64).abs() / (LINK as f64) < 0.01,
+        "the link carried {total} bit/s"
+    );
+    for i in 0..n {
+        let (g, w) = (got.session_bps(i), want.session_bps(i));
+        eprintln!(
+            "c{i}: {:.3} Mbit/s sharded, {:.3} in one tree",
+            g / 1e6,
+            w / 1e6
+        );
+        assert!((g - w).abs() / w < 0.02, "circuit {i}: {g} sharded vs {w}");
+    }
+    for s in &sharded.shards {
+        s.check_invariants().unwrap();
+    }
+}
+
+#[test]
+fn four_shards_give_every_backlogged_circuit_its_share() {
+    compare(24, |_| None);
+}
+
+#[test]
+fn four_shards_follow_circuits_that_use_less_than_their_share() {
+    // every third circuit sends 1 Mbit/s only (below any share it would get); shard 0
+    // holds most of them
+    compare(24, |k| (k % 3 == 0).then_some(MBIT));
+}
