@@ -229,6 +229,21 @@ fn mac(p: &VethPair) -> [u8; 6] {
     v.try_into().unwrap()
 }
 
+/// A veth pair whose hosts send nothing of their own (no IPv6: no neighbour discovery
+/// or router solicitations), so every frame the receiving sockets see is the test's; and
+/// the receiver's MAC address.
+fn quiet_pair(label: &str) -> (VethPair, [u8; 6]) {
+    let p = VethPair::new(label).expect("topology");
+    for ns in [&p.snd, &p.rcv] {
+        for key in ["all", "eth0"] {
+            ns.set_sysctl(&format!("net.ipv6.conf.{key}.disable_ipv6"), "1")
+                .unwrap();
+        }
+    }
+    let m = mac(&p);
+    (p, m)
+}
+
 /// Send every case and return, per case id, the sockets it arrived on.
 fn exchange(p: &VethPair, socks: &[OwnedFd], frames: Vec<Vec<u8>>) -> BTreeMap<u16, Vec<usize>> {
     p.snd.run(move || {
@@ -354,16 +369,7 @@ fn frames_reach_the_worker_of_their_circuit() {
     if skip_unless_root("frames_reach_the_worker_of_their_circuit") {
         return;
     }
-    let p = VethPair::new("fan").expect("topology");
-    // no neighbour discovery or router solicitations from the hosts: every frame the
-    // receiving sockets see is the test's
-    for ns in [&p.snd, &p.rcv] {
-        ns.set_sysctl("net.ipv6.conf.all.disable_ipv6", "1")
-            .unwrap();
-        ns.set_sysctl("net.ipv6.conf.eth0.disable_ipv6", "1")
-            .unwrap();
-    }
-    let dst_mac = mac(&p);
+    let (p, dst_mac) = quiet_pair("fan");
     let mut group = 0x5700;
     for n in [2, 3] {
         for side in [Side::Src, Side::Dst] {
@@ -379,7 +385,7 @@ fn a_worker_past_the_count_is_refused() {
     if skip_unless_root("a_worker_past_the_count_is_refused") {
         return;
     }
-    let s = Steering::new(2, Side::Src).unwrap_or_else(|e| panic!("{e}"));
+    let s = Steering::new(2, Side::Dst).unwrap_or_else(|e| panic!("{e}"));
     let e = s.insert(net("10.0.0.0/8"), 2).unwrap_err().to_string();
     assert!(e.contains("worker 2, but there are 2 workers"), "{e}");
     let e = s.set_all(&[(net("10.0.0.0/8"), 5)]).unwrap_err();
@@ -387,4 +393,87 @@ fn a_worker_past_the_count_is_refused() {
     assert!(s.entries().is_empty());
     s.insert(net("10.0.0.0/8"), 1).unwrap();
     assert_eq!(s.entries(), vec![(net("10.0.0.0/8"), 1)]);
+}
+
+/// The rings weir's workers use: two RX rings (TPACKET_V2, virtio-net headers, copy
+/// threshold) in one group; 1000-byte frames sent from a TX ring, as a weir upstream
+/// would send them; each frame is in its worker's ring only.
+#[test]
+fn rx_rings_in_a_group_get_their_circuits() {
+    use weir_io::afpacket::{RingConfig, RxRing, TxRing};
+    if skip_unless_root("rx_rings_in_a_group_get_their_circuits") {
+        return;
+    }
+    let (p, dst_mac) = quiet_pair("fanr");
+    let cfg = RingConfig {
+        frame_size: 2048,
+        frames: 64,
+    };
+    let (steering, mut rings) = p.rcv.run(move || {
+        let s = Steering::new(2, Side::Dst).unwrap_or_else(|e| panic!("{e}"));
+        s.set_all(&table(2)).unwrap();
+        let rings: Vec<RxRing> = (0..2)
+            .map(|_| {
+                let r = RxRing::open("eth0", cfg).unwrap_or_else(|e| panic!("{e}"));
+                s.join(r.fd(), 0x5800).unwrap_or_else(|e| panic!("{e}"));
+                r
+            })
+            .collect();
+        (s, rings)
+    });
+    let sent: Vec<(&str, usize)> = vec![
+        ("10.1.0.1", 0),
+        ("10.2.0.1", 1),
+        ("2001:db8:a::1", 0),
+        ("2001:db8:b::1", 1),
+        ("10.9.9.9", 1),
+    ];
+    let frames: Vec<Vec<u8>> = sent
+        .iter()
+        .enumerate()
+        .map(|(id, (a, _))| {
+            let case = Case {
+                addr: Some(a.parse().unwrap()),
+                kind: Kind::Plain,
+                want: 0,
+                counted: false,
+            };
+            let mut f = frame(dst_mac, &case, Side::Dst, id as u16);
+            f.resize(1000, 0x55);
+            f
+        })
+        .collect();
+    p.snd.run(move || {
+        let mut tx = TxRing::open("eth0", cfg).unwrap_or_else(|e| panic!("{e}"));
+        for f in &frames {
+            assert!(tx.push_with(|b| {
+                b[..f.len()].copy_from_slice(f);
+                f.len()
+            }));
+        }
+        while tx.outstanding() > 0 {
+            tx.flush().unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let mut got: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+    for (i, r) in rings.iter_mut().enumerate() {
+        while let Some(f) = r.peek() {
+            if let Some(at) = f.data.windows(MARK.len()).position(|w| w == MARK) {
+                let at = at + MARK.len();
+                let id = u16::from_be_bytes([f.data[at], f.data[at + 1]]);
+                got.entry(id).or_default().push(i);
+            }
+            r.release();
+        }
+    }
+    for (id, (a, want)) in sent.iter().enumerate() {
+        assert_eq!(
+            got.get(&(id as u16)),
+            Some(&vec![*want]),
+            "{a} should be in ring {want} only"
+        );
+    }
+    assert_eq!(steering.unsteered(), 0);
 }
