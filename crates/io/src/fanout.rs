@@ -329,7 +329,9 @@ impl Steering {
     /// Make the packet socket `fd` (bound to the interface, e.g. an
     /// [`crate::afpacket::RxRing`]) a member of fanout group `group_id` steered by this
     /// program. Members are numbered in the order they join: join worker 0's socket
-    /// first.
+    /// first. A member leaving (its socket closed) is replaced in its position by the
+    /// last member (af_packet.c `__fanout_unlink`), which renumbers the group: workers
+    /// must keep their sockets open for as long as the group steers.
     pub fn join(&self, fd: RawFd, group_id: u16) -> Result<(), BpfError> {
         let arg: u32 =
             u32::from(group_id) | ((PACKET_FANOUT_EBPF | PACKET_FANOUT_FLAG_IGNORE_OUTGOING) << 16);
