@@ -137,7 +137,12 @@ impl Default for RingConfig {
     }
 }
 
-fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, val: &T) -> io::Result<()> {
+pub(crate) fn setsockopt<T>(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    val: &T,
+) -> io::Result<()> {
     // SAFETY: `val` points to a live T of the size passed.
     let r = unsafe {
         libc::setsockopt(

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod control;
 pub mod ethtool;
 pub mod failopen;
+pub mod fanout;
 pub mod log;
 pub mod notify;
 pub mod pcap;
