@@ -395,6 +395,8 @@ pub enum SubscriberClass {
 pub struct Subscribers {
     /// Prefix → index in `Policy::classes` of the circuit's class.
     pub table: std::sync::Arc<crate::classify::lpm::PrefixTable>,
+    /// The entries the table was built from (to split it over workers).
+    pub entries: std::sync::Arc<Vec<(crate::classify::IpNet, u32)>>,
     /// The files as named in the policy (resolved against its directory).
     pub shaped_devices: String,
     pub network: Option<String>,

@@ -37,6 +37,9 @@
 
 use crate::time::{Duration, Instant};
 
+pub mod plan;
+pub use plan::{deal, Plan};
+
 /// A non-backlogged shard may use this much more than it did (fraction).
 pub const HEADROOM: f64 = 0.10;
 /// A shard's least part of the class's rate (fraction): enough to start at once.

@@ -303,3 +303,74 @@ fn four_shards_follow_circuits_that_use_less_than_their_share() {
     // holds most of them
     compare(24, |k| (k % 3 == 0).then_some(MBIT));
 }
+
+#[test]
+fn top_level_classes_are_dealt_heaviest_first_to_the_lightest_shard() {
+    // 5 -> 0; 3 -> 1; 3 -> 1 (3 < 5); 2 -> 0 (5 < 6); 2 -> 1 (6 < 7); 1 -> 0 (7 < 8)
+    assert_eq!(deal(&[5, 3, 3, 2, 2, 1], 2), vec![0, 1, 1, 0, 1, 0]);
+    assert_eq!(deal(&[1, 1, 1], 1), vec![0, 0, 0]);
+    assert_eq!(deal(&[], 4), Vec::<usize>::new());
+}
+
+/// A generated table of 2,000 circuits (2 sites) split over 2 and 4 shards.
+#[test]
+fn a_table_splits_into_shards_that_keep_each_site_whole() {
+    use crate::classify::{Fields, CIRCUIT_RULE, DEFAULT_RULE};
+    use crate::pool::Direction;
+    let dir = std::env::temp_dir().join(format!("weir-plan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (net, csv) = crate::subscribers::generate::generate(2_000, 1);
+    std::fs::write(dir.join("network.json"), net).unwrap();
+    std::fs::write(dir.join("ShapedDevices.csv"), csv).unwrap();
+    std::fs::write(dir.join("p.toml"), crate::subscribers::generate::POLICY).unwrap();
+    let p = crate::policy::Policy::load(&dir.join("p.toml")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let plan = Plan::new(&p, 2);
+    let site = |name: &str| plan.owner[p.class_index(name).unwrap()];
+    assert_ne!(site("site0"), site("site1"), "the two sites on two shards");
+    assert_eq!(site("ap3"), site("site0"), "an AP follows its site");
+    assert_eq!(site("c42"), site("site0"));
+    assert_eq!(site("c1042"), site("site1"));
+    assert_eq!(plan.owner[0], None, "the link is everyone's");
+    assert_eq!(plan.owner[p.class_index("other").unwrap()], None);
+    assert_eq!(plan.load[0], plan.load[1]);
+
+    let steer = plan.steering(&p);
+    assert_eq!(steer.len(), p.subscribers.as_ref().unwrap().prefixes);
+    for s in 0..2 {
+        let q = plan.policy(&p, s).unwrap();
+        let t = q.subscribers.as_ref().unwrap();
+        assert_eq!((t.circuits, t.nodes), (1_000, 11), "shard {s}");
+        // the link, `other`, a site, 10 APs, 1,000 circuits
+        assert_eq!(q.classes.len(), 1 + 1 + 11 + 1_000);
+        assert_eq!(q.classes[q.default_class].name, "other");
+        // its classifier finds its own circuits and none of the other shard's
+        let mine = if site("c42") == Some(s) { 42 } else { 1042 };
+        let theirs = if mine == 42 { 1042 } else { 42 };
+        // the address of circuit `c{i}` (its first IPv4 prefix)
+        let entries = &p.subscribers.as_ref().unwrap().entries;
+        let f = |i: usize| {
+            let k = p.class_index(&format!("c{i}")).unwrap() as u32;
+            let net = entries
+                .iter()
+                .find(|(n, c)| *c == k && n.addr().is_ipv4())
+                .unwrap()
+                .0;
+            Fields::ip(net.addr(), "8.8.8.8".parse().unwrap(), 6, Some(1), Some(2))
+        };
+        let c = q.classifier_in(Direction::Outbound).unwrap();
+        let (class, rule) = c.lookup(&f(mine));
+        assert_eq!(rule, CIRCUIT_RULE);
+        assert_eq!(q.classes[class as usize].name, format!("c{mine}"));
+        assert_eq!(c.lookup(&f(theirs)).1, DEFAULT_RULE);
+        // the shard's policy builds
+        q.device_config(Instant::ZERO).unwrap();
+    }
+    // more shards than sites: the others keep the link and `other` only
+    let plan = Plan::new(&p, 4);
+    let empty = (0..4).find(|&s| !plan.owner.contains(&Some(s))).unwrap();
+    let q = plan.policy(&p, empty).unwrap();
+    assert_eq!(q.classes.len(), 2);
+    assert_eq!(q.subscribers.as_ref().unwrap().circuits, 0);
+}

@@ -368,10 +368,11 @@ pub(super) fn add_classes(
     };
     Some(Subscribers {
         table: std::sync::Arc::new(table),
+        entries: std::sync::Arc::new(entries),
         shaped_devices: l.shaped_devices,
         network: l.network,
         nodes: class_of.iter().filter(|&&k| k != usize::MAX).count(),
         circuits: t.circuits.len(),
-        prefixes: entries.len(),
+        prefixes: t.counts().2,
     })
 }
