@@ -521,30 +521,29 @@ impl Pipeline {
 
 /// The class names of a shaper, by class id (none without one).
 /// Classes of `new` with no namesake in `old` and the other way round, and those whose
-/// rate or ceil changed, into `rep` (linear: a subscriber table has 20,000 classes).
+/// rate or ceil changed, into `rep` (by [`LinkShare::class_id`]'s name index: linear in a
+/// subscriber table's 20,000 classes).
 fn class_changes(old: Option<&LinkShare>, new: Option<&LinkShare>, rep: &mut LaneReload) {
-    let ids = |s: Option<&LinkShare>| -> std::collections::HashMap<String, u32> {
-        s.map(|s| {
-            (0..s.num_classes() as u32)
-                .map(|c| (s.name(c).to_string(), c))
-                .collect()
-        })
-        .unwrap_or_default()
-    };
-    let (old_ids, new_ids) = (ids(old), ids(new));
-    let names = |s: Option<&LinkShare>| class_names(s).into_iter();
-    for n in names(new) {
-        match (old_ids.get(&n), old, new) {
-            (Some(&o), Some(old), Some(new)) => {
-                let c = new_ids[&n];
-                if old.rate(o) != new.rate(c) || old.ceil(o) != new.ceil(c) {
-                    rep.classes_changed.push(n);
+    if let Some(new) = new {
+        for c in 0..new.num_classes() as u32 {
+            let n = new.name(c);
+            match old.and_then(|old| old.class_id(n).map(|o| (old, o))) {
+                Some((old, o)) => {
+                    if old.rate(o) != new.rate(c) || old.ceil(o) != new.ceil(c) {
+                        rep.classes_changed.push(n.to_string());
+                    }
                 }
+                None => rep.classes_added.push(n.to_string()),
             }
-            _ => rep.classes_added.push(n),
         }
     }
-    rep.classes_removed = names(old).filter(|n| !new_ids.contains_key(n)).collect();
+    if let Some(old) = old {
+        rep.classes_removed = (0..old.num_classes() as u32)
+            .map(|c| old.name(c))
+            .filter(|n| new.is_none_or(|new| new.class_id(n).is_none()))
+            .map(str::to_string)
+            .collect();
+    }
 }
 
 fn class_names(s: Option<&LinkShare>) -> Vec<String> {

@@ -27,14 +27,9 @@ pub type Prepared = Result<DeviceConfig, String>;
 /// directory: SIGHUP's file relative to weir's working directory, `weir reload` sends its
 /// full path) and build its device configuration now.
 pub fn prepare(name: &str, text: &str) -> Prepared {
-    let dir = Path::new(name).parent().map(|d| {
-        if d.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            d
-        }
-    });
-    let policy = Policy::parse_in(name, text, dir).map_err(|e| e.to_string())?;
+    // (a bare file name's parent is "": relative to the working directory)
+    let policy =
+        Policy::parse_in(name, text, Path::new(name).parent()).map_err(|e| e.to_string())?;
     policy
         .device_config(Instant(crate::clock::monotonic_ns()))
         .map_err(|e| format!("{name}: {e}"))

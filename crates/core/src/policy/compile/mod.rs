@@ -144,7 +144,6 @@ pub(super) fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
         let _ = &c.description;
     }
 
-    check_depths(src, &classes, &spans);
     check_shares_and_quanta(src, &mut classes, &spans, link_known, mtu, "");
     let inbound_link_rate = link
         .inbound_rate
@@ -183,14 +182,15 @@ pub(super) fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
                 attach,
                 (technique, mtu),
             );
-            // the new classes' depths, sums (they fit by construction) and quanta
-            check_depths(src, &classes, &spans);
+            // the new classes' sums (they fit by construction) and quanta
             check_shares_and_quanta(src, &mut classes, &spans, link_known, mtu, "");
             inbound_shares_and_quanta(src, &mut classes, &spans, (link_known, mtu));
             s
         }
         _ => None,
     };
+    // the whole tree's depths, the table's classes included
+    check_depths(src, &classes, &spans);
 
     let default_class = compile_default_class(src, &link, &classes, link_span);
     let (emulators, emu_index) = compile_emulators(src, &raw.emulators, mtu);
