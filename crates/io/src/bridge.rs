@@ -276,28 +276,45 @@ impl Bridge {
             )),
         };
         let mtu = |i: &str| crate::ethtool::mtu(i).map_err(|e| BridgeError::Other(e.to_string()));
-        let lane = |dir, rx: &str, tx: &str, pcap| -> Result<Lane, BridgeError> {
-            Ok(Lane {
-                dir,
-                mtu: mtu(tx)?,
-                reply_mtu: mtu(rx)?,
-                icmp,
-                replies: Vec::with_capacity(64),
-                seg_buf: vec![0; COPY_BUF],
-                rx: RxRing::open(rx, cfg.ring)?,
-                tx: TxRing::open(tx, cfg.ring)?,
-                backlog: VecDeque::new(),
-                copy_buf: vec![0; COPY_BUF],
-                gso_buf: Vec::with_capacity(COPY_BUF + 4),
-                pcap,
-                stats: LaneStats::default(),
-                skip_before: 0,
-                meter: RateMeter::default(),
-            })
+        // mapping a ring takes tens of ms: the new bypass's heartbeat is kept fresh
+        // between them, or a slow start would be taken for a stall (the kernel would
+        // forward beside the rings); a real stall meanwhile is a hand-over as in `run`
+        let mut took_over = 0;
+        let mut keep_alive = |bypass: &mut Option<failopen::Bypass>| {
+            if let Some(failopen::Beat::TookOver { before_realtime_ns }) = bypass
+                .as_mut()
+                .and_then(|b| b.beat(crate::clock::monotonic_ns()))
+            {
+                took_over = before_realtime_ns;
+            }
         };
+        let mut lane =
+            |dir, rx: &str, tx: &str, pcap, bypass: &mut _| -> Result<Lane, BridgeError> {
+                let rx_ring = RxRing::open(rx, cfg.ring)?;
+                keep_alive(bypass);
+                let tx_ring = TxRing::open(tx, cfg.ring)?;
+                keep_alive(bypass);
+                Ok(Lane {
+                    dir,
+                    mtu: mtu(tx)?,
+                    reply_mtu: mtu(rx)?,
+                    icmp,
+                    replies: Vec::with_capacity(64),
+                    seg_buf: vec![0; COPY_BUF],
+                    rx: rx_ring,
+                    tx: tx_ring,
+                    backlog: VecDeque::new(),
+                    copy_buf: vec![0; COPY_BUF],
+                    gso_buf: Vec::with_capacity(COPY_BUF + 4),
+                    pcap,
+                    stats: LaneStats::default(),
+                    skip_before: 0,
+                    meter: RateMeter::default(),
+                })
+            };
         // the bypass before the rings: no frame a ring holds was forwarded by an earlier
         // weir's bypass (see crate::failopen)
-        let bypass = match cfg.fail_open {
+        let mut bypass = match cfg.fail_open {
             Some(after) => Some(
                 failopen::Bypass::install(&cfg.lan, &cfg.wan, after)
                     .map_err(|e| BridgeError::Other(e.to_string()))?,
@@ -314,13 +331,27 @@ impl Bridge {
                 None
             }
         };
+        let mut out = lane(
+            Direction::Outbound,
+            &cfg.lan,
+            &cfg.wan,
+            pcap_out,
+            &mut bypass,
+        )?;
+        let mut inb = lane(Direction::Inbound, &cfg.wan, &cfg.lan, pcap_in, &mut bypass)?;
+        out.skip_before = took_over;
+        inb.skip_before = took_over;
+        if took_over != 0 {
+            log::warning(&format!(
+                "fail-open: opening the rings took past {} ms; the kernel forwarded meanwhile",
+                cfg.fail_open.map_or(0, |d| d.as_nanos() / 1_000_000)
+            ));
+        }
         let fail_open = FailOpenDoc {
             enabled: bypass.is_some(),
             timeout_ms: cfg.fail_open.map_or(0.0, |d| d.as_secs_f64() * 1e3),
-            handovers: 0,
+            handovers: u64::from(took_over != 0),
         };
-        let out = lane(Direction::Outbound, &cfg.lan, &cfg.wan, pcap_out)?;
-        let inb = lane(Direction::Inbound, &cfg.wan, &cfg.lan, pcap_in)?;
         // the socket last: once it exists, the rings are bound and no frame is missed
         let mut stats = match &cfg.stats_socket {
             Some(p) => Some(
