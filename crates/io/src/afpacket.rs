@@ -111,6 +111,8 @@ pub enum RingError {
     },
     #[error("interface '{0}' does not exist")]
     NoSuchInterface(String),
+    #[error("interface '{iface}': {what}")]
+    Fanout { iface: String, what: String },
 }
 
 fn sys(what: &'static str, iface: &str) -> RingError {
@@ -352,8 +354,29 @@ pub struct RxRing {
     iface: String,
 }
 
+/// A classic BPF program that accepts nothing (`ret #0`): a socket joining a fanout
+/// group wears it from before its bind until it has joined, so that it never receives
+/// a frame on its own besides the group's (a frame would reach it twice).
+const DROP_ALL: [libc::sock_filter; 1] = [libc::sock_filter {
+    code: 0x06, // BPF_RET | BPF_K
+    jt: 0,
+    jf: 0,
+    k: 0,
+}];
+
 impl RxRing {
     pub fn open(iface: &str, cfg: RingConfig) -> Result<RxRing, RingError> {
+        Self::open_joined(iface, cfg, None)
+    }
+
+    /// Open the ring and, with `join`, make its socket a member of a fanout group
+    /// (`join` gets the bound socket: [`crate::fanout::Steering::join`]) before it
+    /// receives anything.
+    pub fn open_joined(
+        iface: &str,
+        cfg: RingConfig,
+        join: Option<&dyn Fn(RawFd) -> Result<(), String>>,
+    ) -> Result<RxRing, RingError> {
         let ifindex = if_index(iface)?;
         const ETH_P_ALL: u16 = 0x0003;
         let fd = packet_socket(ETH_P_ALL, iface)?;
@@ -382,7 +405,31 @@ impl RxRing {
             let _ = setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &rcvbuf);
         }
         let map = Mapping::new(raw, cfg, PACKET_RX_RING, iface)?;
+        let err = |what: &'static str| {
+            let iface = iface.to_string();
+            move |source| RingError::Sys {
+                what,
+                iface,
+                source,
+            }
+        };
+        if join.is_some() {
+            let prog = libc::sock_fprog {
+                len: DROP_ALL.len() as u16,
+                filter: DROP_ALL.as_ptr() as *mut libc::sock_filter,
+            };
+            setsockopt(raw, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &prog)
+                .map_err(err("cannot attach a socket filter"))?;
+        }
         bind(raw, ifindex, ETH_P_ALL, iface)?;
+        if let Some(join) = join {
+            join(raw).map_err(|what| RingError::Fanout {
+                iface: iface.into(),
+                what,
+            })?;
+            setsockopt(raw, libc::SOL_SOCKET, libc::SO_DETACH_FILTER, &0i32)
+                .map_err(err("cannot detach the socket filter"))?;
+        }
         // promiscuous: we forward frames addressed to anyone
         // SAFETY: packet_mreq zeroed is valid.
         let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };

@@ -55,8 +55,10 @@ use weir_wire::vnet::{self, VnetHdr};
 
 mod lane;
 mod report;
+mod workers;
 use lane::{receive, settle, transmit, Lane};
 pub use report::*;
+pub use workers::{auto_workers, WorkerRole, Workers, WorkersConfig};
 
 /// Extra room in a pool slot for a VLAN tag put back into a frame.
 const VLAN_ROOM: usize = 4;
@@ -133,6 +135,8 @@ pub struct BridgeConfig {
     /// its heartbeat for this long ([`crate::failopen`]); `None`: fail-closed (an earlier
     /// weir's bypass is removed).
     pub fail_open: Option<Duration>,
+    /// One of the workers of `weir run --workers N` ([`Workers`] sets it).
+    pub worker: Option<WorkerRole>,
 }
 
 impl BridgeConfig {
@@ -155,6 +159,7 @@ impl BridgeConfig {
             icmp_rate: DEFAULT_ICMP_RATE,
             icmp_burst: DEFAULT_ICMP_BURST,
             fail_open: None,
+            worker: None,
         }
     }
 }
@@ -221,7 +226,39 @@ pub struct Bridge {
     captures_stopped: Vec<String>,
     /// systemd's watchdog, pinged from this loop (`WatchdogSec=` of the unit).
     watchdog: crate::notify::Watchdog,
+    /// One of several workers: its part of the coordination ([`Workers`]).
+    worker: Option<workers::Worker>,
     _offloads: Vec<OffloadGuard>,
+}
+
+/// The interfaces' offloads turned off (unless `keep_offloads`); the guards restore them.
+fn offloads_off(cfg: &BridgeConfig) -> Result<Vec<OffloadGuard>, BridgeError> {
+    if cfg.keep_offloads {
+        return Ok(Vec::new());
+    }
+    [&cfg.lan, &cfg.wan]
+        .into_iter()
+        .map(|i| OffloadGuard::disable(i).map_err(|e| BridgeError::Other(e.to_string())))
+        .collect()
+}
+
+/// Fail-open: the bypass installed in place of any earlier weir's. Fail-closed: an
+/// earlier weir's removed (said in the log).
+fn bypass_for(cfg: &BridgeConfig) -> Result<Option<failopen::Bypass>, BridgeError> {
+    let err = |e: failopen::FailOpenError| BridgeError::Other(e.to_string());
+    if let Some(after) = cfg.fail_open {
+        return Ok(Some(
+            failopen::Bypass::install(&cfg.lan, &cfg.wan, after).map_err(err)?,
+        ));
+    }
+    let had = failopen::remove(&[&cfg.lan, &cfg.wan]).map_err(err)?;
+    if !had.is_empty() {
+        log::notice(&format!(
+            "fail-closed: removed an earlier weir's fail-open bypass from {}",
+            had.join(" and ")
+        ));
+    }
+    Ok(None)
 }
 
 fn check_iface(name: &str) -> Result<(), BridgeError> {
@@ -252,14 +289,12 @@ pub fn preflight(lan: &str, wan: &str, fail_open: bool) -> Result<(), BridgeErro
 impl Bridge {
     /// Check the environment, turn offloads off, and open the rings.
     pub fn open(mut cfg: BridgeConfig) -> Result<Bridge, BridgeError> {
-        preflight(&cfg.lan, &cfg.wan, cfg.fail_open.is_some())?;
-        let mut offloads = Vec::new();
-        if !cfg.keep_offloads {
-            for i in [&cfg.lan, &cfg.wan] {
-                offloads
-                    .push(OffloadGuard::disable(i).map_err(|e| BridgeError::Other(e.to_string()))?);
-            }
+        let mut role = cfg.worker.take();
+        if role.is_none() {
+            // (a worker's supervisor has checked)
+            preflight(&cfg.lan, &cfg.wan, cfg.fail_open.is_some())?;
         }
+        let offloads = offloads_off(&cfg)?;
         let (pcap_both, pcap_out, pcap_in) = match std::mem::replace(&mut cfg.pcap, PcapSpec::None)
         {
             PcapSpec::None => (None, None, None),
@@ -288,9 +323,17 @@ impl Bridge {
                 took_over = before_realtime_ns;
             }
         };
+        let role_ref = role.as_ref();
         let mut lane =
             |dir, rx: &str, tx: &str, pcap, bypass: &mut _| -> Result<Lane, BridgeError> {
-                let rx_ring = RxRing::open(rx, cfg.ring)?;
+                let lan_side = dir == Direction::Outbound;
+                let join = role_ref.map(|r| move |fd| r.join(lan_side, fd));
+                let rx_ring = RxRing::open_joined(
+                    rx,
+                    cfg.ring,
+                    join.as_ref()
+                        .map(|j| j as &dyn Fn(RawFd) -> Result<(), String>),
+                )?;
                 keep_alive(bypass);
                 let tx_ring = TxRing::open(tx, cfg.ring)?;
                 keep_alive(bypass);
@@ -314,22 +357,10 @@ impl Bridge {
             };
         // the bypass before the rings: no frame a ring holds was forwarded by an earlier
         // weir's bypass (see crate::failopen)
-        let mut bypass = match cfg.fail_open {
-            Some(after) => Some(
-                failopen::Bypass::install(&cfg.lan, &cfg.wan, after)
-                    .map_err(|e| BridgeError::Other(e.to_string()))?,
-            ),
-            None => {
-                let had = failopen::remove(&[&cfg.lan, &cfg.wan])
-                    .map_err(|e| BridgeError::Other(e.to_string()))?;
-                if !had.is_empty() {
-                    log::notice(&format!(
-                        "fail-closed: removed an earlier weir's fail-open bypass from {}",
-                        had.join(" and ")
-                    ));
-                }
-                None
-            }
+        // a worker's bypass is its supervisor's
+        let mut bypass = match role {
+            Some(_) => None,
+            None => bypass_for(&cfg)?,
         };
         let mut out = lane(
             Direction::Outbound,
@@ -360,12 +391,16 @@ impl Bridge {
             ),
             None => None,
         };
-        let control = stats.as_mut().and_then(StatsServer::take_control);
+        let control = match &mut role {
+            Some(r) => Some(r.take_control()),
+            None => stats.as_mut().and_then(StatsServer::take_control),
+        };
         let reload_file = cfg
             .reload_file
             .take()
-            .map(|f| crate::control::HupReloads::new(f, crate::signals::install_hup()));
+            .map(|f| crate::control::HupReloads::new(f, crate::signals::install_hup(), 1));
         let slot = cfg.ring.frame_size as usize + VLAN_ROOM;
+        let worker = role.map(|r| r.into_worker(&mut cfg.device));
         Ok(Bridge {
             lan: cfg.lan,
             wan: cfg.wan,
@@ -402,7 +437,11 @@ impl Bridge {
             bypass,
             fail_open,
             captures_stopped: Vec::new(),
-            watchdog: crate::notify::Watchdog::from_env(),
+            watchdog: match worker {
+                Some(_) => crate::notify::Watchdog::off(),
+                None => crate::notify::Watchdog::from_env(),
+            },
+            worker,
             _offloads: offloads,
         })
     }
@@ -415,6 +454,9 @@ impl Bridge {
         while !stop.load(Ordering::Relaxed) {
             let now = self.clock.now();
             self.heartbeat(now);
+            if let Some(w) = &mut self.worker {
+                w.turn(now, &mut self.out, &mut self.inb);
+            }
             self.watchdog.ping(now);
             self.catch_up(now);
             let mut work = false;
@@ -453,6 +495,9 @@ impl Bridge {
             self.inb.backlog.extend(self.out.replies.drain(..));
             self.out.backlog.extend(self.inb.replies.drain(..));
             self.last_poll = now;
+            if let Some(w) = &mut self.worker {
+                w.coordinate(&mut self.device, now);
+            }
             self.poll_control(now);
             if now >= next_stats {
                 // a deleted interface leaves its sockets silent after one error report:
@@ -486,6 +531,9 @@ impl Bridge {
             let mut wake = due.unwrap_or(next_stats).min(next_stats);
             if let Some(b) = &self.bypass {
                 wake = wake.min(now + b.interval());
+            }
+            if let Some(t) = self.worker.as_ref().and_then(|w| w.wake_by(now)) {
+                wake = wake.min(t);
             }
             if self.busy_poll {
                 std::hint::spin_loop();
@@ -657,7 +705,10 @@ impl Bridge {
                 let answer = if self.reload_gate.try_consume(1, now) {
                     let prepared = std::mem::replace(&mut req.prepared, Err(String::new()));
                     let a = self.reload(&req.name, prepared, now);
-                    log_reload("weir reload", &req.name, &a);
+                    if self.worker.is_none() {
+                        // (a worker's supervisor logs the merged answer)
+                        log_reload("weir reload", &req.name, &a);
+                    }
                     a
                 } else {
                     self.reloads_throttled += 1;
@@ -698,8 +749,11 @@ impl Bridge {
             me.reloads_refused += 1;
             serde_json::json!({ "ok": false, "errors": errors })
         };
-        let cfg = match prepared {
-            Ok(c) => c,
+        let (cfg, shared) = match prepared {
+            Ok(r) => match r.configs.into_iter().next() {
+                Some(c) => (c, r.shared),
+                None => return refused(self, format!("{name}: no configuration")),
+            },
             Err(e) => return refused(self, e),
         };
         let started = self.clock.now();
@@ -719,28 +773,15 @@ impl Bridge {
         // the new stages count from zero: rates start afresh
         self.out.meter = RateMeter::default();
         self.inb.meter = RateMeter::default();
-        let summary = [("outbound", &report.outbound), ("inbound", &report.inbound)]
-            .iter()
-            .map(|(d, r)| {
-                let mut line = format!(
-                    "{d}: {} kept, {} reclassified, {} re-emulated, {} dropped",
-                    r.kept, r.reclassified, r.re_emulated, r.dropped
-                );
-                let (a, x, c) = (
-                    r.classes_added.len(),
-                    r.classes_removed.len(),
-                    r.classes_changed.len(),
-                );
-                if a + x + c > 0 {
-                    line += &format!("; classes {a} added, {x} removed, {c} changed");
-                }
-                line
-            })
-            .collect::<Vec<_>>()
-            .join("; ");
+        let mut report = serde_json::to_value(&report).unwrap_or_default();
+        if let Some(w) = &mut self.worker {
+            let before = w.wholes();
+            w.rebuild(&mut self.device, Some(shared));
+            w.unchanged_shared(&before, &mut report);
+        }
         // how long forwarding waited for the swap (the policy was prepared elsewhere)
         let applied_ms = (self.clock.now() - started).as_nanos() as f64 / 1e6;
-        let summary = format!("{summary}; applied in {applied_ms:.1} ms");
+        let summary = reload_summary(&report, applied_ms);
         serde_json::json!({ "ok": true, "report": report, "summary": summary, "applied_ms": applied_ms })
     }
 
@@ -817,7 +858,9 @@ impl Bridge {
                 }
             }
         }
-        let Some(server) = &self.stats else { return };
+        if self.stats.is_none() && self.worker.is_none() {
+            return;
+        }
         if now >= self.discovery_due {
             self.device.discovery_tick(now);
             self.discovery_due = now + DISCOVER_RATE_WINDOW;
@@ -832,8 +875,13 @@ impl Bridge {
                 s
             })
         };
-        let out_snap = snap(&mut self.out);
-        let in_snap = snap(&mut self.inb);
+        let mut out_snap = snap(&mut self.out);
+        let mut in_snap = snap(&mut self.inb);
+        if let Some(w) = &self.worker {
+            // a shared class's copy runs at its part: the document says the whole
+            w.whole_rates(0, out_snap.as_mut());
+            w.whole_rates(1, in_snap.as_mut());
+        }
         let doc = StatusDoc {
             lan: self.lan.clone(),
             wan: self.wan.clone(),
@@ -855,7 +903,7 @@ impl Bridge {
             publish: self.publish_cost,
             fail_open: self.fail_open.clone(),
             captures,
-            stats_clients_given_up: server.clients_given_up(),
+            stats_clients_given_up: self.stats.as_ref().map_or(0, StatsServer::clients_given_up),
             outbound: LaneDoc {
                 lane: self.out.stats.clone(),
                 pipeline: out_snap,
@@ -865,10 +913,15 @@ impl Bridge {
                 pipeline: in_snap,
             },
         };
-        // the JSON (milliseconds for thousands of classes) is written by the client
-        server.publish_lazy(std::sync::Arc::new(move || {
-            serde_json::to_string(&doc).unwrap_or_default()
-        }));
+        match (&self.worker, &self.stats) {
+            // the supervisor merges the workers' documents
+            (Some(w), _) => w.post(doc),
+            // the JSON (milliseconds for thousands of classes) is written by the client
+            (None, Some(server)) => server.publish_lazy(std::sync::Arc::new(move || {
+                serde_json::to_string(&doc).unwrap_or_default()
+            })),
+            (None, None) => {}
+        }
         let ms = (self.clock.now() - now).as_nanos() as f64 / 1e6;
         self.publish_cost.record(ms);
     }
@@ -910,6 +963,37 @@ impl Bridge {
             let _ = p.flush();
         }
     }
+}
+
+/// One line for a reload's report (`Device::replace_policy`'s, as JSON; the workers'
+/// merged): per direction what became of the held packets and of the classes.
+fn reload_summary(report: &serde_json::Value, applied_ms: f64) -> String {
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    let len = |v: &serde_json::Value| v.as_array().map_or(0, Vec::len);
+    let summary = ["outbound", "inbound"]
+        .iter()
+        .map(|d| {
+            let r = &report[*d];
+            let mut line = format!(
+                "{d}: {} kept, {} reclassified, {} re-emulated, {} dropped",
+                n(&r["kept"]),
+                n(&r["reclassified"]),
+                n(&r["re_emulated"]),
+                n(&r["dropped"])
+            );
+            let (a, x, c) = (
+                len(&r["classes_added"]),
+                len(&r["classes_removed"]),
+                len(&r["classes_changed"]),
+            );
+            if a + x + c > 0 {
+                line += &format!("; classes {a} added, {x} removed, {c} changed");
+            }
+            line
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    format!("{summary}; applied in {applied_ms:.1} ms")
 }
 
 /// Log a reload's outcome (`answer` as [`Bridge::reload`] makes it); `how`: "SIGHUP" or

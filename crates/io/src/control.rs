@@ -15,32 +15,69 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
+use weir_core::classify::IpNet;
 use weir_core::device::DeviceConfig;
 use weir_core::policy::Policy;
+use weir_core::shard::Plan;
 use weir_core::Instant;
 
-/// A policy made ready for the data path, or why it cannot be used (file:line:col
-/// messages).
-pub type Prepared = Result<DeviceConfig, String>;
+/// A policy made ready for the data path: one device configuration per worker (one
+/// without `--workers`), the prefixes each worker is steered ([`crate::fanout`]), and
+/// the classes the workers share (the coordinator divides them: [`crate::workers`]).
+pub struct Ready {
+    pub configs: Vec<DeviceConfig>,
+    pub steering: Vec<(IpNet, u32)>,
+    pub shared: Vec<String>,
+}
+
+/// A policy made ready, or why it cannot be used (file:line:col messages).
+pub type Prepared = Result<Ready, String>;
 
 /// Parse `text` as the policy `name` (the files it names read relative to `name`'s
 /// directory: SIGHUP's file relative to weir's working directory, `weir reload` sends its
-/// full path) and build its device configuration now.
-pub fn prepare(name: &str, text: &str) -> Prepared {
+/// full path) and build its device configurations for `shards` workers now.
+pub fn prepare(name: &str, text: &str, shards: usize) -> Prepared {
     // (a bare file name's parent is "": relative to the working directory)
     let policy =
         Policy::parse_in(name, text, Path::new(name).parent()).map_err(|e| e.to_string())?;
-    policy
-        .device_config(Instant(crate::clock::monotonic_ns()))
+    ready(&policy, shards, Instant(crate::clock::monotonic_ns()))
         .map_err(|e| format!("{name}: {e}"))
 }
 
+/// `policy` split over `shards` workers ([`Plan`]), each shard's device configuration
+/// built at `now`.
+pub fn ready(policy: &Policy, shards: usize, now: Instant) -> Result<Ready, String> {
+    if shards <= 1 {
+        return Ok(Ready {
+            configs: vec![policy.device_config(now)?],
+            steering: Vec::new(),
+            shared: Vec::new(),
+        });
+    }
+    let plan = Plan::new(policy, shards);
+    let configs = (0..shards)
+        .map(|i| plan.policy(policy, i)?.device_config(now))
+        .collect::<Result<Vec<_>, String>>()?;
+    let shared = policy
+        .classes
+        .iter()
+        .enumerate()
+        .filter(|&(k, c)| plan.owner[k].is_none() && !c.leaf)
+        .map(|(_, c)| c.name.clone())
+        .collect();
+    Ok(Ready {
+        configs,
+        steering: plan.steering(policy),
+        shared,
+    })
+}
+
 /// Read `file` and [`prepare`] it.
-pub fn prepare_file(file: &Path) -> Prepared {
+pub fn prepare_file(file: &Path, shards: usize) -> Prepared {
     let name = file.display().to_string();
     let text =
         std::fs::read_to_string(file).map_err(|e| format!("cannot read policy {name}: {e}"))?;
-    prepare(&name, &text)
+    prepare(&name, &text, shards)
 }
 
 /// SIGHUP: re-read the policy file on a thread of its own; the loop polls for the result.
@@ -48,6 +85,7 @@ pub fn prepare_file(file: &Path) -> Prepared {
 /// file may have changed again).
 pub struct HupReloads {
     file: PathBuf,
+    shards: usize,
     flag: &'static AtomicBool,
     tx: Sender<Prepared>,
     rx: Receiver<Prepared>,
@@ -55,10 +93,12 @@ pub struct HupReloads {
 }
 
 impl HupReloads {
-    pub fn new(file: PathBuf, flag: &'static AtomicBool) -> Self {
+    /// Re-read `file` on SIGHUP (`flag`), prepared for `shards` workers.
+    pub fn new(file: PathBuf, flag: &'static AtomicBool, shards: usize) -> Self {
         let (tx, rx) = channel();
         HupReloads {
             file,
+            shards,
             flag,
             tx,
             rx,
@@ -78,16 +118,16 @@ impl HupReloads {
             self.busy = false;
         }
         if !self.busy && self.flag.swap(false, Ordering::SeqCst) {
-            let (file, tx) = (self.file.clone(), self.tx.clone());
+            let (file, tx, n) = (self.file.clone(), self.tx.clone(), self.shards);
             let spawned = std::thread::Builder::new()
                 .name("weir-reload".into())
                 .spawn(move || {
-                    let _ = tx.send(prepare_file(&file));
+                    let _ = tx.send(prepare_file(&file, n));
                 });
             match spawned {
                 Ok(_) => self.busy = true,
                 // no thread to be had: prepare here rather than not at all
-                Err(_) => return Some(prepare_file(&self.file)),
+                Err(_) => return Some(prepare_file(&self.file, self.shards)),
             }
         }
         done
@@ -105,11 +145,13 @@ mod tests {
         let policy = d.join("p.toml");
         std::fs::write(&policy, "[link]\nrate = \"10Mbit\"\n[[emulate]]\nname = \"x\"\ntrace = \"t.trace\"\n[[rule]]\nname = \"r\"\nclass = \"link\"\nemulate = \"x\"\n").unwrap();
         std::fs::write(d.join("t.trace"), "1\n2\n").unwrap();
-        assert!(prepare_file(&policy).is_ok());
+        assert!(prepare_file(&policy, 1).is_ok());
         std::fs::remove_file(d.join("t.trace")).unwrap();
-        let e = prepare_file(&policy).err().expect("refused");
+        let e = prepare_file(&policy, 1).err().expect("refused");
         assert!(e.contains("t.trace"), "{e}");
-        let e = prepare_file(&d.join("none.toml")).err().expect("refused");
+        let e = prepare_file(&d.join("none.toml"), 1)
+            .err()
+            .expect("refused");
         assert!(e.starts_with("cannot read policy"), "{e}");
         std::fs::remove_dir_all(&d).unwrap();
     }
@@ -121,7 +163,7 @@ mod tests {
         std::fs::create_dir_all(&d).unwrap();
         let policy = d.join("p.toml");
         std::fs::write(&policy, "[link]\nrate = \"10Mbit\"\n").unwrap();
-        let mut h = HupReloads::new(policy, &FLAG);
+        let mut h = HupReloads::new(policy, &FLAG, 1);
         assert!(h.poll().is_none(), "no SIGHUP, nothing");
         FLAG.store(true, Ordering::SeqCst);
         let mut got = None;

@@ -200,9 +200,16 @@ impl Bypass {
 
     /// Beat if one is due at monotonic `now_mono`.
     pub fn beat(&mut self, now_mono: u64) -> Option<Beat> {
+        self.beat_for(now_mono, now_mono)
+    }
+
+    /// Beat, if one is due at `now_mono`, for a loop last alive at `alive_mono` (the
+    /// supervisor of workers beats for the worker that turned least recently).
+    pub fn beat_for(&mut self, alive_mono: u64, now_mono: u64) -> Option<Beat> {
         if !self.heart.due(now_mono) {
             return None;
         }
+        let now_mono = alive_mono.min(now_mono);
         self.words.word(HEARTBEAT).store(now_mono, Ordering::SeqCst);
         let after_mono = crate::clock::monotonic_ns();
         let after_real = crate::clock::realtime_ns();

@@ -11,6 +11,7 @@ pub mod ethtool;
 pub mod failopen;
 pub mod fanout;
 pub mod log;
+pub mod merge;
 pub mod notify;
 pub mod pcap;
 pub mod pcap_read;

@@ -150,6 +150,14 @@ impl Watchdog {
         }
     }
 
+    /// A watchdog that never pings (a worker's: its supervisor pings).
+    pub fn off() -> Watchdog {
+        Watchdog {
+            on: None,
+            next: Instant(u64::MAX),
+        }
+    }
+
     /// How often it pings (half the timeout), if on.
     pub fn interval(&self) -> Option<Duration> {
         self.on.as_ref().map(|(_, e)| *e)

@@ -71,6 +71,23 @@ pub struct ControlRequest {
 }
 
 impl ControlRequest {
+    /// A request to hand on (the supervisor of `weir run --workers` asks each worker) and
+    /// where its answer arrives.
+    pub fn new(
+        name: String,
+        text: String,
+        prepared: crate::control::Prepared,
+    ) -> (ControlRequest, std::sync::mpsc::Receiver<String>) {
+        let (reply, rx) = std::sync::mpsc::sync_channel(1);
+        let r = ControlRequest {
+            name,
+            text,
+            prepared,
+            reply,
+        };
+        (r, rx)
+    }
+
     /// Send the answer (a JSON document) to the waiting client.
     pub fn respond(self, json: String) {
         let _ = self.reply.send(json);
@@ -200,6 +217,8 @@ pub struct StatsServer {
     id: (u64, u64),
     /// Clients given up on: they did not take the document within [`WRITE_TIMEOUT`].
     slow: Arc<std::sync::atomic::AtomicU64>,
+    /// The workers a reload is prepared for ([`crate::control::prepare`]).
+    shards: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl StatsServer {
@@ -270,11 +289,21 @@ impl StatsServer {
         let thread_doc = doc.clone();
         let (control_tx, control) = std::sync::mpsc::channel();
         let slow = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let shards = Arc::new(std::sync::atomic::AtomicUsize::new(1));
         let thread = std::thread::Builder::new()
             .name("weir-stats".into())
             .spawn({
-                let slow = slow.clone();
-                move || serve(listener, wake_rx, thread_doc, control_tx, group, slow)
+                let (slow, shards) = (slow.clone(), shards.clone());
+                move || {
+                    let ctx = Serving {
+                        doc: thread_doc,
+                        control: control_tx,
+                        group,
+                        slow,
+                        shards,
+                    };
+                    serve(listener, wake_rx, &ctx)
+                }
             })
             .map_err(|e| io_err(path, "cannot start the server thread", e));
         let thread = match thread {
@@ -292,7 +321,14 @@ impl StatsServer {
             thread: Some(thread),
             id,
             slow,
+            shards,
         })
+    }
+
+    /// Prepare reloads for `n` workers (one by default).
+    pub fn set_shards(&self, n: usize) {
+        self.shards
+            .store(n.max(1), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Replace the document clients receive. Never waits for a client.
@@ -415,14 +451,16 @@ fn bind_private(path: &Path, mode: libc::mode_t) -> Result<UnixListener> {
     Ok(UnixListener::from(fd))
 }
 
-fn serve(
-    listener: UnixListener,
-    wake: UnixStream,
+/// What the server's thread answers with.
+struct Serving {
     doc: Doc,
     control: std::sync::mpsc::Sender<ControlRequest>,
     group: Option<u32>,
     slow: Arc<std::sync::atomic::AtomicU64>,
-) {
+    shards: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+fn serve(listener: UnixListener, wake: UnixStream, ctx: &Serving) {
     let mut fds = [
         libc::pollfd {
             fd: listener.as_raw_fd(),
@@ -453,7 +491,7 @@ fn serve(
         }
         loop {
             match listener.accept() {
-                Ok((stream, _)) => answer(stream, &doc, &control, group, &slow),
+                Ok((stream, _)) => answer(stream, ctx),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => break, // WouldBlock, or a transient error: back to poll
             }
@@ -509,13 +547,15 @@ fn reply_error(s: &mut UnixStream, msg: &str) {
     let _ = s.shutdown(std::net::Shutdown::Both);
 }
 
-fn answer(
-    mut s: UnixStream,
-    doc: &Doc,
-    control: &std::sync::mpsc::Sender<ControlRequest>,
-    group: Option<u32>,
-    slow: &std::sync::atomic::AtomicU64,
-) {
+fn answer(mut s: UnixStream, ctx: &Serving) {
+    let Serving {
+        doc,
+        control,
+        group,
+        slow,
+        shards,
+    } = ctx;
+    let group = *group;
     let _ = s.set_nonblocking(false);
     let _ = s.set_write_timeout(Some(WRITE_TIMEOUT));
     // a client that sends nothing (the first protocol, `socat`) is taken as asking for
@@ -554,7 +594,11 @@ fn answer(
             let (tx, rx) = std::sync::mpsc::sync_channel(1);
             let name = name.trim().to_string();
             let r = ControlRequest {
-                prepared: crate::control::prepare(&name, body),
+                prepared: crate::control::prepare(
+                    &name,
+                    body,
+                    shards.load(std::sync::atomic::Ordering::Relaxed),
+                ),
                 name,
                 text: body.to_string(),
                 reply: tx,

@@ -272,5 +272,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         spec::describe(&c),
         seed
     );
-    crate::run::bridge(&a.bridge, device, seed, &what, None, false)
+    crate::run::bridge(
+        &a.bridge,
+        crate::run::Engine::One(Box::new(device)),
+        seed,
+        &what,
+        None,
+        false,
+    )
 }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use weir_core::device::Device;
 use weir_core::units::parse_size;
 use weir_core::{Direction, Instant};
-use weir_io::bridge::{Bridge, BridgeConfig, PcapSpec};
+use weir_io::bridge::{Bridge, BridgeConfig, PcapSpec, Workers, WorkersConfig};
 use weir_io::log;
 use weir_io::pcap::PcapWriter;
 
@@ -84,6 +84,33 @@ pub struct Args {
     /// policy's `[link] seed`.
     #[arg(long)]
     seed: Option<u64>,
+    /// Forwarding loops, each on a core of its own with its share of the subscriber
+    /// circuits: a number, or "auto" (one per CPU for a policy with a [subscribers]
+    /// table, one otherwise; docs/live.md, "Workers").
+    #[arg(long, default_value = "auto", value_parser = worker_count)]
+    workers: WorkerCount,
+}
+
+/// `--workers`: a number, or `None` for "auto".
+#[derive(Clone, Copy, Debug)]
+pub struct WorkerCount(Option<usize>);
+
+fn worker_count(s: &str) -> Result<WorkerCount, String> {
+    if s == "auto" {
+        return Ok(WorkerCount(None));
+    }
+    match s.parse::<usize>() {
+        Ok(n) if (1..=256).contains(&n) => Ok(WorkerCount(Some(n))),
+        _ => Err(format!(
+            "'{s}': give a number of workers from 1 to 256, or auto"
+        )),
+    }
+}
+
+/// What forwards: one loop with the whole device, or workers with a shard each.
+pub enum Engine {
+    One(Box<Device>),
+    Workers(weir_io::control::Ready),
 }
 
 /// A group's number, from its name or number.
@@ -124,9 +151,23 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         Ok(p) => p,
         Err(code) => return Ok(code),
     };
-    let device = p
-        .build_device(Instant::ZERO)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", a.policy.display()))?;
+    let table = p.subscribers.is_some();
+    let mut n = a
+        .workers
+        .0
+        .unwrap_or_else(|| weir_io::bridge::auto_workers(table));
+    if n > 1 && !table {
+        log::warning(&format!(
+            "--workers {n}: the policy has no [subscribers] table to divide among workers; one worker runs it"
+        ));
+        n = 1;
+    }
+    let b = &a.bridge;
+    if n > 1 && (b.pcap.is_some() || b.pcap_out.is_some() || b.pcap_in.is_some()) {
+        anyhow::bail!(
+            "--pcap* with {n} workers: each worker would write its own capture; add --workers 1 to capture"
+        );
+    }
     let seed = a.seed.unwrap_or(p.seed);
     let mut what = format!(
         "{} ({} shaped, technique {}; seed {seed})",
@@ -134,8 +175,24 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         p.shapes.name(),
         p.technique.name()
     );
-    what += &describe_emulation(&device);
-    bridge(&a.bridge, device, seed, &what, Some(a.policy.clone()), true)
+    let engine = if n > 1 {
+        let now = Instant(weir_io::clock::monotonic_ns());
+        let ready = weir_io::control::ready(&p, n, now)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", a.policy.display()))?;
+        what += &format!(
+            "; {n} workers, {} shared classes ({})",
+            ready.shared.len(),
+            ready.shared.join(", ")
+        );
+        Engine::Workers(ready)
+    } else {
+        let device = p
+            .build_device(Instant::ZERO)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", a.policy.display()))?;
+        what += &describe_emulation(&device);
+        Engine::One(Box::new(device))
+    };
+    bridge(&a.bridge, engine, seed, &what, Some(a.policy.clone()), true)
 }
 
 /// One line per emulation profile of the device, per direction.
@@ -164,7 +221,7 @@ pub fn describe_emulation(device: &Device) -> String {
 /// command's default (`--fail-open` / `--fail-closed` override it).
 pub fn bridge(
     b: &BridgeArgs,
-    device: Device,
+    engine: Engine,
     seed: u64,
     what: &str,
     reload_file: Option<PathBuf>,
@@ -180,7 +237,6 @@ pub fn bridge(
             .map_err(|e| anyhow::anyhow!("{opt} {}: {e}", path.display()))
     };
     let mut cfg = BridgeConfig::new(&b.lan, &b.wan);
-    cfg.device = device;
     let cfg_reload = reload_file.is_some();
     cfg.reload_file = reload_file;
     cfg.seed = seed;
@@ -198,7 +254,16 @@ pub fn bridge(
     cfg.stats_socket = Some(b.stats_socket.clone());
     cfg.socket_group = b.socket_group;
     cfg.fail_open = fail_open.then_some(b.fail_open_after);
-    let mut bridge = Bridge::open(cfg)?;
+    let running = match engine {
+        Engine::One(device) => {
+            cfg.device = *device;
+            Running::One(Box::new(Bridge::open(cfg)?))
+        }
+        Engine::Workers(ready) => Running::Workers(Box::new(Workers::start(WorkersConfig {
+            bridge: cfg,
+            ready,
+        })?)),
+    };
     // after the bridge: its statistics socket, which the web server reads, exists
     let web = crate::web::WebServer::start(&b.web, b.stats_socket.clone())?;
     let stop = weir_io::signals::install();
@@ -243,7 +308,12 @@ pub fn bridge(
         b.wan,
         what.lines().next().unwrap_or_default()
     ));
-    let report = bridge.run(stop);
+    let report = match running {
+        Running::One(mut bridge) => bridge
+            .run(stop)
+            .map(|r| serde_json::to_value(&r).unwrap_or_default()),
+        Running::Workers(w) => w.run(stop),
+    };
     weir_io::notify::notify(&match &report {
         Ok(_) => "STOPPING=1".to_string(),
         Err(e) => format!("STOPPING=1\nSTATUS=stopped: {e}"),
@@ -253,66 +323,97 @@ pub fn bridge(
     if b.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        for (name, l) in [("outbound", &report.outbound), ("inbound", &report.inbound)] {
-            let errors = l.offload_errors.total();
-            println!(
-                "{name}: rx {} frames / {} bytes, tx {} frames / {} bytes, dropped {} (policy) + {} (truncated) + {} (over MTU) + {} (pool) + {} (offload errors) + {} (reload) + {} (at shutdown), duplicated {}; super-packets {} cut into {} segments; checksums filled {}, VLAN tags restored {}; kernel rx-ring drops {}, tx ring full {} times, tx rejected {}",
-                l.rx.packets, l.rx.bytes, l.tx.packets, l.tx.bytes, l.dropped.packets, l.truncated.packets,
-                l.oversize.packets, l.pool_exhausted.packets, errors.packets, l.reload_drops.packets,
-                l.shutdown_drops.packets, l.duplicated.packets, l.gso.super_packets, l.gso.segments,
-                l.csum_filled, l.vlan_restored, l.kernel_rx_drops, l.tx_ring_full, l.tx_rejected
-            );
-        }
-        for (name, l) in [("outbound", &report.outbound), ("inbound", &report.inbound)] {
-            if let Some(line) = serde_json::to_value(l)
-                .ok()
-                .and_then(|v| crate::stats::pmtu_line(&v))
-            {
-                println!("{name}: {line}");
-            }
-        }
-        println!(
-            "policy generation {} ({} reloads refused, {} refused for the rate)",
-            report.policy_generation, report.reloads_refused, report.reloads_throttled
-        );
-        for a in &report.admission {
-            println!("{a}");
-        }
-        if let Some(a) = &report.adapt {
-            println!("{a}");
-        }
-        println!("{}", report.wake);
-        if let Ok(v) = serde_json::to_value(&report) {
-            println!("{}", crate::stats::failopen_line(&v));
-            for l in crate::stats::capture_lines(&v) {
-                println!("{l}");
-            }
-        }
+        print_report(&report);
     }
-    for (l, from) in [(&report.outbound, &b.lan), (&report.inbound, &b.wan)] {
-        if l.truncated.packets > 0 {
-            log::warning(&format!(
-                "{} frames arriving on {from} could not be read whole and were dropped: \
-                 frames longer than weir's 2 KB packet slots (jumbo frames), or super-packets that \
-                 found the socket's copy queue full (see docs/live.md)",
-                l.truncated.packets
-            ));
-        }
-        if l.oversize.packets > 0 {
-            log::warning(&format!(
-                "{} frames arriving on {from} were longer than the other interface's MTU \
-                 and were dropped (senders told with ICMP where due; see docs/live.md, \"Frames over the MTU\")",
-                l.oversize.packets
-            ));
-        }
-        let e = l.offload_errors.total();
-        if e.packets > 0 {
-            log::warning(&format!(
-                "{} frames arriving on {from} carried a virtio header weir could not honour \
-                 (dropped; causes in --json: offload_errors)",
-                e.packets
-            ));
-        }
-    }
+    warn_about(&report, b);
     Ok(ExitCode::SUCCESS)
+}
+
+/// A running bridge: one loop, or workers.
+enum Running {
+    One(Box<Bridge>),
+    Workers(Box<Workers>),
+}
+
+/// The final report as text (`report`: [`weir_io::bridge::BridgeReport`] as JSON, or the
+/// workers' merged one).
+fn print_report(report: &serde_json::Value) {
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    for name in ["outbound", "inbound"] {
+        let l = &report[name];
+        let p = |k: &str| n(&l[k]["packets"]);
+        let errors: u64 = l["offload_errors"]
+            .as_object()
+            .map_or(0, |o| o.values().map(|c| n(&c["packets"])).sum());
+        println!(
+            "{name}: rx {} frames / {} bytes, tx {} frames / {} bytes, dropped {} (policy) + {} (truncated) + {} (over MTU) + {} (pool) + {errors} (offload errors) + {} (reload) + {} (at shutdown), duplicated {}; super-packets {} cut into {} segments; checksums filled {}, VLAN tags restored {}; kernel rx-ring drops {}, tx ring full {} times, tx rejected {}",
+            p("rx"), n(&l["rx"]["bytes"]), p("tx"), n(&l["tx"]["bytes"]), p("dropped"), p("truncated"),
+            p("oversize"), p("pool_exhausted"), p("reload_drops"),
+            p("shutdown_drops"), p("duplicated"), n(&l["gso"]["super_packets"]), n(&l["gso"]["segments"]),
+            n(&l["csum_filled"]), n(&l["vlan_restored"]), n(&l["kernel_rx_drops"]), n(&l["tx_ring_full"]), n(&l["tx_rejected"])
+        );
+    }
+    for name in ["outbound", "inbound"] {
+        if let Some(line) = crate::stats::pmtu_line(&report[name]) {
+            println!("{name}: {line}");
+        }
+    }
+    println!(
+        "policy generation {} ({} reloads refused, {} refused for the rate)",
+        n(&report["policy_generation"]),
+        n(&report["reloads_refused"]),
+        n(&report["reloads_throttled"])
+    );
+    if let Some(w) = report["workers"].as_u64() {
+        println!("{w} workers");
+    }
+    for a in report["admission"].as_array().into_iter().flatten() {
+        if let Ok(a) = serde_json::from_value::<weir_core::admission::ClassAdmission>(a.clone()) {
+            println!("{a}");
+        }
+    }
+    if let Ok(a) =
+        serde_json::from_value::<weir_core::device::AdaptSnapshot>(report["adapt"].clone())
+    {
+        println!("{a}");
+    }
+    if let Ok(w) = serde_json::from_value::<weir_io::wake::WakeStats>(report["wake"].clone()) {
+        println!("{w}");
+    }
+    println!("{}", crate::stats::failopen_line(report));
+    for l in crate::stats::capture_lines(report) {
+        println!("{l}");
+    }
+}
+
+/// Warnings about what was lost on the way in.
+fn warn_about(report: &serde_json::Value, b: &BridgeArgs) {
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    for (dir, from) in [("outbound", &b.lan), ("inbound", &b.wan)] {
+        let l = &report[dir];
+        let truncated = n(&l["truncated"]["packets"]);
+        if truncated > 0 {
+            log::warning(&format!(
+                "{truncated} frames arriving on {from} could not be read whole and were dropped: \
+                 frames longer than weir's 2 KB packet slots (jumbo frames), or super-packets that \
+                 found the socket's copy queue full (see docs/live.md)"
+            ));
+        }
+        let oversize = n(&l["oversize"]["packets"]);
+        if oversize > 0 {
+            log::warning(&format!(
+                "{oversize} frames arriving on {from} were longer than the other interface's MTU \
+                 and were dropped (senders told with ICMP where due; see docs/live.md, \"Frames over the MTU\")"
+            ));
+        }
+        let errors: u64 = l["offload_errors"]
+            .as_object()
+            .map_or(0, |o| o.values().map(|c| n(&c["packets"])).sum());
+        if errors > 0 {
+            log::warning(&format!(
+                "{errors} frames arriving on {from} carried a virtio header weir could not honour \
+                 (dropped; causes in --json: offload_errors)"
+            ));
+        }
+    }
 }

@@ -8,6 +8,9 @@
 //! looked up before the rules). Then the table changes one plan and `weir reload` picks
 //! it up: that circuit alone gets its new maximum, and the answer counts the change.
 //!
+//! `weir run` picks its workers itself (`--workers auto`): on a machine of two CPUs or
+//! more, two workers or more, the three circuits dealt among them.
+//!
 //! Root and iperf3 needed; without them the test prints `SKIP: …` and passes, except
 //! under CI (`CI` set).
 

@@ -564,6 +564,19 @@ impl Device {
         Ok(())
     }
 
+    /// `dir`'s scheduler, if the direction is shaped.
+    pub fn shaper(&self, dir: Direction) -> Option<&crate::sched::linkshare::LinkShare> {
+        self.lanes[dir.index()].shaper()
+    }
+
+    /// `dir`'s scheduler, to change (`shard::Copies::apply` of `weir run --workers`).
+    pub fn shaper_mut(
+        &mut self,
+        dir: Direction,
+    ) -> Option<&mut crate::sched::linkshare::LinkShare> {
+        self.lanes[dir.index()].shaper_mut()
+    }
+
     /// Counters of `dir`'s pipeline at `now` (`None` when the direction is forwarded
     /// untouched).
     pub fn snapshot(&self, dir: Direction, now: Instant) -> Option<PipelineSnapshot> {

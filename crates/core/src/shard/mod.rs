@@ -37,7 +37,9 @@
 
 use crate::time::{Duration, Instant};
 
+pub mod copies;
 pub mod plan;
+pub use copies::{Copies, Tally};
 pub use plan::{deal, Plan};
 
 /// A non-backlogged shard may use this much more than it did (fraction).

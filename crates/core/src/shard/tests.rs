@@ -90,17 +90,18 @@ fn the_coordinator_divides_the_whole_rate_from_the_last_period() {
     assert_eq!(s.iter().sum::<u64>(), 100 * MBIT);
 }
 
-/// The shards of one link on the virtual clock, as `weir run --workers` will run them:
-/// each shard a scheduler whose root is its copy of the link, the coordinator re-dividing
-/// the link's rate every millisecond, the wire taking from the shards in turn.
+/// The shards of one link on the virtual clock, as `weir run --workers` runs them: each
+/// shard a scheduler whose root is its copy of the link, measured and set through
+/// [`Copies`], the coordinator re-dividing the link's rate every millisecond, the wire
+/// taking from the shards in turn.
 struct Sharded {
     shards: Vec<LinkShare>,
     /// Class of the whole tree → (shard, class in it).
     route: Vec<(usize, u32)>,
-    /// Per shard: its circuits (class in the shard, assured rate, bytes sent so far).
-    kids: Vec<Vec<(u32, u64, u64)>>,
+    copies: Vec<Copies>,
+    /// Per shard: its link copy's tally at the last tick.
+    tallies: Vec<Tally>,
     coord: Coordinator,
-    sent: Vec<u64>,
     turn: usize,
     /// Per shard: the share given × the period it was given for (bit), and bytes sent.
     given: Vec<(f64, u64)>,
@@ -112,22 +113,11 @@ impl Sharded {
             return;
         }
         let mut loads = Vec::with_capacity(self.shards.len());
+        let mut t = Vec::new();
         for (s, ls) in self.shards.iter().enumerate() {
-            let mut load = ShardLoad {
-                sent_bytes: self.sent[s],
-                backlogged: ls.len() > 0,
-                ..ShardLoad::default()
-            };
-            for (c, rate, before) in self.kids[s].iter_mut() {
-                let now_sent = ls.class_stats(*c).sent.bytes;
-                if ls.backlog(*c).0 > 0 {
-                    load.weight += *rate;
-                } else {
-                    load.unqueued_bytes += now_sent - *before;
-                }
-                *before = now_sent;
-            }
-            loads.push(load);
+            self.copies[s].measure(ls, &mut t);
+            loads.push(t[0].since(&self.tallies[s]));
+            self.tallies[s] = t[0];
         }
         let shares = self.coord.tick(now, &loads).to_vec();
         for (s, l) in loads.iter().enumerate() {
@@ -135,10 +125,7 @@ impl Sharded {
             self.given[s].1 += l.sent_bytes;
         }
         for (s, &bps) in shares.iter().enumerate() {
-            let r = Rate::from_bps(bps.max(1));
-            let burst = (bps / 8 / 1000) as u32 + 1514;
-            self.shards[s].set_rates(0, r, r, burst, burst, now);
-            self.sent[s] = 0;
+            self.copies[s].apply(&mut self.shards[s], &[bps], now);
         }
     }
 }
@@ -156,7 +143,6 @@ impl Qdisc for Sharded {
         for k in 0..n {
             let s = (self.turn + k) % n;
             if let Some(p) = self.shards[s].dequeue(cx) {
-                self.sent[s] += cx.pool.len(p) as u64;
                 self.turn = s + 1;
                 return Some(p);
             }
@@ -211,27 +197,28 @@ fn trees(n: usize, shards: usize) -> (LinkShare, Sharded) {
     let mut one = vec![class("link", None, LINK, false)];
     one.extend((0..n).map(|k| class(&format!("c{k}"), Some(0), circuit_rate(k), true)));
     let one = LinkShare::new(one, 1, Instant::ZERO).unwrap();
+    // every shard's copy starts as the whole link (as a shard's policy does)
     let mut specs: Vec<Vec<ClassSpec>> = (0..shards)
-        .map(|_| vec![class("link", None, LINK / shards as u64, false)])
+        .map(|_| vec![class("link", None, LINK, false)])
         .collect();
     let mut route = vec![(0, 0)];
-    let mut kids = vec![Vec::new(); shards];
     for k in 0..n {
         let s = k % shards;
         let local = specs[s].len() as u32;
         specs[s].push(class(&format!("c{k}"), Some(0), circuit_rate(k), true));
         route.push((s, local));
-        kids[s].push((local, circuit_rate(k), 0));
     }
+    let shards_ls: Vec<LinkShare> = specs
+        .into_iter()
+        .map(|s| LinkShare::new(s, 1, Instant::ZERO).unwrap())
+        .collect();
+    let link = vec!["link".to_string()];
     let sharded = Sharded {
-        shards: specs
-            .into_iter()
-            .map(|s| LinkShare::new(s, 1, Instant::ZERO).unwrap())
-            .collect(),
+        copies: shards_ls.iter().map(|ls| Copies::new(ls, &link)).collect(),
+        tallies: vec![Tally::default(); shards],
+        shards: shards_ls,
         route,
-        kids,
         coord: Coordinator::new(LINK, shards, PERIOD),
-        sent: vec![0; shards],
         turn: 0,
         given: vec![(0.0, 0); shards],
     };

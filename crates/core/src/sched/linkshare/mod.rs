@@ -466,6 +466,19 @@ impl LinkShare {
             .as_ref()
             .map_or((0, 0), |q| (q.len(), q.bytes()))
     }
+    /// Packets held in each class's subtree (a leaf: its queue's), into `out` (one entry
+    /// per class). O(classes); nothing is held anywhere when [`Qdisc::len`] is zero.
+    pub fn subtree_held(&self, out: &mut Vec<u32>) {
+        out.clear();
+        out.extend(self.classes.iter().map(|c| c.held));
+        // parents precede their children: one pass from the leaves up
+        for k in (1..self.classes.len()).rev() {
+            let p = self.classes[k].parent;
+            if p != NIL {
+                out[p as usize] += out[k];
+            }
+        }
+    }
     /// Verify every leaf queue's counter identities.
     pub fn check_counters(&self) -> Result<(), String> {
         for (i, q) in self.queues.iter().enumerate() {
