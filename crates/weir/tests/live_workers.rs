@@ -18,7 +18,7 @@
 
 mod common;
 
-use common::{start_weir, stats};
+use common::{start_weir, stats, weir};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 use weir_lab::agents::{SenderOpts, TcpSender, TcpSink};
@@ -189,7 +189,7 @@ fn two_workers_give_200_circuits_their_rates_both_ways() {
     let sock = dir.0.join("weir.sock");
     // WEIR_TEST_WORKERS=1 runs the same test with one worker, to compare
     let workers = std::env::var("WEIR_TEST_WORKERS").unwrap_or_else(|_| "2".into());
-    let weir = start_weir(
+    let running = start_weir(
         &t,
         &[
             "run",
@@ -201,7 +201,7 @@ fn two_workers_give_200_circuits_their_rates_both_ways() {
         &sock,
     );
 
-    let pid = weir.0.as_ref().unwrap().id();
+    let pid = running.0.as_ref().unwrap().id();
     let cpu0 = cpu_ticks(pid);
     let up = transfer(&t, &aliases, false);
     check("upload", &up, &rates);
@@ -263,7 +263,7 @@ fn two_workers_give_200_circuits_their_rates_both_ways() {
     // a worker that dies stops them all, and weir says which and why: the WAN interface
     // goes away under them
     t.dut.ip(&["link", "del", &t.dut_wan]).unwrap();
-    let out = weir.wait_output(Duration::from_secs(10));
+    let out = running.wait_output(Duration::from_secs(10));
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success(),
