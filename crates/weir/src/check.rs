@@ -41,7 +41,37 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!("{}: {e}", policy.display()))?;
     println!("{}: ok", policy.display());
     print!("{}", p.describe());
+    if p.subscribers.is_some() {
+        let n = weir_io::bridge::auto_workers(true);
+        println!(
+            "{}",
+            workers_line(&p, n).map_err(|e| anyhow::anyhow!("{}: {e}", policy.display()))?
+        );
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How `weir run` (`--workers auto`: `n` here) splits the table among its workers, or why
+/// it cannot.
+fn workers_line(p: &weir_core::policy::Policy, n: usize) -> Result<String, String> {
+    if n <= 1 {
+        return Ok("workers: 1 here (one CPU): the whole table on one worker".into());
+    }
+    let plan = weir_core::shard::Plan::new(p, n);
+    let mut parts = Vec::with_capacity(n);
+    for i in 0..n {
+        // each shard's policy is what its worker runs: it must build
+        let q = plan.policy(p, i)?;
+        let circuits = q.subscribers.as_ref().map_or(0, |t| t.circuits);
+        parts.push(format!(
+            "worker {i}: {circuits} circuits, {} of ceilings",
+            weir_core::units::fmt_rate(plan.load[i])
+        ));
+    }
+    Ok(format!(
+        "workers: {n} here (one per CPU; `weir run --workers N` to choose), the top-level classes dealt heaviest first: {}",
+        parts.join("; ")
+    ))
 }
 
 fn read(path: &Path) -> anyhow::Result<String> {

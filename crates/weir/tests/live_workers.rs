@@ -259,6 +259,10 @@ fn two_workers_give_200_circuits_their_rates_both_ways() {
         v["outbound"]["pipeline"]["classes"][0]["rate_bps"],
         400_000_000
     );
+    // the merged document reads as one weir's: `weir stats` shows it as a table
+    let (code, out, err) = weir(&["stats", "--socket", sock.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("c199") && out.contains("link"), "{out}");
 
     // a worker that dies stops them all, and weir says which and why: the WAN interface
     // goes away under them

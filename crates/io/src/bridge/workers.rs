@@ -438,7 +438,7 @@ impl Workers {
                 control,
                 classes: cfg.ready.shared.clone(),
             };
-            let wcfg = worker_config(b, device, i, role);
+            let wcfg = worker_config(b, device, (i, n), role);
             let cpu = (n <= cpus.len()).then(|| cpus[i]);
             let (opened_tx, opened) = std::sync::mpsc::channel::<Result<(), String>>();
             let (ended_tx, sh) = (ended_tx.clone(), shared.clone());
@@ -784,16 +784,25 @@ fn stop_all(
     e
 }
 
-/// Worker `i`'s bridge configuration: the template's, its own device and role; no
-/// capture, no socket, no bypass, the offloads left to the supervisor.
-fn worker_config(b: &BridgeConfig, device: Device, i: usize, role: WorkerRole) -> BridgeConfig {
+/// A worker's packet pool never holds fewer than this many packets.
+const MIN_WORKER_POOL: u32 = 16_384;
+
+/// Worker `i` of `n`'s bridge configuration: the template's, its own device and role, its
+/// part of the packet pool (it holds the packets of its part of the circuits); no capture,
+/// no socket, no bypass, the offloads left to the supervisor.
+fn worker_config(
+    b: &BridgeConfig,
+    device: Device,
+    (i, n): (usize, usize),
+    role: WorkerRole,
+) -> BridgeConfig {
     let mut c = BridgeConfig::new(&b.lan, &b.wan);
     c.device = device;
     c.ring = b.ring;
     c.batch = b.batch;
     c.busy_poll = b.busy_poll;
     c.keep_offloads = true;
-    c.pool_packets = b.pool_packets;
+    c.pool_packets = (b.pool_packets / n.max(1) as u32).max(MIN_WORKER_POOL);
     c.seed = b.seed.wrapping_add(i as u64);
     c.catch_up = b.catch_up;
     c.icmp_rate = b.icmp_rate;

@@ -169,6 +169,27 @@ pub fn render(doc: &str) -> Result<String, String> {
         &none,
         num(&p["reloads_refused"]),
     );
+    for w in v["workers"].as_array().into_iter().flatten() {
+        let worker = w["worker"].to_string();
+        for (dir, k) in [("outbound", "outbound_rx"), ("inbound", "inbound_rx")] {
+            m.counter(
+                "weir_worker_rx_packets",
+                "Frames a worker read (`weir run --workers`), per direction",
+                &labels(&[("worker", &worker), ("direction", dir)]),
+                num(&w[k]["packets"]),
+            );
+        }
+    }
+    for side in ["lan", "wan"] {
+        if let Some(n) = v["unsteered"][side].as_u64() {
+            m.counter(
+                "weir_fanout_unsteered",
+                "Frames the fanout program sent to worker 0 for want of a circuit",
+                &labels(&[("side", side)]),
+                n,
+            );
+        }
+    }
     let c = &v["connections"];
     if c.is_object() {
         m.gauge(
@@ -653,6 +674,30 @@ mod tests {
         // a lane without the fields (an older weir) counts zero
         let l = r#"direction="inbound""#;
         assert_eq!(sample(&text, "weir_oversize_packets_total", l), Some(0.0));
+    }
+
+    #[test]
+    fn workers_and_unsteered_frames() {
+        let mut v: Value = serde_json::from_str(&doc()).unwrap();
+        v["workers"] = json!([
+            { "worker": 0, "outbound_rx": { "packets": 7 }, "inbound_rx": { "packets": 5 } },
+            { "worker": 1, "outbound_rx": { "packets": 3 }, "inbound_rx": { "packets": 2 } },
+        ]);
+        v["unsteered"] = json!({ "lan": 4, "wan": 1 });
+        let text = render(&v.to_string()).unwrap();
+        let l = r#"worker="1",direction="inbound""#;
+        assert_eq!(
+            sample(&text, "weir_worker_rx_packets_total", l),
+            Some(2.0),
+            "{text}"
+        );
+        let l = r#"worker="0",direction="outbound""#;
+        assert_eq!(sample(&text, "weir_worker_rx_packets_total", l), Some(7.0));
+        let l = r#"side="lan""#;
+        assert_eq!(sample(&text, "weir_fanout_unsteered_total", l), Some(4.0));
+        // one weir: no worker metrics
+        let text = render(&doc()).unwrap();
+        assert!(!text.contains("weir_worker_rx_packets"), "{text}");
     }
 
     /// Three RTT samples of 31, 40 and 41 ms (sum 112 ms) and 2 retransmissions in `fq`:
