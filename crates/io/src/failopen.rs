@@ -205,8 +205,11 @@ impl Bypass {
 
     /// Beat, if one is due at `now_mono`, for a loop last alive at `alive_mono` (the
     /// supervisor of workers beats for the worker that turned least recently).
+    /// While that loop has not turned again (`alive_mono` not past the last beat's)
+    /// nothing is stored: the heartbeat goes stale once, and the hand-over is reported
+    /// once, when the loop is back.
     pub fn beat_for(&mut self, alive_mono: u64, now_mono: u64) -> Option<Beat> {
-        if !self.heart.due(now_mono) {
+        if !self.heart.due(now_mono) || alive_mono <= self.heart.last {
             return None;
         }
         let now_mono = alive_mono.min(now_mono);

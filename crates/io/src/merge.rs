@@ -8,8 +8,8 @@
 //!   the largest; [`FIRST_KEYS`]: configuration, such as a histogram's bucket bounds,
 //!   is the same in every worker and taken once);
 //! * objects merge key by key; a key only one worker has is taken as it is;
-//! * arrays of objects that have a `"name"` merge by name (classes, applications, a
-//!   reload's class lists), in the order first seen, so a class every worker has (the
+//! * arrays of objects that have a `"name"` (or else a `"class"`: admission) merge by
+//!   it (classes, applications), in the order first seen, so a class every worker has (the
 //!   link) appears once with its counters summed and a circuit (one worker's) as it is;
 //!   arrays of numbers of equal length add element-wise (histogram counts); other arrays
 //!   are joined (without repeating an equal element: a reload's class names);
@@ -19,8 +19,8 @@
 //! A shared class's configured rate and ceil in a worker's snapshot are its part (the
 //! coordinator's), which add up to the class's; a class every worker keeps unshared (a
 //! written leaf: all its traffic reaches one worker) would add up to N times its rate, so
-//! `rate_bps` and `ceil_bps` take the largest, and the supervisor writes the shared
-//! classes' whole rates after merging ([`crate::workers`]).
+//! `rate_bps` and `ceil_bps` take the largest, and each worker writes its shared
+//! classes' whole rates into its own document before (`bridge::workers`).
 
 use serde_json::{Map, Value};
 
@@ -101,8 +101,11 @@ fn merge_objects(a: &mut Map<String, Value>, b: &Map<String, Value>) {
     }
 }
 
+/// What names an element of an array: its `"name"`, else its `"class"` (admission).
 fn name_of(v: &Value) -> Option<&str> {
-    v.get("name").and_then(Value::as_str)
+    v.get("name")
+        .or_else(|| v.get("class"))
+        .and_then(Value::as_str)
 }
 
 fn merge_arrays(a: &mut Vec<Value>, b: &[Value], key: &str) {
@@ -180,6 +183,17 @@ mod tests {
         assert_eq!(m["classes"][0]["rate_bps"], json!(6), "the largest part");
         assert_eq!(m["classes"][0]["tcp"]["rtt"]["counts"], json!([4, 2]));
         assert_eq!(m["classes"][2]["sent"]["bytes"], json!(50));
+    }
+
+    #[test]
+    fn admission_entries_merge_by_their_class() {
+        let a = json!({"admission": [{"class": "voice", "admitted": 2, "refused": 0}]});
+        let b = json!({"admission": [{"class": "voice", "admitted": 3, "refused": 1}]});
+        let m = merge_all(vec![a, b]);
+        assert_eq!(
+            m["admission"],
+            json!([{"class": "voice", "admitted": 5, "refused": 1}])
+        );
     }
 
     #[test]

@@ -591,18 +591,10 @@ fn answer(mut s: UnixStream, ctx: &Serving) {
                     "weir reload needs root, the user weir runs as, or a member of its --socket-group",
                 );
             }
-            let (tx, rx) = std::sync::mpsc::sync_channel(1);
             let name = name.trim().to_string();
-            let r = ControlRequest {
-                prepared: crate::control::prepare(
-                    &name,
-                    body,
-                    shards.load(std::sync::atomic::Ordering::Relaxed),
-                ),
-                name,
-                text: body.to_string(),
-                reply: tx,
-            };
+            let n = shards.load(std::sync::atomic::Ordering::Relaxed);
+            let prepared = crate::control::prepare(&name, body, n);
+            let (r, rx) = ControlRequest::new(name, body.to_string(), prepared);
             if control.send(r).is_err() {
                 return reply_error(&mut s, "this weir does not take reloads");
             }

@@ -42,7 +42,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     println!("{}: ok", policy.display());
     print!("{}", p.describe());
     if p.subscribers.is_some() {
-        let n = weir_io::bridge::auto_workers(true);
+        let n = weir_io::bridge::auto_workers(p.adapt.is_none());
         println!(
             "{}",
             workers_line(&p, n).map_err(|e| anyhow::anyhow!("{}: {e}", policy.display()))?
@@ -54,6 +54,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
 /// How `weir run` (`--workers auto`: `n` here) splits the table among its workers, or why
 /// it cannot.
 fn workers_line(p: &weir_core::policy::Policy, n: usize) -> Result<String, String> {
+    if p.adapt.is_some() {
+        return Ok("workers: 1 ([adapt] shapes the whole link; `--workers N` refuses it)".into());
+    }
     if n <= 1 {
         return Ok("workers: 1 here (one CPU): the whole table on one worker".into());
     }

@@ -155,7 +155,8 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let mut n = a
         .workers
         .0
-        .unwrap_or_else(|| weir_io::bridge::auto_workers(table));
+        // ([adapt]'s controller shapes the whole link: one worker)
+        .unwrap_or_else(|| weir_io::bridge::auto_workers(table && p.adapt.is_none()));
     if n > 1 && !table {
         log::warning(&format!(
             "--workers {n}: the policy has no [subscribers] table to divide among workers; one worker runs it"
@@ -342,9 +343,7 @@ fn print_report(report: &serde_json::Value) {
     for name in ["outbound", "inbound"] {
         let l = &report[name];
         let p = |k: &str| n(&l[k]["packets"]);
-        let errors: u64 = l["offload_errors"]
-            .as_object()
-            .map_or(0, |o| o.values().map(|c| n(&c["packets"])).sum());
+        let errors = offload_errors(l);
         println!(
             "{name}: rx {} frames / {} bytes, tx {} frames / {} bytes, dropped {} (policy) + {} (truncated) + {} (over MTU) + {} (pool) + {errors} (offload errors) + {} (reload) + {} (at shutdown), duplicated {}; super-packets {} cut into {} segments; checksums filled {}, VLAN tags restored {}; kernel rx-ring drops {}, tx ring full {} times, tx rejected {}",
             p("rx"), n(&l["rx"]["bytes"]), p("tx"), n(&l["tx"]["bytes"]), p("dropped"), p("truncated"),
@@ -386,6 +385,13 @@ fn print_report(report: &serde_json::Value) {
     }
 }
 
+/// Frames of a lane (JSON) dropped for their virtio header, all causes.
+fn offload_errors(lane: &serde_json::Value) -> u64 {
+    lane["offload_errors"].as_object().map_or(0, |o| {
+        o.values().map(|c| c["packets"].as_u64().unwrap_or(0)).sum()
+    })
+}
+
 /// Warnings about what was lost on the way in.
 fn warn_about(report: &serde_json::Value, b: &BridgeArgs) {
     let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
@@ -406,9 +412,7 @@ fn warn_about(report: &serde_json::Value, b: &BridgeArgs) {
                  and were dropped (senders told with ICMP where due; see docs/live.md, \"Frames over the MTU\")"
             ));
         }
-        let errors: u64 = l["offload_errors"]
-            .as_object()
-            .map_or(0, |o| o.values().map(|c| n(&c["packets"])).sum());
+        let errors = offload_errors(l);
         if errors > 0 {
             log::warning(&format!(
                 "{errors} frames arriving on {from} carried a virtio header weir could not honour \

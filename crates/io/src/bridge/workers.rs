@@ -66,7 +66,11 @@ struct Slot {
 /// The division of the shared classes.
 #[derive(Default)]
 struct Division {
-    generation: u64,
+    /// The shared classes' whole ceils per direction the coordinators were made for.
+    ceils: [Vec<u64>; 2],
+    /// Each worker's policy generation at the last division: a worker whose policy
+    /// changed counts afresh (its new scheduler's counters start from zero).
+    generations: Vec<u64>,
     due: Instant,
     /// Per direction, per shared class: its coordinator and each worker's last tally.
     classes: [Vec<(Coordinator, Vec<Tally>)>; 2],
@@ -126,19 +130,19 @@ impl Shared {
         }
         d.due = now + PERIOD;
         let mut slots: Vec<MutexGuard<'_, Slot>> = self.slots.iter().map(lock).collect();
-        let generation = slots[0].generation;
-        let same = |s: &&MutexGuard<'_, Slot>| {
-            s.generation == generation
-                && (0..2).all(|k| s.tallies[k].len() == slots[0].tallies[k].len())
+        // every worker must have the same shared classes (a reload on its way through the
+        // workers: divide once all have it); their policies' generations may differ
+        let same = |s: &MutexGuard<'_, Slot>| {
+            (0..2)
+                .all(|k| s.ceils[k] == slots[0].ceils[k] && s.tallies[k].len() == s.ceils[k].len())
         };
-        if !slots.iter().all(|s| same(&s)) {
-            return; // a reload on its way through the workers: divide once all have it
+        if !slots.iter().all(same) {
+            return;
         }
         let n = slots.len();
-        if d.generation != generation
-            || (0..2).any(|k| d.classes[k].len() != slots[0].tallies[k].len())
-        {
-            d.generation = generation;
+        if d.ceils != slots[0].ceils || d.generations.len() != n {
+            d.ceils = slots[0].ceils.clone();
+            d.generations = slots.iter().map(|s| s.generation).collect();
             for k in 0..2 {
                 d.classes[k] = slots[0].ceils[k]
                     .iter()
@@ -148,6 +152,16 @@ impl Shared {
                         (Coordinator::new(ceil, n, PERIOD), last)
                     })
                     .collect();
+            }
+        }
+        for (w, s) in slots.iter().enumerate() {
+            if d.generations[w] != s.generation {
+                d.generations[w] = s.generation;
+                for k in 0..2 {
+                    for (i, (_, last)) in d.classes[k].iter_mut().enumerate() {
+                        last[w] = s.tallies[k][i];
+                    }
+                }
             }
         }
         d.seq += 1;
@@ -233,39 +247,36 @@ impl WorkerRole {
 }
 
 impl Worker {
-    /// New copies after the device's policy changed (`classes`: the new shared ones).
+    /// New copies after the device's policy changed (`classes`: the new shared ones),
+    /// an even part of each class until the next division, and a first tally at once
+    /// (the division needs every worker's, busy or not).
     pub(super) fn rebuild(&mut self, device: &mut Device, classes: Option<Vec<String>>) {
         if let Some(c) = classes {
             self.classes = c;
         }
-        for (k, d) in DIRS.into_iter().enumerate() {
-            self.copies[k] = device
-                .shaper(d)
-                .map_or_else(Copies::default, |ls| Copies::new(ls, &self.classes));
-        }
         self.generation = device.generation();
-        // until the first division: an even part each (not the whole class N times)
-        let n = self.shared.slots.len() as u64;
-        for (k, d) in DIRS.into_iter().enumerate() {
-            if let Some(ls) = device.shaper_mut(d) {
-                let even: Vec<u64> = self.copies[k]
-                    .copies()
-                    .iter()
-                    .map(|c| c.ceil.bps() / n)
-                    .collect();
-                self.copies[k].apply(ls, &even, Instant(crate::clock::monotonic_ns()));
-            }
-        }
+        let n = self.shared.slots.len();
+        let now = Instant(crate::clock::monotonic_ns());
         let mut s = lock(&self.shared.slots[self.index]);
         s.generation = self.generation;
-        for k in 0..2 {
+        for (k, d) in DIRS.into_iter().enumerate() {
             s.tallies[k].clear();
-            s.ceils[k] = self.copies[k]
-                .copies()
-                .iter()
-                .map(|c| c.ceil.bps())
-                .collect();
             s.shares[k].clear();
+            s.ceils[k].clear();
+            let Some(ls) = device.shaper_mut(d) else {
+                self.copies[k] = Copies::default();
+                continue;
+            };
+            self.copies[k] = Copies::new(ls, &self.classes);
+            let c = self.copies[k].copies();
+            s.ceils[k] = c.iter().map(|c| c.ceil.bps()).collect();
+            // the coordinator's own first division (the remainder to worker 0)
+            let even: Vec<u64> = s.ceils[k]
+                .iter()
+                .map(|&ceil| Coordinator::new(ceil, n, PERIOD).shares()[self.index])
+                .collect();
+            self.copies[k].apply(ls, &even, now);
+            self.copies[k].measure(ls, &mut s.tallies[k]);
         }
     }
 
@@ -300,16 +311,14 @@ impl Worker {
         }
     }
 
-    /// Once a turn: say this worker is alive, take a hand-over's skip instant, and take
-    /// part in the division of the shared classes. True: stop.
-    pub(super) fn turn(&mut self, now: Instant, out: &mut Lane, inb: &mut Lane) -> bool {
+    /// Once a turn: say this worker is alive and take a hand-over's skip instant.
+    pub(super) fn turn(&mut self, now: Instant, out: &mut Lane, inb: &mut Lane) {
         self.shared.alive[self.index].store(now.0, Ordering::Relaxed);
         let skip = self.shared.skip_before.load(Ordering::Relaxed);
         if skip > out.skip_before {
             out.skip_before = skip;
             inb.skip_before = skip;
         }
-        self.shared.stop.load(Ordering::Relaxed)
     }
 
     /// The latest this worker may sleep until.
@@ -418,17 +427,22 @@ impl Workers {
             Ok(Arc::new(s))
         };
         let (lan_steer, wan_steer) = (steer(Side::Src)?, steer(Side::Dst)?);
-        // group ids are per network namespace: two from weir's process id
-        let group = (std::process::id() as u16) & !1;
+        // group ids are per network namespace: two of weir's own, from its process id
+        // (2 pid and 2 pid + 1, modulo 2^16: weirs of neighbouring pids do not collide)
+        let group = (std::process::id().wrapping_mul(2) & 0xffff) as u16;
         let shared = Arc::new(Shared::new(n, bypass.as_ref().map(|b| b.interval())));
         let cpus = usable_cpus();
         let (ended_tx, ended) = std::sync::mpsc::channel::<Ended>();
         let mut controls = Vec::with_capacity(n);
         let mut threads = Vec::with_capacity(n);
         let mut handovers = 0u64;
-        let configs = std::mem::take(&mut cfg.ready.configs);
-        for (i, config) in configs.into_iter().enumerate() {
-            let device = Device::new(config).map_err(|e| other(format!("worker {i}: {e}")))?;
+        // every engine first: nothing to stop if one cannot be built
+        let devices = std::mem::take(&mut cfg.ready.configs)
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| Device::new(c).map_err(|e| other(format!("worker {i}: {e}"))))
+            .collect::<Result<Vec<_>, _>>()?;
+        for (i, device) in devices.into_iter().enumerate() {
             let (control_tx, control) = std::sync::mpsc::channel();
             controls.push(control_tx);
             let role = WorkerRole {
@@ -442,11 +456,16 @@ impl Workers {
             let cpu = (n <= cpus.len()).then(|| cpus[i]);
             let (opened_tx, opened) = std::sync::mpsc::channel::<Result<(), String>>();
             let (ended_tx, sh) = (ended_tx.clone(), shared.clone());
-            let t = std::thread::Builder::new()
+            let spawned = std::thread::Builder::new()
                 .name(format!("weir-worker-{i}"))
-                .spawn(move || worker_thread(i, wcfg, cpu, opened_tx, ended_tx, &sh.stop))
-                .map_err(|e| other(format!("cannot start worker {i}: {e}")))?;
-            threads.push(t);
+                .spawn(move || worker_thread(i, wcfg, cpu, opened_tx, ended_tx, &sh.stop));
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    let e = other(format!("cannot start worker {i}: {e}"));
+                    return Err(stop_all(&shared, threads, e));
+                }
+            }
             loop {
                 // keep the heartbeat fresh while the worker maps its rings
                 supervise_beat(&mut bypass, &shared, &mut handovers);
@@ -486,6 +505,12 @@ impl Workers {
             wan: b.wan.clone(),
             timeout_ms: b.fail_open.map_or(0.0, |d| d.as_secs_f64() * 1e3),
             refused: 0,
+            gate: TokenBucket::new(
+                weir_core::Rate::from_bps(RELOADS_PER_SECOND * 8),
+                RELOADS_PER_SECOND as u32,
+                Instant::ZERO,
+            ),
+            throttled: 0,
         };
         Ok(Workers {
             shared,
@@ -509,6 +534,13 @@ impl Workers {
         let clock = Clock::new();
         let mut next_publish = clock.now();
         let mut failed: Option<String> = None;
+        // wake at least every 5 ms, and twice a beat interval (an eighth of a 20 ms
+        // --fail-open-after is 2.5 ms)
+        let tick = std::time::Duration::from_nanos(
+            self.shared
+                .beat
+                .map_or(5_000_000, |b| (b.as_nanos() / 2).min(5_000_000)),
+        );
         while !stop.load(Ordering::Relaxed) {
             supervise_beat(&mut self.bypass, &self.shared, &mut self.handovers);
             let now = clock.now();
@@ -516,14 +548,14 @@ impl Workers {
             if !stalled {
                 watchdog.ping(now);
             }
-            self.poll_control();
+            self.poll_control(now);
             if now >= next_publish {
                 next_publish = now + Duration::from_millis(250);
                 if let Some(s) = &self.stats {
                     self.sup.publish(s, self.handovers, self.bypass.as_ref());
                 }
             }
-            match self.ended.recv_timeout(std::time::Duration::from_millis(5)) {
+            match self.ended.recv_timeout(tick) {
                 Ok((i, r)) => {
                     failed = Some(match r {
                         Ok(_) => format!("worker {i} stopped"),
@@ -571,25 +603,39 @@ impl Workers {
         let mut report = crate::merge::merge_all(reports);
         report["fail_open"] = self.sup.fail_open(self.handovers, self.bypass.as_ref());
         report["workers"] = n.into();
-        let r = report["reloads_refused"].as_u64().unwrap_or(0);
-        report["reloads_refused"] = (r + self.sup.refused).into();
+        let forwarded = self.bypass.as_ref().map(|b| b.forwarded());
+        for dir in ["outbound", "inbound"] {
+            kernel_forwarded(&mut report[dir], dir, forwarded);
+        }
+        add_refusals(&mut report, (self.sup.refused, self.sup.throttled));
         Ok(report)
     }
 
-    /// Reloads from `weir reload` (answered) and SIGHUP (logged).
-    fn poll_control(&mut self) {
+    /// Reloads from `weir reload` (answered; at most [`RELOADS_PER_SECOND`]) and SIGHUP
+    /// (logged).
+    fn poll_control(&mut self, now: Instant) {
+        let (bypass, shared, handovers) = (&mut self.bypass, &self.shared, &mut self.handovers);
+        let mut beat = || supervise_beat(bypass, shared, handovers);
         if let Some(rx) = &self.control {
             if let Ok(mut req) = rx.try_recv() {
-                let prepared = std::mem::replace(&mut req.prepared, Err(String::new()));
-                let answer = self.sup.reload(&req.name, &req.text, prepared);
-                log_reload("weir reload", &req.name, &answer);
+                let answer = if self.sup.gate.try_consume(1, now) {
+                    let prepared = std::mem::replace(&mut req.prepared, Err(String::new()));
+                    let a = self.sup.reload(&req.name, &req.text, prepared, &mut beat);
+                    log_reload("weir reload", &req.name, &a);
+                    a
+                } else {
+                    self.sup.throttled += 1;
+                    serde_json::json!({ "ok": false, "errors": format!(
+                        "too many reload requests: at most {RELOADS_PER_SECOND} a second; try again"
+                    ) })
+                };
                 req.respond(answer.to_string());
             }
         }
         if let Some(h) = &mut self.hup {
             if let Some(prepared) = h.poll() {
                 let name = h.file().display().to_string();
-                let answer = self.sup.reload(&name, "", prepared);
+                let answer = self.sup.reload(&name, "", prepared, &mut beat);
                 log_reload("SIGHUP", &name, &answer);
             }
         }
@@ -598,6 +644,17 @@ impl Workers {
     /// The statistics socket's path, once serving.
     pub fn stats_path(&self) -> Option<&std::path::Path> {
         self.stats.as_ref().map(StatsServer::path)
+    }
+}
+
+/// Whatever ends the supervisor (an error after start, a panic) stops the workers first:
+/// never workers forwarding beside the kernel's bypass.
+impl Drop for Workers {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        for t in std::mem::take(&mut self.threads) {
+            let _ = t.join();
+        }
     }
 }
 
@@ -610,17 +667,26 @@ struct Supervisor {
     lan: String,
     wan: String,
     timeout_ms: f64,
-    /// Reloads refused before they reached the workers (the policy did not prepare).
+    /// Reloads refused (the policy did not prepare, or the workers refused it).
     refused: u64,
+    /// `weir reload` requests a second ([`RELOADS_PER_SECOND`]): one gate for all
+    /// workers, so that they all take the same reloads.
+    gate: TokenBucket,
+    throttled: u64,
 }
 
 impl Supervisor {
     /// Hand a prepared policy to every worker; the merged answer.
+    /// Hand a prepared policy to every worker (beating the heartbeat while they take it:
+    /// `beat`); the merged answer. The workers check the same policy, so normally all
+    /// apply it or all refuse it; if some refuse (a shard's own configuration failed),
+    /// the answer and the log say which and that the policy must be fixed and reloaded.
     fn reload(
         &mut self,
         name: &str,
         text: &str,
         prepared: crate::control::Prepared,
+        beat: &mut dyn FnMut(),
     ) -> serde_json::Value {
         let ready = match prepared {
             Ok(r) if r.configs.len() == self.controls.len() => r,
@@ -643,50 +709,66 @@ impl Supervisor {
                 shared: ready.shared.clone(),
             };
             let (req, rx) = ControlRequest::new(name.into(), text.into(), Ok(one));
-            if tx.send(req).is_err() {
-                return serde_json::json!({ "ok": false, "errors": "a worker has stopped" });
-            }
+            // (a worker that has stopped answers nothing: counted below)
+            let _ = tx.send(req);
             waiting.push(rx);
         }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let answers: Vec<serde_json::Value> = waiting
             .into_iter()
-            .map(|rx| {
-                rx.recv_timeout(std::time::Duration::from_secs(10))
-                    .ok()
-                    .and_then(|s| serde_json::from_str(&s).ok())
-                    .unwrap_or_else(
-                        || serde_json::json!({ "ok": false, "errors": "a worker did not answer" }),
-                    )
+            .map(|rx| loop {
+                beat();
+                match rx.recv_timeout(std::time::Duration::from_millis(5)) {
+                    Ok(s) => break serde_json::from_str(&s).unwrap_or_default(),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                        if std::time::Instant::now() < deadline => {}
+                    Err(_) => break serde_json::json!({ "ok": false, "errors": "no answer" }),
+                }
             })
             .collect();
-        if let Some(bad) = answers.iter().find(|a| a["ok"] != true) {
-            // the workers check the same configuration: one refuses, all refuse
-            return bad.clone();
+        let refused: Vec<usize> = (0..answers.len())
+            .filter(|&i| answers[i]["ok"] != true)
+            .collect();
+        if refused.len() == answers.len() {
+            self.refused += 1;
+            return answers[0].clone();
         }
-        let mut merged = crate::merge::merge_all(answers);
         for s in &self.steering {
             if let Err(e) = s.set_all(&ready.steering) {
                 log::warning(&format!("fanout: the new steering was not applied: {e}"));
             }
         }
         self.classes = ready.shared;
+        if !refused.is_empty() {
+            self.refused += 1;
+            let why: Vec<String> = refused
+                .iter()
+                .map(|&i| {
+                    format!(
+                        "worker {i}: {}",
+                        answers[i]["errors"].as_str().unwrap_or("?")
+                    )
+                })
+                .collect();
+            return serde_json::json!({ "ok": false, "errors": format!(
+                "{name}: applied by {} of {} workers and refused by the others ({}); weir now runs two policies: fix the policy and reload again",
+                answers.len() - refused.len(), answers.len(), why.join("; ")
+            ) });
+        }
+        let mut merged = crate::merge::merge_all(answers);
         let applied_ms = merged["applied_ms"].as_f64().unwrap_or(0.0);
         merged["summary"] = reload_summary(&merged["report"], applied_ms).into();
         merged
     }
 
+    /// The fail-open document: the supervisor's bypass and hand-overs.
     fn fail_open(&self, handovers: u64, bypass: Option<&failopen::Bypass>) -> serde_json::Value {
-        let mut v = serde_json::to_value(FailOpenDoc {
+        serde_json::to_value(FailOpenDoc {
             enabled: bypass.is_some(),
             timeout_ms: self.timeout_ms,
             handovers,
         })
-        .unwrap_or_default();
-        if let Some(b) = bypass {
-            let (out, back) = b.forwarded();
-            v["kernel_forwarded"] = serde_json::json!({ "outbound": out, "inbound": back });
-        }
-        v
+        .unwrap_or_default()
     }
 
     /// Publish the workers' status documents as one: what is the supervisor's is taken
@@ -706,7 +788,7 @@ impl Supervisor {
             "wan": self.wan,
         });
         let forwarded = bypass.map(|b| b.forwarded());
-        let refused = self.refused;
+        let refused = (self.refused, self.throttled);
         server.publish_lazy(Arc::new(move || {
             let docs: Vec<serde_json::Value> = docs
                 .iter()
@@ -731,24 +813,45 @@ impl Supervisor {
             if !doc.is_object() {
                 doc = serde_json::json!({});
             }
-            if let Some((out, back)) = forwarded {
-                for (dir, f) in [("outbound", out), ("inbound", back)] {
-                    if doc[dir]["lane"].is_object() {
-                        doc[dir]["lane"]["kernel_forwarded"] =
-                            serde_json::json!({ "packets": f.packets, "bytes": f.bytes });
-                    }
-                }
+            for dir in ["outbound", "inbound"] {
+                kernel_forwarded(&mut doc[dir]["lane"], dir, forwarded);
             }
-            if doc["policy"].is_object() {
-                let r = doc["policy"]["reloads_refused"].as_u64().unwrap_or(0);
-                doc["policy"]["reloads_refused"] = (r + refused).into();
-            }
+            add_refusals(&mut doc["policy"], refused);
             if let (Some(d), Some(e)) = (doc.as_object_mut(), extra.as_object()) {
                 d.extend(e.iter().map(|(k, v)| (k.clone(), v.clone())));
             }
             doc["workers"] = workers.into();
             doc.to_string()
         }));
+    }
+}
+
+/// What the kernel forwarded in direction `dir` (the bypass's counts: `forwarded`), into a
+/// lane's counters.
+fn kernel_forwarded(
+    lane: &mut serde_json::Value,
+    dir: &str,
+    forwarded: Option<(failopen::Forwarded, failopen::Forwarded)>,
+) {
+    let Some((out, back)) = forwarded else { return };
+    if lane.is_object() {
+        let f = if dir == "outbound" { out } else { back };
+        lane["kernel_forwarded"] = serde_json::json!({ "packets": f.packets, "bytes": f.bytes });
+    }
+}
+
+/// The supervisor's own reload refusals (refused, refused for the rate) added to a
+/// document's (its `policy` object, or the final report).
+fn add_refusals(v: &mut serde_json::Value, (refused, throttled): (u64, u64)) {
+    if !v.is_object() {
+        return;
+    }
+    for (k, n) in [
+        ("reloads_refused", refused),
+        ("reloads_throttled", throttled),
+    ] {
+        let r = v[k].as_u64().unwrap_or(0);
+        v[k] = (r + n).into();
     }
 }
 
@@ -926,10 +1029,43 @@ mod tests {
         );
         assert_eq!(a + b, 10_000_000);
         assert_eq!(b, 100_000, "1 % floor");
-        // a worker still on an older policy: no division
-        lock(&s.slots[1]).generation = 0;
+        // worker 1 reloaded: its new scheduler counts from zero, which is no negative
+        // load; the division goes on with its policy generation different
+        {
+            let mut g = lock(&s.slots[1]);
+            g.generation = 2;
+            g.tallies[0] = vec![tally(0, true)];
+        }
+        lock(&s.slots[0]).tallies[0] = vec![tally(2500, true)];
         s.divide(Instant(2_000_000));
-        assert_eq!(lock(&s.slots[0]).seq, 2);
+        assert_eq!(lock(&s.slots[0]).seq, 3);
+        let parts: u64 = s.slots.iter().map(|x| lock(x).shares[0][0]).sum();
+        assert_eq!(parts, 10_000_000);
+        // a worker with other shared classes (a reload half-way through): no division
+        lock(&s.slots[1]).ceils[0] = vec![20_000_000];
+        s.divide(Instant(3_000_000));
+        assert_eq!(lock(&s.slots[0]).seq, 3);
+    }
+
+    #[test]
+    fn an_idle_worker_does_not_hold_the_division_up() {
+        // a worker's slot is filled when its policy is built, busy or not: the division
+        // runs with the other worker's load alone
+        let s = Shared::new(2, None);
+        for (i, slot) in s.slots.iter().enumerate() {
+            let mut g = lock(slot);
+            g.ceils = [vec![10_000_000], vec![]];
+            g.tallies = [vec![tally(0, false)], vec![]];
+            g.generation = i as u64 + 1;
+        }
+        s.divide(Instant(0));
+        lock(&s.slots[0]).tallies[0] = vec![tally(1200, true)];
+        s.divide(Instant(1_000_000));
+        let (a, b) = (
+            lock(&s.slots[0]).shares[0][0],
+            lock(&s.slots[1]).shares[0][0],
+        );
+        assert_eq!((a, b), (9_900_000, 100_000));
     }
 
     #[test]
