@@ -194,12 +194,7 @@ pub struct Bridge {
     /// The policy file SIGHUP re-reads (on a thread of its own).
     reload_file: Option<crate::control::HupReloads>,
     reloads_refused: u64,
-    /// Reload requests through the socket beyond [`RELOADS_PER_SECOND`]: refused unread,
-    /// so that a flood of them never stalls forwarding.
-    reload_gate: TokenBucket,
-    reloads_throttled: u64,
-    /// When a refusal for the rate was last logged (one line a second at most).
-    throttle_logged: Instant,
+    reload_gate: ReloadGate,
     /// Whether the adaptive controller was at its fallback at the last look (a change is
     /// logged).
     adapt_fallback: bool,
@@ -417,14 +412,7 @@ impl Bridge {
             control,
             reload_file,
             reloads_refused: 0,
-            // one byte a request: RELOADS_PER_SECOND bytes a second, as many deep
-            reload_gate: TokenBucket::new(
-                weir_core::Rate::from_bps(RELOADS_PER_SECOND * 8),
-                RELOADS_PER_SECOND as u32,
-                Instant::ZERO,
-            ),
-            reloads_throttled: 0,
-            throttle_logged: Instant::ZERO,
+            reload_gate: ReloadGate::new(),
             adapt_fallback: false,
             adapt_swaps: 0,
             publish_cost: PublishCost::default(),
@@ -554,13 +542,7 @@ impl Bridge {
         }
         let end = self.clock.now();
         // hand the link to the kernel first: it forwards while the queues are purged
-        if let Some(b) = &mut self.bypass {
-            b.hand_to_kernel();
-            log::notice(&format!(
-                "stopping: fail-open: the kernel forwards between {} and {} (unshaped) until weir runs again",
-                self.lan, self.wan
-            ));
-        }
+        hand_over_at_stop(self.bypass.as_mut(), &self.lan, &self.wan);
         self.shutdown(end);
         self.publish(end, start);
         Ok(BridgeReport {
@@ -571,7 +553,7 @@ impl Bridge {
             inbound: self.inb.stats.clone(),
             policy_generation: self.device.generation(),
             reloads_refused: self.reloads_refused,
-            reloads_throttled: self.reloads_throttled,
+            reloads_throttled: self.reload_gate.throttled,
             admission: self.device.admission_report(),
             adapt: self.device.adapt(),
             wake: self.wake.clone(),
@@ -703,26 +685,21 @@ impl Bridge {
         if let Some(rx) = &self.control {
             if let Ok(mut req) = rx.try_recv() {
                 // (a worker's reloads come from its supervisor, which limits them)
-                let answer = if self.worker.is_some() || self.reload_gate.try_consume(1, now) {
-                    let prepared = std::mem::replace(&mut req.prepared, Err(String::new()));
-                    let a = self.reload(&req.name, prepared, now);
-                    if self.worker.is_none() {
-                        // (a worker's supervisor logs the merged answer)
-                        log_reload("weir reload", &req.name, &a);
+                let admitted = match self.worker {
+                    Some(_) => Ok(()),
+                    None => self.reload_gate.admit(now),
+                };
+                let answer = match admitted {
+                    Ok(()) => {
+                        let prepared = std::mem::replace(&mut req.prepared, Err(String::new()));
+                        let a = self.reload(&req.name, prepared, now);
+                        if self.worker.is_none() {
+                            // (a worker's supervisor logs the merged answer)
+                            log_reload("weir reload", &req.name, &a);
+                        }
+                        a
                     }
-                    a
-                } else {
-                    self.reloads_throttled += 1;
-                    if now >= self.throttle_logged + Duration::from_secs(1) {
-                        self.throttle_logged = now;
-                        log::warning(&format!(
-                            "weir reload: more than {RELOADS_PER_SECOND} requests a second; refused {} so far",
-                            self.reloads_throttled
-                        ));
-                    }
-                    serde_json::json!({ "ok": false, "errors": format!(
-                        "too many reload requests: at most {RELOADS_PER_SECOND} a second; try again"
-                    ) })
+                    Err(refusal) => refusal,
                 };
                 req.respond(answer.to_string());
             }
@@ -892,7 +869,7 @@ impl Bridge {
                 generation: self.device.generation(),
                 reloads: self.device.generation() - 1,
                 reloads_refused: self.reloads_refused,
-                reloads_throttled: self.reloads_throttled,
+                reloads_throttled: self.reload_gate.throttled,
             },
             connections: self.device.connection_stats(),
             top_talkers: self.talkers.top().to_vec(),
@@ -963,6 +940,59 @@ impl Bridge {
         if let Some(p) = &mut self.pcap_both {
             let _ = p.flush();
         }
+    }
+}
+
+/// `weir reload` requests through the statistics socket: at most [`RELOADS_PER_SECOND`]
+/// (a token bucket, one byte a request); more are refused unread and counted, so that a
+/// flood of them never stalls forwarding, and the refusals logged a line a second at most.
+struct ReloadGate {
+    bucket: TokenBucket,
+    throttled: u64,
+    /// When a refusal was last logged.
+    logged: Instant,
+}
+
+impl ReloadGate {
+    fn new() -> ReloadGate {
+        ReloadGate {
+            // RELOADS_PER_SECOND bytes a second, as many deep
+            bucket: TokenBucket::new(
+                weir_core::Rate::from_bps(RELOADS_PER_SECOND * 8),
+                RELOADS_PER_SECOND as u32,
+                Instant::ZERO,
+            ),
+            throttled: 0,
+            logged: Instant::ZERO,
+        }
+    }
+
+    /// Take a request at `now`, or the answer that refuses it.
+    fn admit(&mut self, now: Instant) -> Result<(), serde_json::Value> {
+        if self.bucket.try_consume(1, now) {
+            return Ok(());
+        }
+        self.throttled += 1;
+        if now >= self.logged + Duration::from_secs(1) {
+            self.logged = now;
+            log::warning(&format!(
+                "weir reload: more than {RELOADS_PER_SECOND} requests a second; refused {} so far",
+                self.throttled
+            ));
+        }
+        Err(serde_json::json!({ "ok": false, "errors": format!(
+            "too many reload requests: at most {RELOADS_PER_SECOND} a second; try again"
+        ) }))
+    }
+}
+
+/// At a clean stop: the kernel forwards from now on (fail-open), said in the log.
+fn hand_over_at_stop(bypass: Option<&mut failopen::Bypass>, lan: &str, wan: &str) {
+    if let Some(b) = bypass {
+        b.hand_to_kernel();
+        log::notice(&format!(
+            "stopping: fail-open: the kernel forwards between {lan} and {wan} (unshaped) until weir runs again"
+        ));
     }
 }
 

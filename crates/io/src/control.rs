@@ -23,7 +23,7 @@ use weir_core::Instant;
 
 /// A policy made ready for the data path: one device configuration per worker (one
 /// without `--workers`), the prefixes each worker is steered ([`crate::fanout`]), and
-/// the classes the workers share (the coordinator divides them: [`crate::workers`]).
+/// the classes the workers share (the coordinator divides them: [`crate::bridge::Workers`]).
 pub struct Ready {
     pub configs: Vec<DeviceConfig>,
     pub steering: Vec<(IpNet, u32)>,
@@ -58,17 +58,10 @@ pub fn ready(policy: &Policy, shards: usize, now: Instant) -> Result<Ready, Stri
     let configs = (0..shards)
         .map(|i| plan.policy(policy, i)?.device_config(now))
         .collect::<Result<Vec<_>, String>>()?;
-    let shared = policy
-        .classes
-        .iter()
-        .enumerate()
-        .filter(|&(k, c)| plan.owner[k].is_none() && !c.leaf)
-        .map(|(_, c)| c.name.clone())
-        .collect();
     Ok(Ready {
         configs,
         steering: plan.steering(policy),
-        shared,
+        shared: plan.shared(policy),
     })
 }
 

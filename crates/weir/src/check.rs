@@ -42,7 +42,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     println!("{}: ok", policy.display());
     print!("{}", p.describe());
     if p.subscribers.is_some() {
-        let n = weir_io::bridge::auto_workers(p.adapt.is_none());
+        let n = weir_io::bridge::auto_workers(&p);
         println!(
             "{}",
             workers_line(&p, n).map_err(|e| anyhow::anyhow!("{}: {e}", policy.display()))?

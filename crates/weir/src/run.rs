@@ -155,8 +155,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let mut n = a
         .workers
         .0
-        // ([adapt]'s controller shapes the whole link: one worker)
-        .unwrap_or_else(|| weir_io::bridge::auto_workers(table && p.adapt.is_none()));
+        .unwrap_or_else(|| weir_io::bridge::auto_workers(&p));
     if n > 1 && !table {
         log::warning(&format!(
             "--workers {n}: the policy has no [subscribers] table to divide among workers; one worker runs it"

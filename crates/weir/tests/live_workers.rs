@@ -161,13 +161,16 @@ fn transfer(t: &BridgeTopo, aliases: &[IpAddr], download: bool) -> Vec<f64> {
         .collect()
 }
 
-/// User and system CPU time of process `pid`, in clock ticks (1/100 s).
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    // the fields after the command's closing parenthesis: utime and stime are 12th, 13th
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let f: Vec<&str> = rest.split(' ').collect();
-    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+/// A `/proc/.../stat` file's command name and user and system CPU time, in clock ticks
+/// (1/100 s): the 12th and 13th fields after the name's closing parenthesis.
+fn cpu_ticks(stat: &std::path::Path) -> (String, u64, u64) {
+    let stat = std::fs::read_to_string(stat).unwrap_or_default();
+    let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+        return ("?".into(), 0, 0);
+    };
+    let f: Vec<&str> = stat[close + 2..].split(' ').collect();
+    let ticks = |i: usize| f.get(i).and_then(|x| x.parse().ok()).unwrap_or(0);
+    (stat[open + 1..close].to_string(), ticks(11), ticks(12))
 }
 
 #[test]
@@ -202,14 +205,16 @@ fn two_workers_give_200_circuits_their_rates_both_ways() {
     );
 
     let pid = running.0.as_ref().unwrap().id();
-    let cpu0 = cpu_ticks(pid);
+    let process = std::path::PathBuf::from(format!("/proc/{pid}/stat"));
+    let total = |(_, user, system): (String, u64, u64)| user + system;
+    let cpu0 = total(cpu_ticks(&process));
     let up = transfer(&t, &aliases, false);
     check("upload", &up, &rates);
     let down = transfer(&t, &aliases, true);
     check("download", &down, &rates);
 
     let v = stats(&sock);
-    let cpu = (cpu_ticks(pid) - cpu0) as f64 / 100.0;
+    let cpu = (total(cpu_ticks(&process)) - cpu0) as f64 / 100.0;
     let frames: u64 = ["outbound", "inbound"]
         .iter()
         .map(|d| v[d]["lane"]["tx"]["packets"].as_u64().unwrap_or(0))
@@ -222,18 +227,11 @@ fn two_workers_give_200_circuits_their_rates_both_ways() {
         .unwrap()
         .flatten()
         .map(|task| {
-            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-            let name = stat
-                .split('(')
-                .nth(1)
-                .and_then(|x| x.split(')').next())
-                .unwrap_or("?");
-            let f: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
-            let ticks = |i: usize| f[i].parse::<u64>().unwrap_or(0);
+            let (name, user, system) = cpu_ticks(&task.path().join("stat"));
             format!(
                 "{name} {:.2} s user + {:.2} s system",
-                ticks(11) as f64 / 100.0,
-                ticks(12) as f64 / 100.0
+                user as f64 / 100.0,
+                system as f64 / 100.0
             )
         })
         .collect();

@@ -46,7 +46,7 @@ impl Tally {
 
 /// One shared class in this shard.
 #[derive(Clone, Debug)]
-pub struct Copy {
+pub struct ClassCopy {
     pub name: String,
     id: u32,
     /// The whole class's rate and ceil (as the policy gives them, across all shards).
@@ -60,7 +60,7 @@ pub struct Copy {
 /// This shard's copies, in the order of the names they were made from.
 #[derive(Clone, Debug, Default)]
 pub struct Copies {
-    copies: Vec<Copy>,
+    copies: Vec<ClassCopy>,
     held: Vec<u32>,
 }
 
@@ -68,10 +68,10 @@ impl Copies {
     /// The copies of the classes `names` in `ls` (before any [`Copies::apply`]: their
     /// rates are the whole class's). A name `ls` lacks is left out.
     pub fn new(ls: &LinkShare, names: &[String]) -> Copies {
-        let mut copies: Vec<Copy> = names
+        let mut copies: Vec<ClassCopy> = names
             .iter()
             .filter_map(|n| ls.class_id(n).map(|id| (n, id)))
-            .map(|(n, id)| Copy {
+            .map(|(n, id)| ClassCopy {
                 name: n.clone(),
                 id,
                 rate: ls.rate(id),
@@ -93,7 +93,7 @@ impl Copies {
         }
     }
 
-    pub fn copies(&self) -> &[Copy] {
+    pub fn copies(&self) -> &[ClassCopy] {
         &self.copies
     }
 
@@ -144,7 +144,7 @@ impl Copies {
 
 /// A copy's (ceil, rate) for its part `share` of the class's ceil: at least 1 bit/s
 /// each, the rate in the class's rate/ceil proportion.
-fn part(c: &Copy, share: u64) -> (u64, u64) {
+fn part(c: &ClassCopy, share: u64) -> (u64, u64) {
     let ceil = share.max(1);
     let whole = c.ceil.bps().max(1);
     let rate = (u128::from(ceil) * u128::from(c.rate.bps()) / u128::from(whole)) as u64;

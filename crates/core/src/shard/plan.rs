@@ -89,6 +89,18 @@ impl Plan {
         self.load.len()
     }
 
+    /// The names of the classes whose rates the shards share: the inner classes every
+    /// shard keeps (the link, the table's attach point and its ancestors). A leaf every
+    /// shard keeps is not shared: what no circuit covers reaches shard 0 only.
+    pub fn shared(&self, p: &Policy) -> Vec<String> {
+        p.classes
+            .iter()
+            .zip(&self.owner)
+            .filter(|(c, o)| o.is_none() && !c.leaf)
+            .map(|(c, _)| c.name.clone())
+            .collect()
+    }
+
     /// Every circuit prefix and the shard that owns it (for the fanout program).
     pub fn steering(&self, p: &Policy) -> Vec<(IpNet, u32)> {
         p.subscribers.as_ref().map_or(Vec::new(), |s| {

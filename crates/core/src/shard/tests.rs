@@ -322,6 +322,8 @@ fn a_table_splits_into_shards_that_keep_each_site_whole() {
     assert_eq!(plan.owner[0], None, "the link is everyone's");
     assert_eq!(plan.owner[p.class_index("other").unwrap()], None);
     assert_eq!(plan.load[0], plan.load[1]);
+    // shared: the link; `other` is a leaf every shard keeps, not divided
+    assert_eq!(plan.shared(&p), vec!["link".to_string()]);
 
     let steer = plan.steering(&p);
     assert_eq!(steer.len(), p.subscribers.as_ref().unwrap().prefixes);

@@ -211,7 +211,6 @@ pub(super) struct Worker {
     /// The division last applied.
     applied: u64,
     next: Instant,
-    generation: u64,
     /// The device held packets at the last measurement.
     busy: bool,
 }
@@ -238,7 +237,6 @@ impl WorkerRole {
             copies: Default::default(),
             applied: 0,
             next: Instant::ZERO,
-            generation: 0,
             busy: false,
         };
         w.rebuild(device, None);
@@ -254,11 +252,10 @@ impl Worker {
         if let Some(c) = classes {
             self.classes = c;
         }
-        self.generation = device.generation();
         let n = self.shared.slots.len();
         let now = Instant(crate::clock::monotonic_ns());
         let mut s = lock(&self.shared.slots[self.index]);
-        s.generation = self.generation;
+        s.generation = device.generation();
         for (k, d) in DIRS.into_iter().enumerate() {
             s.tallies[k].clear();
             s.shares[k].clear();
@@ -351,7 +348,7 @@ impl Worker {
         }
         self.shared.divide(now);
         let s = lock(&self.shared.slots[self.index]);
-        if s.seq == self.applied || s.generation != self.generation {
+        if s.seq == self.applied {
             return;
         }
         self.applied = s.seq;
@@ -505,12 +502,7 @@ impl Workers {
             wan: b.wan.clone(),
             timeout_ms: b.fail_open.map_or(0.0, |d| d.as_secs_f64() * 1e3),
             refused: 0,
-            gate: TokenBucket::new(
-                weir_core::Rate::from_bps(RELOADS_PER_SECOND * 8),
-                RELOADS_PER_SECOND as u32,
-                Instant::ZERO,
-            ),
-            throttled: 0,
+            gate: ReloadGate::new(),
         };
         Ok(Workers {
             shared,
@@ -571,13 +563,7 @@ impl Workers {
             }
         }
         // hand the link to the kernel first: it forwards while the queues are purged
-        if let Some(bp) = &mut self.bypass {
-            bp.hand_to_kernel();
-            log::notice(&format!(
-                "stopping: fail-open: the kernel forwards between {} and {} (unshaped) until weir runs again",
-                self.sup.lan, self.sup.wan
-            ));
-        }
+        hand_over_at_stop(self.bypass.as_mut(), &self.sup.lan, &self.sup.wan);
         self.shared.stop.store(true, Ordering::SeqCst);
         let mut reports = Vec::with_capacity(n);
         for (i, t) in std::mem::take(&mut self.threads).into_iter().enumerate() {
@@ -607,27 +593,25 @@ impl Workers {
         for dir in ["outbound", "inbound"] {
             kernel_forwarded(&mut report[dir], dir, forwarded);
         }
-        add_refusals(&mut report, (self.sup.refused, self.sup.throttled));
+        add_refusals(&mut report, (self.sup.refused, self.sup.gate.throttled));
         Ok(report)
     }
 
-    /// Reloads from `weir reload` (answered; at most [`RELOADS_PER_SECOND`]) and SIGHUP
-    /// (logged).
+    /// Reloads from `weir reload` (answered; at most [`RELOADS_PER_SECOND`] a second)
+    /// and SIGHUP (logged).
     fn poll_control(&mut self, now: Instant) {
         let (bypass, shared, handovers) = (&mut self.bypass, &self.shared, &mut self.handovers);
         let mut beat = || supervise_beat(bypass, shared, handovers);
         if let Some(rx) = &self.control {
             if let Ok(mut req) = rx.try_recv() {
-                let answer = if self.sup.gate.try_consume(1, now) {
-                    let prepared = std::mem::replace(&mut req.prepared, Err(String::new()));
-                    let a = self.sup.reload(&req.name, &req.text, prepared, &mut beat);
-                    log_reload("weir reload", &req.name, &a);
-                    a
-                } else {
-                    self.sup.throttled += 1;
-                    serde_json::json!({ "ok": false, "errors": format!(
-                        "too many reload requests: at most {RELOADS_PER_SECOND} a second; try again"
-                    ) })
+                let answer = match self.sup.gate.admit(now) {
+                    Ok(()) => {
+                        let prepared = std::mem::replace(&mut req.prepared, Err(String::new()));
+                        let a = self.sup.reload(&req.name, &req.text, prepared, &mut beat);
+                        log_reload("weir reload", &req.name, &a);
+                        a
+                    }
+                    Err(refusal) => refusal,
                 };
                 req.respond(answer.to_string());
             }
@@ -639,11 +623,6 @@ impl Workers {
                 log_reload("SIGHUP", &name, &answer);
             }
         }
-    }
-
-    /// The statistics socket's path, once serving.
-    pub fn stats_path(&self) -> Option<&std::path::Path> {
-        self.stats.as_ref().map(StatsServer::path)
     }
 }
 
@@ -669,14 +648,11 @@ struct Supervisor {
     timeout_ms: f64,
     /// Reloads refused (the policy did not prepare, or the workers refused it).
     refused: u64,
-    /// `weir reload` requests a second ([`RELOADS_PER_SECOND`]): one gate for all
-    /// workers, so that they all take the same reloads.
-    gate: TokenBucket,
-    throttled: u64,
+    /// One gate for all workers, so that they all take the same reloads.
+    gate: ReloadGate,
 }
 
 impl Supervisor {
-    /// Hand a prepared policy to every worker; the merged answer.
     /// Hand a prepared policy to every worker (beating the heartbeat while they take it:
     /// `beat`); the merged answer. The workers check the same policy, so normally all
     /// apply it or all refuse it; if some refuse (a shard's own configuration failed),
@@ -788,7 +764,7 @@ impl Supervisor {
             "wan": self.wan,
         });
         let forwarded = bypass.map(|b| b.forwarded());
-        let refused = (self.refused, self.throttled);
+        let refused = (self.refused, self.gate.throttled);
         server.publish_lazy(Arc::new(move || {
             let docs: Vec<serde_json::Value> = docs
                 .iter()
@@ -979,10 +955,11 @@ fn pin(cpu: usize) -> std::io::Result<()> {
     }
 }
 
-/// How many workers `--workers auto` means: one per CPU weir may use for a policy with a
-/// subscriber table, one otherwise.
-pub fn auto_workers(has_table: bool) -> usize {
-    if has_table {
+/// How many workers `--workers auto` means for `p`: one per CPU weir may use for a
+/// policy with a subscriber table, one otherwise (and with `[adapt]`, whose controller
+/// shapes the whole link).
+pub fn auto_workers(p: &weir_core::policy::Policy) -> usize {
+    if p.subscribers.is_some() && p.adapt.is_none() {
         usable_cpus().len().max(1)
     } else {
         1
