@@ -11,7 +11,7 @@ pub mod rate;
 pub mod rng;
 pub mod time;
 
-pub use pool::{Color, Direction, Meta, PktId, PktQueue, Pool};
+pub use pool::{Color, Direction, Meta, PktId, PktQueue, Pool, Super};
 pub use qdisc::{Count, Counted, Ctx, DropCause, QStats, Qdisc};
 pub use rate::Rate;
 pub use rng::Rng;
@@ -43,3 +43,4 @@ pub mod subscribers;
 pub mod tcp;
 pub mod units;
 pub mod whatif;
+pub mod whole;

@@ -86,6 +86,8 @@ pub struct Pipeline {
     releasing: u64,
     /// TCP health (RTT samples, retransmissions) per class of this direction's packets.
     tcp: TcpHealth,
+    /// Which super-packets stay whole in this direction.
+    whole: crate::whole::WholeRule,
 }
 
 /// `holding`'s bit for "this direction has a shaper".
@@ -120,7 +122,19 @@ impl Pipeline {
             bypassed: Count::default(),
             holding,
             releasing,
+            whole: crate::whole::WholeRule::Never,
         }
+    }
+
+    /// Set which super-packets stay whole under the policy's `knob` ([`crate::whole`]).
+    pub(crate) fn set_whole(&mut self, knob: crate::whole::SuperPackets) {
+        let apps = self.classifier.as_ref().is_some_and(Classifier::uses_apps);
+        self.whole = crate::whole::WholeRule::new(knob, &self.stages, apps);
+    }
+
+    /// This direction's rule for super-packets.
+    pub fn whole(&self) -> &crate::whole::WholeRule {
+        &self.whole
     }
 
     /// Whether this direction classifies its packets (the policy shapes or emulates it).

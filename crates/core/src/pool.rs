@@ -6,10 +6,21 @@
 //! packet between queues costs a few stores. A pool may have `slot_size == 0` (the
 //! simulator) in which case only metadata is stored.
 //!
+//! **Whole super-packets.** A pool may also keep a few large slots ([`Pool::with_whole`],
+//! 64 KB each) for TSO/GSO super-packets that cross the device whole (docs/live.md,
+//! "Super-packets kept whole"): such a packet has one metadata entry like any other, its
+//! bytes in a large slot, and its [`Super`] — the virtio-net header it arrived with (GSO
+//! type and segment size, partial-checksum offsets) and its segment count. Its `Meta::len`
+//! is what it costs on the wire — the sum of its segments' frame lengths, headers repeated
+//! in each — so every queue, counter and rate charges it as its segments; the bytes
+//! stored ([`Pool::data`]) are fewer (the headers once).
+//!
 //! Invariant: a `PktId` is owned by exactly one holder (a queue, the driver, or the free
 //! list) at a time. Freeing a packet twice is a logic error caught by a debug assertion.
+//! A large slot belongs to exactly one live packet, and goes back with it.
 
 use crate::time::Instant;
+use weir_wire::vnet::VnetHdr;
 
 /// Index of a packet slot in a [`Pool`].
 #[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
@@ -82,6 +93,9 @@ pub struct Meta {
     pub conn: u32,
     /// Intrusive queue link; owned by whichever queue holds the packet.
     next: u32,
+    /// The large slot of a whole super-packet (`NIL`: the bytes are in the packet's own
+    /// slot).
+    whole: u32,
     #[cfg(debug_assertions)]
     live: bool,
 }
@@ -98,10 +112,30 @@ impl Meta {
             flow: 0,
             conn: u32::MAX,
             next: NIL,
+            whole: NIL,
             #[cfg(debug_assertions)]
             live: false,
         }
     }
+}
+
+/// What a whole super-packet carries besides its bytes (see the module comment).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Super {
+    /// The virtio-net header to send it with (GSO type and size, checksum offsets).
+    pub vnet: VnetHdr,
+    /// How many wire frames it stands for.
+    pub segments: u16,
+    /// Bytes stored (headers once, then the payload).
+    pub stored: u32,
+}
+
+/// The large slots of a pool.
+struct Wholes {
+    data: Vec<u8>,
+    size: usize,
+    info: Vec<Super>,
+    free: Vec<u32>,
 }
 
 /// Preallocated packet storage.
@@ -110,6 +144,7 @@ pub struct Pool {
     data: Vec<u8>,
     slot: usize,
     free: Vec<u32>,
+    wholes: Wholes,
 }
 
 impl Pool {
@@ -121,7 +156,65 @@ impl Pool {
             data: vec![0u8; cap * slot_size],
             slot: slot_size,
             free: (0..capacity).rev().collect(),
+            wholes: Wholes {
+                data: Vec::new(),
+                size: 0,
+                info: Vec::new(),
+                free: Vec::new(),
+            },
         }
+    }
+
+    /// A pool as [`Pool::new`] plus `count` large slots of `size` bytes each for whole
+    /// super-packets.
+    pub fn with_whole(capacity: u32, slot_size: usize, count: u32, size: usize) -> Self {
+        let mut p = Pool::new(capacity, slot_size);
+        p.wholes = Wholes {
+            data: vec![0u8; count as usize * size],
+            size,
+            info: vec![Super::default(); count as usize],
+            free: (0..count).rev().collect(),
+        };
+        p
+    }
+
+    /// Bytes a large slot holds (0: the pool has none).
+    pub fn whole_size(&self) -> usize {
+        self.wholes.size
+    }
+    /// Large slots free.
+    pub fn wholes_available(&self) -> usize {
+        self.wholes.free.len()
+    }
+
+    /// Take a packet with a large slot, or `None` when either runs out. Write the bytes
+    /// with [`Pool::slot_mut`], then [`Pool::set_super`] and `meta.len` (the wire cost).
+    pub fn alloc_whole(&mut self) -> Option<PktId> {
+        let w = *self.wholes.free.last()?;
+        let id = self.alloc()?;
+        self.wholes.free.pop();
+        self.wholes.info[w as usize] = Super::default();
+        self.meta[id.0 as usize].whole = w;
+        Some(id)
+    }
+
+    /// Record what a whole super-packet is (its bytes already written).
+    pub fn set_super(&mut self, id: PktId, s: Super) {
+        let w = self.meta[id.0 as usize].whole;
+        debug_assert!(w != NIL, "packet {} has no large slot", id.0);
+        if let Some(i) = self.wholes.info.get_mut(w as usize) {
+            *i = Super {
+                stored: s.stored.min(self.wholes.size as u32),
+                ..s
+            };
+        }
+    }
+
+    /// The packet's [`Super`] if it is a whole super-packet.
+    #[inline]
+    pub fn super_packet(&self, id: PktId) -> Option<&Super> {
+        let w = self.meta[id.0 as usize].whole;
+        (w != NIL).then(|| &self.wholes.info[w as usize])
     }
 
     pub fn capacity(&self) -> usize {
@@ -153,11 +246,15 @@ impl Pool {
 
     #[inline]
     pub fn free(&mut self, id: PktId) {
+        let m = &mut self.meta[id.0 as usize];
         #[cfg(debug_assertions)]
         {
-            let m = &mut self.meta[id.0 as usize];
             assert!(m.live, "double free of packet {}", id.0);
             m.live = false;
+        }
+        if m.whole != NIL {
+            self.wholes.free.push(m.whole);
+            m.whole = NIL;
         }
         self.free.push(id.0);
     }
@@ -175,25 +272,51 @@ impl Pool {
         self.meta[id.0 as usize].len
     }
 
-    /// The frame bytes (`meta.len` of them, at most `slot_size`).
+    /// Where the packet's bytes are: (start in `data` or the large slots, bytes, large).
+    #[inline]
+    fn span(&self, id: PktId) -> (usize, usize, bool) {
+        let m = &self.meta[id.0 as usize];
+        if m.whole == NIL {
+            (
+                id.0 as usize * self.slot,
+                (m.len as usize).min(self.slot),
+                false,
+            )
+        } else {
+            let w = m.whole as usize;
+            let n = self.wholes.info[w].stored as usize;
+            (w * self.wholes.size, n, true)
+        }
+    }
+
+    /// The frame bytes: `meta.len` of them, at most `slot_size`; a whole super-packet's
+    /// stored bytes.
     #[inline]
     pub fn data(&self, id: PktId) -> &[u8] {
-        let start = id.0 as usize * self.slot;
-        let n = (self.meta[id.0 as usize].len as usize).min(self.slot);
-        &self.data[start..start + n]
+        match self.span(id) {
+            (start, n, false) => &self.data[start..start + n],
+            (start, n, true) => &self.wholes.data[start..start + n],
+        }
     }
-    /// The whole writable slot; set `meta.len` to the frame length after writing.
+    /// The whole writable slot (a large one for a whole super-packet); set `meta.len` to
+    /// the frame length after writing.
     #[inline]
     pub fn slot_mut(&mut self, id: PktId) -> &mut [u8] {
+        let w = self.meta[id.0 as usize].whole;
+        if w != NIL {
+            let start = w as usize * self.wholes.size;
+            return &mut self.wholes.data[start..start + self.wholes.size];
+        }
         let start = id.0 as usize * self.slot;
         &mut self.data[start..start + self.slot]
     }
     /// The frame bytes, writable (for in-place header edits).
     #[inline]
     pub fn data_mut(&mut self, id: PktId) -> &mut [u8] {
-        let start = id.0 as usize * self.slot;
-        let n = (self.meta[id.0 as usize].len as usize).min(self.slot);
-        &mut self.data[start..start + n]
+        match self.span(id) {
+            (start, n, false) => &mut self.data[start..start + n],
+            (start, n, true) => &mut self.wholes.data[start..start + n],
+        }
     }
 }
 
@@ -382,6 +505,40 @@ mod tests {
         assert_eq!(q.remove_after(&mut pool, None), Some(ids[1]));
         assert_eq!((q.head(), q.tail(), q.bytes()), (None, None, 0));
         assert_eq!(q.iter(&pool).count(), 0);
+    }
+
+    /// A whole super-packet: its bytes in a large slot, its wire cost in `len`, the slot
+    /// back on free; without large slots (or all taken) `alloc_whole` says no.
+    #[test]
+    fn whole_super_packets_use_large_slots() {
+        let mut pool = Pool::with_whole(3, 16, 1, 100);
+        let id = pool.alloc_whole().unwrap();
+        assert_eq!(pool.slot_mut(id).len(), 100);
+        pool.slot_mut(id)[..40].fill(7);
+        let s = Super {
+            segments: 2,
+            stored: 40,
+            ..Super::default()
+        };
+        pool.set_super(id, s);
+        // 20 bytes of headers and 20 of payload cut in two: frames of 20 + 10 each
+        pool.meta_mut(id).len = 60;
+        assert_eq!(pool.data(id), &[7u8; 40][..]);
+        assert_eq!(pool.super_packet(id), Some(&s));
+        assert!(pool.alloc_whole().is_none(), "one large slot");
+        let small = pool.alloc().unwrap();
+        assert_eq!(pool.super_packet(small), None);
+        assert_eq!(pool.slot_mut(small).len(), 16);
+        pool.free(id);
+        assert_eq!(pool.wholes_available(), 1);
+        let again = pool.alloc_whole().unwrap();
+        assert_eq!(pool.super_packet(again).unwrap().segments, 0, "info reset");
+        pool.free(again);
+        pool.free(small);
+        // a packet reusing the metadata entry of a whole one is an ordinary packet
+        let id = pool.alloc().unwrap();
+        assert_eq!(pool.super_packet(id), None);
+        assert!(Pool::new(2, 16).alloc_whole().is_none());
     }
 
     #[test]

@@ -47,7 +47,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use weir_core::device::Device;
 use weir_core::meter::token_bucket::TokenBucket;
 use weir_core::snapshot::RateMeter;
-use weir_core::{Count, Ctx, Direction, DropCause, Duration, Instant, PktId, Pool, Rng};
+use weir_core::{Count, Ctx, Direction, DropCause, Duration, Instant, PktId, Pool, Rng, Super};
 use weir_wire::fixup;
 use weir_wire::gso::{GsoError, Segmenter};
 use weir_wire::pmtu::{self, NoReply};
@@ -66,6 +66,9 @@ const VLAN_ROOM: usize = 4;
 /// Room for the largest frame a peer hands over in one piece: a 64 KB super-packet (IP
 /// length field), its Ethernet header with two VLAN tags, and the virtio-net header.
 const COPY_BUF: usize = 65_535 + 22 + vnet::LEN;
+/// Large packet slots for super-packets kept whole (of [`COPY_BUF`] + a VLAN tag each:
+/// 4 MiB), per bridge or worker.
+const WHOLE_SLOTS: u32 = 64;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BridgeError {
@@ -117,7 +120,7 @@ pub struct BridgeConfig {
     /// The group whose members may read the statistics socket and reload, besides root
     /// and weir's own user.
     pub socket_group: Option<u32>,
-    /// Keep the interfaces' offloads as they are (default: turn GRO/GSO/TSO/LRO off).
+    /// Keep the interfaces' offloads as they are (default: turn GRO and LRO off).
     pub keep_offloads: bool,
     /// The policy file SIGHUP re-reads (`weir run`); `None`: SIGHUP is not handled.
     pub reload_file: Option<PathBuf>,
@@ -226,14 +229,20 @@ pub struct Bridge {
     _offloads: Vec<OffloadGuard>,
 }
 
-/// The interfaces' offloads turned off (unless `keep_offloads`); the guards restore them.
+/// The interfaces' receive merging (GRO, LRO) turned off (unless `keep_offloads`): weir
+/// sees frames as they were on the wire. Segmentation offloads (TSO, GSO) stay as they
+/// are: a super-packet weir sends whole is cut by the device or the kernel, after weir.
+/// The guards restore what they changed.
 fn offloads_off(cfg: &BridgeConfig) -> Result<Vec<OffloadGuard>, BridgeError> {
     if cfg.keep_offloads {
         return Ok(Vec::new());
     }
     [&cfg.lan, &cfg.wan]
         .into_iter()
-        .map(|i| OffloadGuard::disable(i).map_err(|e| BridgeError::Other(e.to_string())))
+        .map(|i| {
+            OffloadGuard::apply(i, &crate::ethtool::Offloads::MERGING_OFF)
+                .map_err(|e| BridgeError::Other(e.to_string()))
+        })
         .collect()
 }
 
@@ -319,37 +328,43 @@ impl Bridge {
             }
         };
         let role_ref = role.as_ref();
-        let mut lane =
-            |dir, rx: &str, tx: &str, pcap, bypass: &mut _| -> Result<Lane, BridgeError> {
-                let lan_side = dir == Direction::Outbound;
-                let join = role_ref.map(|r| move |fd| r.join(lan_side, fd));
-                let rx_ring = RxRing::open_joined(
-                    rx,
-                    cfg.ring,
-                    join.as_ref()
-                        .map(|j| j as &dyn Fn(RawFd) -> Result<(), String>),
-                )?;
-                keep_alive(bypass);
-                let tx_ring = TxRing::open(tx, cfg.ring)?;
-                keep_alive(bypass);
-                Ok(Lane {
-                    dir,
-                    mtu: mtu(tx)?,
-                    reply_mtu: mtu(rx)?,
-                    icmp,
-                    replies: Vec::with_capacity(64),
-                    seg_buf: vec![0; COPY_BUF],
-                    rx: rx_ring,
-                    tx: tx_ring,
-                    backlog: VecDeque::new(),
-                    copy_buf: vec![0; COPY_BUF],
-                    gso_buf: Vec::with_capacity(COPY_BUF + 4),
-                    pcap,
-                    stats: LaneStats::default(),
-                    skip_before: 0,
-                    meter: RateMeter::default(),
-                })
-            };
+        let mut lane = |dir,
+                        rx: &str,
+                        tx: &str,
+                        pcap: Option<PcapWriter>,
+                        bypass: &mut _|
+         -> Result<Lane, BridgeError> {
+            let lan_side = dir == Direction::Outbound;
+            let join = role_ref.map(|r| move |fd| r.join(lan_side, fd));
+            let rx_ring = RxRing::open_joined(
+                rx,
+                cfg.ring,
+                join.as_ref()
+                    .map(|j| j as &dyn Fn(RawFd) -> Result<(), String>),
+            )?;
+            keep_alive(bypass);
+            let tx_ring = TxRing::open(tx, cfg.ring)?;
+            keep_alive(bypass);
+            Ok(Lane {
+                // a capture is of wire frames: it sees super-packets cut
+                whole: pcap.is_none() && tx_ring.sends_whole(),
+                dir,
+                mtu: mtu(tx)?,
+                reply_mtu: mtu(rx)?,
+                icmp,
+                replies: Vec::with_capacity(64),
+                seg_buf: vec![0; COPY_BUF],
+                rx: rx_ring,
+                tx: tx_ring,
+                backlog: VecDeque::new(),
+                copy_buf: vec![0; COPY_BUF],
+                gso_buf: Vec::with_capacity(COPY_BUF + 4),
+                pcap,
+                stats: LaneStats::default(),
+                skip_before: 0,
+                meter: RateMeter::default(),
+            })
+        };
         // the bypass before the rings: no frame a ring holds was forwarded by an earlier
         // weir's bypass (see crate::failopen)
         // a worker's bypass is its supervisor's
@@ -402,7 +417,7 @@ impl Bridge {
             out,
             inb,
             device: cfg.device,
-            pool: Pool::new(cfg.pool_packets, slot),
+            pool: Pool::with_whole(cfg.pool_packets, slot, WHOLE_SLOTS, COPY_BUF + 4),
             rng: Rng::new(cfg.seed),
             dropped: Vec::with_capacity(256),
             clock: Clock::new(),

@@ -144,11 +144,22 @@ pub struct Offloads {
 }
 
 impl Offloads {
-    /// GRO, GSO, TSO and LRO off; checksum offloads left alone. What the bridge wants.
+    /// GRO, GSO, TSO and LRO off; checksum offloads left alone.
     pub const SEGMENTATION_OFF: Offloads = Offloads {
         gro: Some(false),
         gso: Some(false),
         tso: Some(false),
+        lro: Some(false),
+        rx_csum: None,
+        tx_csum: None,
+    };
+
+    /// GRO and LRO off (received segments stay apart); segmentation and checksum
+    /// offloads left alone. What the bridge wants.
+    pub const MERGING_OFF: Offloads = Offloads {
+        gro: Some(false),
+        gso: None,
+        tso: None,
         lro: Some(false),
         rx_csum: None,
         tx_csum: None,

@@ -344,10 +344,10 @@ fn print_report(report: &serde_json::Value) {
         let p = |k: &str| n(&l[k]["packets"]);
         let errors = offload_errors(l);
         println!(
-            "{name}: rx {} frames / {} bytes, tx {} frames / {} bytes, dropped {} (policy) + {} (truncated) + {} (over MTU) + {} (pool) + {errors} (offload errors) + {} (reload) + {} (at shutdown), duplicated {}; super-packets {} cut into {} segments; checksums filled {}, VLAN tags restored {}; kernel rx-ring drops {}, tx ring full {} times, tx rejected {}",
+            "{name}: rx {} frames / {} bytes, tx {} frames / {} bytes, dropped {} (policy) + {} (truncated) + {} (over MTU) + {} (pool) + {errors} (offload errors) + {} (reload) + {} (at shutdown), duplicated {}; super-packets {} kept whole ({} segments), {} cut into {} segments; checksums filled {}, VLAN tags restored {}; kernel rx-ring drops {}, tx ring full {} times, tx rejected {}",
             p("rx"), n(&l["rx"]["bytes"]), p("tx"), n(&l["tx"]["bytes"]), p("dropped"), p("truncated"),
             p("oversize"), p("pool_exhausted"), p("reload_drops"),
-            p("shutdown_drops"), p("duplicated"), n(&l["gso"]["super_packets"]), n(&l["gso"]["segments"]),
+            p("shutdown_drops"), p("duplicated"), n(&l["gso"]["kept_whole"]), n(&l["gso"]["whole_segments"]), n(&l["gso"]["super_packets"]), n(&l["gso"]["segments"]),
             n(&l["csum_filled"]), n(&l["vlan_restored"]), n(&l["kernel_rx_drops"]), n(&l["tx_ring_full"]), n(&l["tx_rejected"])
         );
     }
@@ -409,6 +409,13 @@ fn warn_about(report: &serde_json::Value, b: &BridgeArgs) {
             log::warning(&format!(
                 "{oversize} frames arriving on {from} were longer than the other interface's MTU \
                  and were dropped (senders told with ICMP where due; see docs/live.md, \"Frames over the MTU\")"
+            ));
+        }
+        let refused = n(&l["gso"]["whole_refused"]["packets"]);
+        if refused > 0 {
+            log::warning(&format!(
+                "{refused} super-packets arriving on {from} were refused by the kernel when sent \
+                 whole and were dropped (see docs/live.md, \"Super-packets kept whole\")"
             ));
         }
         let errors = offload_errors(l);

@@ -72,17 +72,24 @@ fn assert_default_offloads(t: &BridgeTopo) {
     );
 }
 
-/// Checks common to both cases: no frame truncated, super-packets really cut, no offload
-/// error, every frame accounted for.
+/// Checks common to the cases that cut: super-packets really cut, none kept whole, and
+/// [`check_accounts`].
 fn check_report(r: &serde_json::Value) {
     let o = &r["outbound"];
-    let n = |v: &serde_json::Value| v["packets"].as_u64().unwrap();
-    assert_eq!(n(&o["truncated"]), 0, "{o}");
     assert!(o["gso"]["super_packets"].as_u64().unwrap() > 100, "{o}");
     assert!(
         o["gso"]["segments"].as_u64().unwrap() > o["gso"]["super_packets"].as_u64().unwrap(),
         "{o}"
     );
+    assert_eq!(o["gso"]["kept_whole"], 0, "{o}");
+    check_accounts(r);
+}
+
+/// No frame truncated, no offload error, every frame accounted for.
+fn check_accounts(r: &serde_json::Value) {
+    let o = &r["outbound"];
+    let n = |v: &serde_json::Value| v["packets"].as_u64().unwrap();
+    assert_eq!(n(&o["truncated"]), 0, "{o}");
     let errors = &o["offload_errors"];
     let e: u64 = errors.as_object().unwrap().values().map(n).sum();
     assert_eq!(e, 0, "{errors}");
@@ -202,6 +209,74 @@ fn tcp_from_a_tso_sender_through_weir_run_gets_its_class_rate() {
     );
     assert!(goodput >= 0.93 * ideal, "{goodput} < 93 % of {ideal}");
     assert!(goodput <= 1.02 * ideal, "{goodput} above the rate {ideal}");
+}
+
+/// A 10 Gbit/s link (one class assured all of it): the sender's super-packets cross weir
+/// whole (`super_packets = "auto"`: the class is assured ≥ 1 Gbit/s) and the receiver
+/// takes them as the kernel bridge would hand them over; the same policy with
+/// `super_packets = "split"` cuts every one. Both in one run, the rates printed beside
+/// their ratio; whole must be faster, and every frame accounted for either way.
+#[test]
+fn tcp_from_a_tso_sender_crosses_a_10_gbit_link_whole() {
+    let test = "tcp_from_a_tso_sender_crosses_a_10_gbit_link_whole";
+    if skip_unless_root(test) || !have(test, "iperf3") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let t = BridgeTopo::new("tso-whole").unwrap();
+    assert_default_offloads(&t);
+    let dir = std::env::temp_dir().join(format!("weir-tso-whole-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut rates = vec![];
+    for knob in ["auto", "split"] {
+        let policy = dir.join(format!("{knob}.toml"));
+        std::fs::write(
+            &policy,
+            format!(
+                "[link]\nrate = \"10Gbit\"\ndefault = \"bulk\"\nsuper_packets = \"{knob}\"\n\
+                 [[class]]\nname = \"bulk\"\nrate = \"10Gbit\"\n"
+            ),
+        )
+        .unwrap();
+        let sock = dir.join(format!("{knob}.sock"));
+        let w = start_weir(&t, &["run", "--policy", policy.to_str().unwrap()], &sock);
+        let goodput = iperf3(&t, 4, 1);
+        let r = stop_weir(w);
+        check_accounts(&r);
+        let g = &r["outbound"]["gso"];
+        eprintln!(
+            "super_packets = {knob}: {:.0} Mbit/s; weir outbound gso {g}",
+            goodput / 1e6
+        );
+        let (whole, cut) = (
+            g["kept_whole"].as_u64().unwrap(),
+            g["super_packets"].as_u64().unwrap(),
+        );
+        if knob == "auto" {
+            assert!(whole > 100, "{g}");
+            // a super-packet is cut only when all large slots are taken
+            assert_eq!(cut, g["no_whole_slot"].as_u64().unwrap(), "{g}");
+            assert!(cut * 10 < whole, "{g}");
+            assert_eq!(g["whole_refused"]["packets"], 0, "{g}");
+        } else {
+            assert_eq!(whole, 0, "{g}");
+            assert!(cut > 100, "{g}");
+        }
+        rates.push(goodput);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!(
+        "one cubic flow from a TSO sender through a 10 Gbit/s link: whole {:.0} Mbit/s, cut {:.0} Mbit/s, ratio {:.2}",
+        rates[0] / 1e6,
+        rates[1] / 1e6,
+        rates[0] / rates[1]
+    );
+    assert!(
+        rates[0] > rates[1],
+        "whole {} <= cut {}",
+        rates[0],
+        rates[1]
+    );
 }
 
 /// MSS clamping with real stacks: iperf3 through `weir run` with a class clamped to 256

@@ -417,6 +417,12 @@ impl Classifier {
         self
     }
 
+    /// Whether a rule tests the connection's application or layer-7 fields (known only
+    /// once the connection table has seen the packet).
+    pub fn uses_apps(&self) -> bool {
+        self.rules.iter().any(|r| r.m.app.is_some() || r.m.l7 != 0)
+    }
+
     /// The class and rule index for `f` without counting ([`CIRCUIT_RULE`]: the
     /// subscriber table's, [`DEFAULT_RULE`]: the default).
     #[inline]

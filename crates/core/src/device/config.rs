@@ -77,6 +77,8 @@ pub struct DeviceConfig {
     pub l7: L7Set,
     /// The adaptive controller (`[adapt]`).
     pub adapt: Option<AdaptConfig>,
+    /// Which TSO/GSO super-packets may cross whole (`[link] super_packets`).
+    pub super_packets: crate::whole::SuperPackets,
 }
 
 impl DeviceConfig {

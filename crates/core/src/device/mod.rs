@@ -137,7 +137,13 @@ fn lane(dir: Direction, lane: LaneConfig, cfg: &DeviceConfig) -> Pipeline {
         stages.push(Box::new(TcrStage::new(dir)));
     }
     let (classifier, stages) = lane.into_parts(stages);
-    Pipeline::new(classifier, stages)
+    let mut p = Pipeline::new(classifier, stages);
+    // the adaptive controller changes rates and probes per frame: it sees wire frames
+    p.set_whole(match cfg.adapt {
+        Some(_) => crate::whole::SuperPackets::Split,
+        None => cfg.super_packets,
+    });
+    p
 }
 
 /// Both pipelines of `cfg` (its lanes taken out of it).
@@ -420,6 +426,20 @@ impl Device {
             labelled,
         };
         lane.run(pkt, &pk, &mut self.shared, cx)
+    }
+
+    /// Whether a TSO/GSO super-packet `frame` received to travel `dir` may cross whole
+    /// ([`crate::whole`]): no side effect, one classifier lookup at most.
+    pub fn keeps_whole(&self, dir: Direction, frame: &[u8]) -> bool {
+        let lane = &self.lanes[dir.index()];
+        match lane.whole() {
+            crate::whole::WholeRule::Never => false,
+            crate::whole::WholeRule::Always => true,
+            rule => {
+                let f = crate::pipeline::frame_fields(frame).ok();
+                rule.keeps(lane.classifier(), f.as_ref())
+            }
+        }
     }
 
     /// What TCP rate control did to the ACKs travelling `dir` (`None`: the policy has no

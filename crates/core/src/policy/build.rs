@@ -398,6 +398,7 @@ impl Policy {
             admission: self.admission_table(),
             l7: self.l7.clone(),
             adapt: self.adapt_config(),
+            super_packets: self.super_packets,
         })
     }
 

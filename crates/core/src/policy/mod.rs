@@ -543,6 +543,8 @@ pub struct Policy {
     pub l7: crate::app::l7::L7Set,
     /// The subscriber table (`[subscribers]`), looked up before the rules.
     pub subscribers: Option<Subscribers>,
+    /// `[link] super_packets`: which TSO/GSO super-packets may cross whole.
+    pub super_packets: crate::whole::SuperPackets,
     /// Advice that does not stop the policy from working.
     pub warnings: Vec<PolicyError>,
 }

@@ -140,6 +140,7 @@ pub(super) struct RawLink {
     pub(super) emulate: Option<Spanned<String>>,
     pub(super) seed: Option<Spanned<i64>>,
     pub(super) role: Option<Spanned<String>>,
+    pub(super) super_packets: Option<Spanned<String>>,
     pub(super) description: Option<String>,
 }
 

@@ -151,6 +151,7 @@ impl Bench {
                 &self.topo,
                 self.dut_cpu,
                 self.opts.busy_poll,
+                self.opts.weir_policy.as_deref(),
             )?)
         } else {
             None

@@ -496,7 +496,8 @@ fn run(opts: Opts) -> Result<(), String> {
             };
             let weir = match (c.weir_super_packets, c.weir_segments, c.weir_thread_ns_per_frame) {
                 (Some(sp), Some(seg), Some(ns)) => format!(
-                    "  ({sp} super-packets → {seg} segments, {ns:.0} ns of weir's thread per frame, truncated {})",
+                    "  ({} kept whole, {sp} super-packets → {seg} segments, {ns:.0} ns of weir's thread per wire frame, truncated {})",
+                    c.weir_kept_whole.unwrap_or(0),
                     c.weir_truncated.unwrap_or(0)
                 ),
                 _ => String::new(),

@@ -21,6 +21,8 @@ pub(crate) struct Opts {
     pub(crate) rate: Option<f64>,
     /// Length of the TSO-sender trial per DUT (0 = skip it).
     pub(crate) tso_ms: u64,
+    /// The policy weir runs (`None`: pass-through).
+    pub(crate) weir_policy: Option<PathBuf>,
     pub(crate) json: PathBuf,
 }
 
@@ -44,6 +46,8 @@ options:
   --rate PPS           no searches: only the CPU trials, at PPS frames/s (for profiling)
   --tso-ms N           length of the TSO-sender trial per DUT: one bulk TCP flow (cubic)
                        from a host with its default offloads (TSO/GSO on) (default 5000; 0 = skip)
+  --weir-policy FILE   weir shapes by this policy (default: pass-through, no policy);
+                       e.g. scripts/bench-forward-10g.toml, a 10 Gbit/s link
   --quick              --trial-ms 500 --cpu-ms 1000 --iterations 6
   --json PATH          where to write all trials (default target/bench-forward.json)
 ";
@@ -69,6 +73,7 @@ pub(crate) fn parse_opts() -> Result<Opts, String> {
         nice: -15,
         rate: None,
         tso_ms: 5000,
+        weir_policy: None,
         json: target.join("bench-forward.json"),
     };
     let mut args = std::env::args().skip(1);
@@ -125,6 +130,7 @@ pub(crate) fn parse_opts() -> Result<Opts, String> {
                 o.rate = Some(v.parse().map_err(|_| format!("--rate: {v}"))?);
             }
             "--tso-ms" => o.tso_ms = num(val(&a)?, &a)?,
+            "--weir-policy" => o.weir_policy = Some(PathBuf::from(val(&a)?)),
             "--quick" => {
                 o.trial_ms = 500;
                 o.cpu_ms = 1000;

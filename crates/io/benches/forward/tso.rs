@@ -19,6 +19,9 @@ pub(crate) struct TsoCell {
     /// weir: super-packets cut, and the segments they made.
     pub(crate) weir_super_packets: Option<u64>,
     pub(crate) weir_segments: Option<u64>,
+    /// weir: super-packets forwarded whole, and the segments they stood for.
+    pub(crate) weir_kept_whole: Option<u64>,
+    weir_whole_segments: Option<u64>,
     /// weir: frames it forwarded towards the receiver.
     weir_tx: Option<u64>,
     /// weir: its thread's CPU time per frame forwarded towards the receiver (ns).
@@ -106,6 +109,7 @@ impl Bench {
                 &self.topo,
                 self.dut_cpu,
                 self.opts.busy_poll,
+                self.opts.weir_policy.as_deref(),
             )?),
             _ => None,
         };
@@ -125,6 +129,8 @@ impl Bench {
             seconds,
             weir_super_packets: out.map(|l| l.gso.super_packets),
             weir_segments: out.map(|l| l.gso.segments),
+            weir_kept_whole: out.map(|l| l.gso.kept_whole),
+            weir_whole_segments: out.map(|l| l.gso.whole_segments),
             weir_tx: tx,
             weir_thread_ns_per_frame: c0
                 .zip(c1)

@@ -22,9 +22,14 @@ impl WeirRun {
         t: &BridgeTopo,
         cpu: Option<usize>,
         busy_poll: bool,
+        policy: Option<&std::path::Path>,
     ) -> Result<WeirRun, String> {
         let mut cfg = BridgeConfig::new(&t.dut_lan, &t.dut_wan);
         cfg.busy_poll = busy_poll;
+        if let Some(p) = policy {
+            let p = weir_core::policy::Policy::load(p).map_err(|e| e.to_string())?;
+            cfg.device = p.build_device(weir_core::Instant::ZERO)?;
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let (ready_tx, ready_rx) = channel::<Result<i32, String>>();

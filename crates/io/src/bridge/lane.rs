@@ -34,6 +34,9 @@ pub(super) struct Lane {
     /// fail-open bypass may have forwarded them (set at a hand-over).
     pub(super) skip_before: u64,
     pub(super) meter: RateMeter,
+    /// Super-packets may cross this lane whole (no capture of wire frames, a socket to
+    /// send them, large packet slots); off for good once the kernel refuses one.
+    pub(super) whole: bool,
 }
 
 /// Read up to `batch` frames from the lane's RX ring into its pipeline. True if any came.
@@ -72,6 +75,7 @@ pub(super) fn receive(
                 .min(now),
         };
         let mut sink = Sink {
+            whole: lane.whole && lane.stats.gso.whole_refused.packets == 0,
             dir: lane.dir,
             mtu: lane.mtu,
             reply_mtu: lane.reply_mtu,
@@ -132,6 +136,8 @@ struct Received {
 /// Where a received frame goes: segmented if it is a super-packet, copied into the
 /// packet pool, completed (VLAN tag, checksum) and handed to the lane's pipeline.
 struct Sink<'a> {
+    /// Super-packets may stay whole (the device decides which: [`Device::keeps_whole`]).
+    whole: bool,
     dir: Direction,
     /// The outgoing interface's MTU, and the incoming one's (for ICMP replies).
     mtu: u32,
@@ -161,6 +167,9 @@ impl Sink<'_> {
         let data = match rx.vlan {
             Some(tag) if data.len() >= 12 => {
                 vnet.csum_start = vnet.csum_start.saturating_add(4);
+                if vnet.hdr_len != 0 {
+                    vnet.hdr_len = vnet.hdr_len.saturating_add(4);
+                }
                 self.stats.vlan_restored += 1;
                 with_tag(data, tag, scratch)
             }
@@ -187,6 +196,13 @@ impl Sink<'_> {
             self.seg_buf = buf;
             return;
         }
+        if self.whole && vnet.needs_csum() && self.device.keeps_whole(self.dir, data) {
+            match self.keep_whole(data, &vnet, &seg) {
+                Some(id) => return self.admit(id, self.pool.len(id) as usize),
+                // no large slot free: cut it, as always
+                None => self.stats.gso.no_whole_slot += 1,
+            }
+        }
         self.stats.gso.super_packets += 1;
         self.stats.gso.segments += seg.count() as u64;
         for i in 0..seg.count() {
@@ -205,6 +221,35 @@ impl Sink<'_> {
                 }
             }
         }
+    }
+
+    /// Copy a super-packet into a large slot with what it needs to leave whole: its
+    /// virtio-net header (the checksum left to the kernel or the NIC, as it came) and its
+    /// wire cost (its segments' frame lengths) as its length. `None`: no large slot free.
+    fn keep_whole(&mut self, data: &[u8], vnet: &VnetHdr, seg: &Segmenter<'_>) -> Option<PktId> {
+        let id = self.pool.alloc_whole()?;
+        let slot = self.pool.slot_mut(id);
+        let Some(to) = slot.get_mut(..data.len()) else {
+            self.pool.free(id);
+            return None;
+        };
+        to.copy_from_slice(data);
+        let segments = seg.count();
+        let wire: usize = (0..segments).map(|i| seg.segment_len(i)).sum();
+        self.pool.set_super(
+            id,
+            Super {
+                vnet: *vnet,
+                segments: segments as u16,
+                stored: data.len() as u32,
+            },
+        );
+        self.pool.meta_mut(id).len = wire as u32;
+        self.stats.rx.packets += segments as u64;
+        self.stats.rx.bytes += wire as u64;
+        self.stats.gso.kept_whole += 1;
+        self.stats.gso.whole_segments += segments as u64;
+        Some(id)
     }
 
     /// A frame that is not a super-packet: copy, restore its VLAN tag, complete its
@@ -377,6 +422,36 @@ pub(super) fn transmit(
             }
         };
         let data = pool.data(id);
+        if let Some(s) = pool.super_packet(id) {
+            let mut hdr = [0u8; vnet::LEN];
+            let _ = s.vnet.emit(&mut hdr);
+            let (segments, wire) = (u64::from(s.segments), u64::from(pool.len(id)));
+            match tx.send_whole(&hdr, data) {
+                Ok(true) => {
+                    stats.tx.packets += segments;
+                    stats.tx.bytes += wire;
+                }
+                Ok(false) => {
+                    // the device is busy: it goes first next time
+                    stats.tx_ring_full += 1;
+                    backlog.push_front(id);
+                    break;
+                }
+                // counted: the lane cuts super-packets from now on (`Lane::whole`)
+                Err(e) => {
+                    if stats.gso.whole_refused.packets == 0 {
+                        crate::log::warning(&format!(
+                            "{}: the kernel refused a super-packet sent whole ({e}); it was \
+                             dropped, and weir cuts super-packets on this interface from now on",
+                            tx.iface()
+                        ));
+                    }
+                    stats.gso.whole_refused.add(wire as u32);
+                }
+            }
+            pool.free(id);
+            continue;
+        }
         if pmtu::over_mtu(data, mtu) {
             // the kernel would refuse it; frames received were checked on the way in, so
             // only a packet the engine made itself can get here

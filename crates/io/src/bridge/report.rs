@@ -108,8 +108,18 @@ impl PmtuStats {
 /// Super-packets and the segments they made.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct GsoStats {
+    /// Super-packets cut, into how many segments.
     pub super_packets: u64,
     pub segments: u64,
+    /// Super-packets forwarded whole (docs/live.md, "Super-packets kept whole"), standing
+    /// for how many segments.
+    pub kept_whole: u64,
+    pub whole_segments: u64,
+    /// Super-packets that could have stayed whole but were cut: no large slot was free.
+    pub no_whole_slot: u64,
+    /// Super-packets the kernel refused to send whole; dropped (the lane cuts them from
+    /// then on).
+    pub whole_refused: Count,
 }
 
 /// Frames dropped because their virtio-net header lies or asks for what weir does not do

@@ -23,6 +23,7 @@ use crate::emulate::{self, EmuConfig};
 use crate::framing::Framing;
 use crate::sched::linkshare::MAX_LEVEL;
 use crate::units::{self, fmt_rate, Limit};
+use crate::whole::SuperPackets;
 use std::collections::HashMap;
 use toml::{Spanned, Value};
 
@@ -57,6 +58,7 @@ struct Link {
     framing: Framing,
     technique: Technique,
     shapes: Shapes,
+    super_packets: SuperPackets,
 }
 
 /// The whole policy; `None` when the class tree cannot be built (errors are in `src`).
@@ -70,6 +72,7 @@ pub(super) fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
         framing,
         technique,
         shapes,
+        super_packets,
     } = compile_link(src, &link);
 
     let role = compile_role(src, &link);
@@ -238,6 +241,7 @@ pub(super) fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
         adapt,
         l7,
         subscribers,
+        super_packets,
         warnings: vec![],
     })
 }
@@ -274,12 +278,26 @@ fn compile_link(src: &mut Src<'_>, link: &RawLink) -> Link {
         }),
     };
     let shapes = parse_direction(src, link.direction.as_ref(), true);
+    let super_packets = match &link.super_packets {
+        None => SuperPackets::default(),
+        Some(s) => SuperPackets::parse(s.get_ref()).unwrap_or_else(|| {
+            src.err(
+                s.span(),
+                format!(
+                    "`super_packets`: unknown value '{}'; expected one of: auto, whole, split",
+                    s.get_ref()
+                ),
+            );
+            SuperPackets::default()
+        }),
+    };
     Link {
         rate: link_rate,
         mtu,
         framing,
         technique,
         shapes,
+        super_packets,
     }
 }
 

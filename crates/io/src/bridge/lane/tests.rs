@@ -19,6 +19,8 @@ struct Rx {
     replies: Vec<PktId>,
     seg_buf: Vec<u8>,
     scratch: Vec<u8>,
+    /// Super-packets may stay whole (`Lane::whole`).
+    whole: bool,
 }
 
 impl Rx {
@@ -38,6 +40,7 @@ impl Rx {
             replies: vec![],
             seg_buf: vec![0; COPY_BUF],
             scratch: vec![],
+            whole: false,
         }
     }
 
@@ -45,6 +48,7 @@ impl Rx {
     /// frames came in by one of 1500), at `now`.
     fn feed(&mut self, frame: &[u8], vnet: VnetHdr, vlan: Option<(u16, u16)>, now: Instant) {
         let mut sink = Sink {
+            whole: self.whole,
             dir: Direction::Outbound,
             mtu: MTU,
             reply_mtu: 1500,
@@ -230,27 +234,8 @@ fn vlan_slack_only_for_tagged_frames() {
 #[test]
 fn a_super_packet_too_long_is_answered_once_with_its_first_segment() {
     let mut rx = Rx::new(10, 10);
-    let mut f = vec![0u8; 8192];
-    let tcp = TcpSpec {
-        seq: 1000,
-        ack: 1,
-        flags: weir_wire::tcp::TcpFlags::ACK,
-        window: 100,
-        ..TcpSpec::default()
-    };
-    let n = build::tcp_v4_frame(
-        &mut f,
-        &EthSpec::default(),
-        &Ipv4Spec::default(),
-        &tcp,
-        &[7; 3 * 1460],
-    )
-    .unwrap();
-    let vnet = VnetHdr {
-        gso_type: gso_type::TCPV4,
-        gso_size: 1460,
-        ..VnetHdr::default()
-    };
+    let (f, vnet) = tso(TcpSpec::default().dst_port, 3, 1460);
+    let n = f.len();
     rx.feed(&f[..n], vnet, None, Instant::ZERO);
     assert_eq!(rx.stats.oversize.packets, 1);
     assert_eq!(rx.stats.oversize.bytes, n as u64);
@@ -264,19 +249,92 @@ fn a_super_packet_too_long_is_answered_once_with_its_first_segment() {
     assert_eq!(&r[14 + 28 + 2..14 + 28 + 4], &1500u16.to_be_bytes());
     assert!(rx.forwarded().is_empty());
     // the same sender after path MTU discovery: segments of 1360 bytes pass, cut
+    let (f, vnet) = tso(TcpSpec::default().dst_port, 3, 1360);
+    rx.feed(&f, vnet, None, Instant::ZERO);
+    assert_eq!(rx.forwarded(), vec![1414; 3]);
+    rx.check_identity();
+}
+
+/// A TSO super-packet of `segs` segments of `size` bytes (1360: frames of 1414), partial
+/// checksum as a local stack leaves it, to port `dport`.
+fn tso(dport: u16, segs: usize, size: u16) -> (Vec<u8>, VnetHdr) {
+    let mut f = vec![0u8; 65_536];
+    let tcp = TcpSpec {
+        seq: 1000,
+        ack: 1,
+        dst_port: dport,
+        flags: weir_wire::tcp::TcpFlags::ACK,
+        window: 100,
+        ..TcpSpec::default()
+    };
     let n = build::tcp_v4_frame(
         &mut f,
         &EthSpec::default(),
         &Ipv4Spec::default(),
         &tcp,
-        &[7; 3 * 1360],
+        &vec![7; segs * usize::from(size)],
     )
     .unwrap();
+    f.truncate(n);
     let vnet = VnetHdr {
-        gso_size: 1360,
-        ..vnet
+        flags: weir_wire::vnet::F_NEEDS_CSUM,
+        gso_type: gso_type::TCPV4,
+        gso_size: size,
+        hdr_len: 54,
+        csum_start: 34,
+        csum_offset: 16,
     };
-    rx.feed(&f[..n], vnet, None, Instant::ZERO);
+    (f, vnet)
+}
+
+/// Where the device keeps a super-packet whole, it is one packet in a large slot with
+/// its virtio header, charged its segments' frames (3 × 1414 bytes); where the class is
+/// slower than a gigabit it is cut; with no large slot free it is cut and counted.
+#[test]
+fn super_packets_stay_whole_where_the_device_says() {
+    let policy = "[link]\nrate = \"10Gbit\"\ndefault = \"slow\"\n\
+                  [[class]]\nname = \"fast\"\nrate = \"5Gbit\"\n\
+                  [[class]]\nname = \"slow\"\nrate = \"100Mbit\"\n\
+                  [[rule]]\nname = \"f\"\nclass = \"fast\"\ndport = 5001\n";
+    let p = weir_core::policy::Policy::parse("t.toml", policy).unwrap();
+    let mut rx = Rx::new(10, 10);
+    rx.device = p.build_device(Instant::ZERO).unwrap();
+    rx.pool = Pool::with_whole(256, 2052, 1, COPY_BUF + 4);
+    rx.whole = true;
+    let (fast, vnet) = tso(5001, 3, 1360);
+    rx.feed(&fast, vnet, None, Instant::ZERO);
+    assert_eq!(
+        (rx.stats.gso.kept_whole, rx.stats.gso.whole_segments),
+        (1, 3)
+    );
+    assert_eq!((rx.stats.rx.packets, rx.stats.rx.bytes), (3, 3 * 1414));
+    assert_eq!(rx.stats.gso.super_packets, 0);
+    let mut cx = Ctx::new(Instant::ZERO, &mut rx.pool, &mut rx.rng, &mut rx.dropped);
+    let id = rx
+        .device
+        .poll_transmit(Direction::Outbound, &mut cx)
+        .unwrap();
+    assert_eq!(rx.pool.len(id), 3 * 1414, "charged as its segments");
+    assert_eq!(rx.pool.data(id), &fast[..], "stored as it came");
+    let s = *rx.pool.super_packet(id).unwrap();
+    assert_eq!((s.vnet, s.segments), (vnet, 3));
+    // the large slot is still taken: the next one is cut
+    rx.feed(&fast, vnet, None, Instant::ZERO);
+    assert_eq!(rx.stats.gso.no_whole_slot, 1);
     assert_eq!(rx.forwarded(), vec![1414; 3]);
-    rx.check_identity();
+    rx.pool.free(id);
+    // the slow class: cut
+    let (slow, vnet) = tso(5002, 3, 1360);
+    rx.feed(&slow, vnet, None, Instant::ZERO);
+    assert_eq!(rx.stats.gso.kept_whole, 1);
+    assert_eq!(rx.stats.gso.super_packets, 2);
+    assert_eq!(rx.forwarded(), vec![1414; 3]);
+    // a lane that may not (a capture): cut
+    rx.whole = false;
+    rx.feed(&fast, vnet, None, Instant::ZERO);
+    assert_eq!(
+        (rx.stats.gso.kept_whole, rx.stats.gso.super_packets),
+        (1, 3)
+    );
+    assert_eq!(rx.forwarded(), vec![1414; 3]);
 }
