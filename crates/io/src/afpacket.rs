@@ -574,14 +574,38 @@ pub struct TxRing {
     /// A plain socket with `PACKET_VNET_HDR` for super-packets sent whole (a ring slot
     /// holds 2 KB); `None` if the kernel refused to set it up.
     whole: Option<OwnedFd>,
+    /// [`TxRing::send_whole`] calls in a row that found it could not send yet.
+    whole_busy: u32,
 }
 
-/// A socket to send super-packets whole with their virtio-net header: qdisc bypassed as
-/// the ring's, a send buffer of 4 MiB (about 60 super-packets of 64 KB).
+/// What became of a super-packet handed to [`TxRing::send_whole`].
+#[derive(Debug)]
+pub enum WholeSent {
+    /// Handed to the device (or to its qdisc).
+    Sent,
+    /// Not now: frames before it are still queued, or the socket's buffer is full. Try
+    /// again later.
+    Busy,
+    /// The device dropped it (its queue was full), as it may drop a ring frame; or it
+    /// stayed [`WholeSent::Busy`] for [`WHOLE_BUSY_LIMIT`] tries in a row.
+    Dropped,
+    /// The kernel refuses such a packet (a virtio-net header it does not accept; no
+    /// socket to send it): do not send super-packets whole on this interface again.
+    Refused(io::Error),
+}
+
+/// Tries in a row after which a super-packet that cannot leave is dropped (a loop turn
+/// takes microseconds: some milliseconds).
+pub const WHOLE_BUSY_LIMIT: u32 = 1000;
+
+/// A socket to send super-packets whole with their virtio-net header, a send buffer of
+/// 4 MiB (about 60 super-packets of 64 KB). Unlike the ring's, it does not bypass the
+/// kernel's qdisc: only that path (`dev_queue_xmit`) cuts a super-packet in software when
+/// the device cannot (TSO off, no checksum offload); the direct path drops it. A bridge
+/// port's qdisc is empty (weir queues) or absent (`noqueue`, veth).
 fn whole_socket(iface: &str, ifindex: u32) -> Result<OwnedFd, RingError> {
     let fd = packet_socket(0, iface)?;
     let raw = fd.as_raw_fd();
-    let _ = setsockopt(raw, libc::SOL_PACKET, PACKET_QDISC_BYPASS, &1i32);
     let _ = setsockopt(raw, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &(4i32 << 20));
     setsockopt(raw, libc::SOL_PACKET, PACKET_VNET_HDR, &1i32).map_err(|source| RingError::Sys {
         what: "PACKET_VNET_HDR is not supported",
@@ -617,6 +641,7 @@ impl TxRing {
             rejected: 0,
             unkicked: 0,
             whole: whole_socket(iface, ifindex).ok(),
+            whole_busy: 0,
         })
     }
 
@@ -693,22 +718,32 @@ impl TxRing {
         self.whole.is_some()
     }
 
-    /// Send a super-packet whole after the frames queued before it: `Ok(false)` when the
-    /// device is busy (the ring's frames or this one could not all go; try again later),
-    /// `Err` when the kernel refuses it (a virtio-net header it does not accept, no
-    /// socket for it).
-    pub fn send_whole(
-        &mut self,
-        vnet: &[u8; weir_wire::vnet::LEN],
-        frame: &[u8],
-    ) -> io::Result<bool> {
+    /// Send a super-packet whole, with its virtio-net header `vnet`, after the frames
+    /// queued in the ring before it (see [`WholeSent`]).
+    pub fn send_whole(&mut self, vnet: &[u8; weir_wire::vnet::LEN], frame: &[u8]) -> WholeSent {
+        let r = self.try_whole(vnet, frame);
+        if !matches!(r, WholeSent::Busy) {
+            self.whole_busy = 0;
+            return r;
+        }
+        self.whole_busy += 1;
+        if self.whole_busy >= WHOLE_BUSY_LIMIT {
+            self.whole_busy = 0;
+            return WholeSent::Dropped;
+        }
+        WholeSent::Busy
+    }
+
+    fn try_whole(&mut self, vnet: &[u8; weir_wire::vnet::LEN], frame: &[u8]) -> WholeSent {
         let Some(fd) = self.whole.as_ref().map(|f| f.as_raw_fd()) else {
-            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+            return WholeSent::Refused(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
         };
         if self.unkicked > 0 {
-            self.flush()?;
+            if let Err(e) = self.flush() {
+                return WholeSent::Refused(e);
+            }
             if self.unkicked > 0 {
-                return Ok(false);
+                return WholeSent::Busy;
             }
         }
         let mut iov = [
@@ -729,12 +764,15 @@ impl TxRing {
             libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT)
         };
         if r >= 0 {
-            return Ok(true);
+            return WholeSent::Sent;
         }
         let e = io::Error::last_os_error();
         match e.raw_os_error() {
-            Some(libc::EAGAIN) | Some(libc::ENOBUFS) => Ok(false),
-            _ => Err(e),
+            Some(libc::EAGAIN) => WholeSent::Busy,
+            // a full queue or backlog dropped it (ENETDOWN: a queue-less virtual device
+            // with its queue stopped, "asks to queue packet")
+            Some(libc::ENOBUFS) | Some(libc::ENETDOWN) => WholeSent::Dropped,
+            _ => WholeSent::Refused(e),
         }
     }
 

@@ -32,7 +32,7 @@
 //! the same rule again before a frame enters a ring (only the engine's own packets could
 //! fail it), so the kernel never refuses a frame.
 
-use crate::afpacket::{RingConfig, RingError, RxRing, TxRing};
+use crate::afpacket::{RingConfig, RingError, RxRing, TxRing, WholeSent};
 use crate::clock::{set_timer_slack_1ns, Clock};
 use crate::ethtool::OffloadGuard;
 use crate::failopen;

@@ -130,7 +130,17 @@ pub(crate) fn parse_opts() -> Result<Opts, String> {
                 o.rate = Some(v.parse().map_err(|_| format!("--rate: {v}"))?);
             }
             "--tso-ms" => o.tso_ms = num(val(&a)?, &a)?,
-            "--weir-policy" => o.weir_policy = Some(PathBuf::from(val(&a)?)),
+            "--weir-policy" => {
+                // relative to where the user ran scripts/bench-forward (cargo moves to
+                // crates/io); read now, so a bad policy stops the run before any trial
+                let p = PathBuf::from(val(&a)?);
+                let p = match std::env::var_os("WEIR_BENCH_CWD") {
+                    Some(cwd) if p.is_relative() => PathBuf::from(cwd).join(p),
+                    _ => p,
+                };
+                weir_core::policy::Policy::load(&p).map_err(|e| format!("--weir-policy: {e}"))?;
+                o.weir_policy = Some(p);
+            }
             "--quick" => {
                 o.trial_ms = 500;
                 o.cpu_ms = 1000;

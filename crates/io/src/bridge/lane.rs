@@ -245,8 +245,8 @@ impl Sink<'_> {
             },
         );
         self.pool.meta_mut(id).len = wire as u32;
-        self.stats.rx.packets += segments as u64;
-        self.stats.rx.bytes += wire as u64;
+        // one packet (every drop counter counts it once), its wire bytes
+        self.stats.rx.add(wire as u32);
         self.stats.gso.kept_whole += 1;
         self.stats.gso.whole_segments += segments as u64;
         Some(id)
@@ -425,20 +425,23 @@ pub(super) fn transmit(
         if let Some(s) = pool.super_packet(id) {
             let mut hdr = [0u8; vnet::LEN];
             let _ = s.vnet.emit(&mut hdr);
-            let (segments, wire) = (u64::from(s.segments), u64::from(pool.len(id)));
+            let wire = pool.len(id);
             match tx.send_whole(&hdr, data) {
-                Ok(true) => {
-                    stats.tx.packets += segments;
-                    stats.tx.bytes += wire;
-                }
-                Ok(false) => {
-                    // the device is busy: it goes first next time
+                WholeSent::Sent => stats.tx.add(wire),
+                WholeSent::Busy => {
+                    // it goes first next time
                     stats.tx_ring_full += 1;
                     backlog.push_front(id);
                     break;
                 }
+                // handed to the kernel and lost there, as a ring frame a full device drops:
+                // part of `tx`, named apart
+                WholeSent::Dropped => {
+                    stats.tx.add(wire);
+                    stats.gso.whole_dropped.add(wire);
+                }
                 // counted: the lane cuts super-packets from now on (`Lane::whole`)
-                Err(e) => {
+                WholeSent::Refused(e) => {
                     if stats.gso.whole_refused.packets == 0 {
                         crate::log::warning(&format!(
                             "{}: the kernel refused a super-packet sent whole ({e}); it was \
@@ -446,7 +449,8 @@ pub(super) fn transmit(
                             tx.iface()
                         ));
                     }
-                    stats.gso.whole_refused.add(wire as u32);
+                    stats.tx.add(wire);
+                    stats.gso.whole_refused.add(wire);
                 }
             }
             pool.free(id);

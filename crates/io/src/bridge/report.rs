@@ -118,8 +118,11 @@ pub struct GsoStats {
     /// Super-packets that could have stayed whole but were cut: no large slot was free.
     pub no_whole_slot: u64,
     /// Super-packets the kernel refused to send whole; dropped (the lane cuts them from
-    /// then on).
+    /// then on). Counted in `tx` too, as `tx_rejected` frames are.
     pub whole_refused: Count,
+    /// Super-packets sent whole that the outgoing device dropped (its queue full), or that
+    /// could not leave for [`crate::afpacket::WHOLE_BUSY_LIMIT`] tries. In `tx` too.
+    pub whole_dropped: Count,
 }
 
 /// Frames dropped because their virtio-net header lies or asks for what weir does not do

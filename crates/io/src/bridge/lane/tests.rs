@@ -307,7 +307,7 @@ fn super_packets_stay_whole_where_the_device_says() {
         (rx.stats.gso.kept_whole, rx.stats.gso.whole_segments),
         (1, 3)
     );
-    assert_eq!((rx.stats.rx.packets, rx.stats.rx.bytes), (3, 3 * 1414));
+    assert_eq!((rx.stats.rx.packets, rx.stats.rx.bytes), (1, 3 * 1414));
     assert_eq!(rx.stats.gso.super_packets, 0);
     let mut cx = Ctx::new(Instant::ZERO, &mut rx.pool, &mut rx.rng, &mut rx.dropped);
     let id = rx
