@@ -128,11 +128,15 @@ pub struct Super {
     pub segments: u16,
     /// Bytes stored (headers once, then the payload).
     pub stored: u32,
+    /// Where they start in the large slot (a buffer swapped in may hold a header first:
+    /// [`Pool::alloc_whole_swap`]).
+    pub offset: u32,
 }
 
-/// The large slots of a pool.
+/// The large slots of a pool: buffers of their own, so that one can be swapped with a
+/// buffer the driver has just filled instead of copied.
 struct Wholes {
-    data: Vec<u8>,
+    bufs: Vec<Vec<u8>>,
     size: usize,
     info: Vec<Super>,
     free: Vec<u32>,
@@ -157,7 +161,7 @@ impl Pool {
             slot: slot_size,
             free: (0..capacity).rev().collect(),
             wholes: Wholes {
-                data: Vec::new(),
+                bufs: Vec::new(),
                 size: 0,
                 info: Vec::new(),
                 free: Vec::new(),
@@ -170,7 +174,7 @@ impl Pool {
     pub fn with_whole(capacity: u32, slot_size: usize, count: u32, size: usize) -> Self {
         let mut p = Pool::new(capacity, slot_size);
         p.wholes = Wholes {
-            data: vec![0u8; count as usize * size],
+            bufs: (0..count).map(|_| vec![0u8; size]).collect(),
             size,
             info: vec![Super::default(); count as usize],
             free: (0..count).rev().collect(),
@@ -198,13 +202,30 @@ impl Pool {
         Some(id)
     }
 
+    /// Take a packet with a large slot whose buffer is swapped with `buf` (of
+    /// [`Pool::whole_size`] bytes, just filled by the driver: no copy); `buf` gets the
+    /// slot's old buffer. `None` (and `buf` untouched) when either runs out or `buf` is
+    /// not of that size.
+    pub fn alloc_whole_swap(&mut self, buf: &mut Vec<u8>) -> Option<PktId> {
+        if buf.len() != self.wholes.size {
+            return None;
+        }
+        let id = self.alloc_whole()?;
+        let w = self.meta[id.0 as usize].whole as usize;
+        std::mem::swap(&mut self.wholes.bufs[w], buf);
+        Some(id)
+    }
+
     /// Record what a whole super-packet is (its bytes already written).
     pub fn set_super(&mut self, id: PktId, s: Super) {
         let w = self.meta[id.0 as usize].whole;
         debug_assert!(w != NIL, "packet {} has no large slot", id.0);
+        let size = self.wholes.size as u32;
         if let Some(i) = self.wholes.info.get_mut(w as usize) {
+            let offset = s.offset.min(size);
             *i = Super {
-                stored: s.stored.min(self.wholes.size as u32),
+                offset,
+                stored: s.stored.min(size - offset),
                 ..s
             };
         }
@@ -272,31 +293,19 @@ impl Pool {
         self.meta[id.0 as usize].len
     }
 
-    /// Where the packet's bytes are: (start in `data` or the large slots, bytes, large).
-    #[inline]
-    fn span(&self, id: PktId) -> (usize, usize, bool) {
-        let m = &self.meta[id.0 as usize];
-        if m.whole == NIL {
-            (
-                id.0 as usize * self.slot,
-                (m.len as usize).min(self.slot),
-                false,
-            )
-        } else {
-            let w = m.whole as usize;
-            let n = self.wholes.info[w].stored as usize;
-            (w * self.wholes.size, n, true)
-        }
-    }
-
     /// The frame bytes: `meta.len` of them, at most `slot_size`; a whole super-packet's
     /// stored bytes.
     #[inline]
     pub fn data(&self, id: PktId) -> &[u8] {
-        match self.span(id) {
-            (start, n, false) => &self.data[start..start + n],
-            (start, n, true) => &self.wholes.data[start..start + n],
+        let m = &self.meta[id.0 as usize];
+        if m.whole == NIL {
+            let start = id.0 as usize * self.slot;
+            return &self.data[start..start + (m.len as usize).min(self.slot)];
         }
+        let w = m.whole as usize;
+        let i = &self.wholes.info[w];
+        let (at, n) = (i.offset as usize, i.stored as usize);
+        &self.wholes.bufs[w][at..at + n]
     }
     /// The whole writable slot (a large one for a whole super-packet); set `meta.len` to
     /// the frame length after writing.
@@ -304,8 +313,7 @@ impl Pool {
     pub fn slot_mut(&mut self, id: PktId) -> &mut [u8] {
         let w = self.meta[id.0 as usize].whole;
         if w != NIL {
-            let start = w as usize * self.wholes.size;
-            return &mut self.wholes.data[start..start + self.wholes.size];
+            return &mut self.wholes.bufs[w as usize][..];
         }
         let start = id.0 as usize * self.slot;
         &mut self.data[start..start + self.slot]
@@ -313,10 +321,16 @@ impl Pool {
     /// The frame bytes, writable (for in-place header edits).
     #[inline]
     pub fn data_mut(&mut self, id: PktId) -> &mut [u8] {
-        match self.span(id) {
-            (start, n, false) => &mut self.data[start..start + n],
-            (start, n, true) => &mut self.wholes.data[start..start + n],
+        let m = &self.meta[id.0 as usize];
+        if m.whole == NIL {
+            let start = id.0 as usize * self.slot;
+            let n = (m.len as usize).min(self.slot);
+            return &mut self.data[start..start + n];
         }
+        let w = m.whole as usize;
+        let i = &self.wholes.info[w];
+        let (at, n) = (i.offset as usize, i.stored as usize);
+        &mut self.wholes.bufs[w][at..at + n]
     }
 }
 
@@ -539,6 +553,28 @@ mod tests {
         let id = pool.alloc().unwrap();
         assert_eq!(pool.super_packet(id), None);
         assert!(Pool::new(2, 16).alloc_whole().is_none());
+        // a filled buffer swapped in, its packet after a 4-byte header
+        let mut buf = vec![1, 2, 3, 4, 5, 6, 7];
+        assert!(
+            pool.alloc_whole_swap(&mut buf).is_none(),
+            "not of the slots' size"
+        );
+        pool.free(id);
+        let mut buf = vec![9u8; 100];
+        buf[4..8].copy_from_slice(&[5, 6, 7, 8]);
+        let id = pool.alloc_whole_swap(&mut buf).unwrap();
+        assert_eq!(buf.len(), 100, "the slot's old buffer back");
+        pool.set_super(
+            id,
+            Super {
+                offset: 4,
+                stored: 4,
+                ..Super::default()
+            },
+        );
+        assert_eq!(pool.data(id), &[5, 6, 7, 8]);
+        pool.data_mut(id)[0] = 1;
+        assert_eq!(pool.data(id), &[1, 6, 7, 8]);
     }
 
     #[test]

@@ -357,7 +357,8 @@ impl Bridge {
                 rx: rx_ring,
                 tx: tx_ring,
                 backlog: VecDeque::new(),
-                copy_buf: vec![0; COPY_BUF],
+                // as long as a large packet slot: swapped into one when kept whole
+                copy_buf: vec![0; COPY_BUF + 4],
                 gso_buf: Vec::with_capacity(COPY_BUF + 4),
                 pcap,
                 stats: LaneStats::default(),

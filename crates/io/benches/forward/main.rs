@@ -302,29 +302,31 @@ fn run(opts: Opts) -> Result<(), String> {
         }
     }
 
-    // TSO sender: the sender's veth back to its defaults (TSO/GSO on) for these trials
+    // TSO sender: every interface back to its defaults (TSO/GSO on; veth's GRO is off by
+    // default) for these trials, as a user has them: the sender hands out super-packets,
+    // the kernel bridge forwards them whole, weir (which turns off only GRO/LRO) too
     let mut tso_cells = Vec::new();
     if opts.tso_ms > 0 && opts.rate.is_none() {
-        let i = b.topo.snd_if.clone();
         let on = Offloads {
             tso: Some(true),
             gso: Some(true),
             ..Offloads::default()
         };
-        b.topo
-            .snd
-            .run(move || set_offloads(&i, &on))
-            .map_err(|e| e.to_string())?;
+        for (ns, ifname) in b.topo.interfaces() {
+            let i = ifname.to_string();
+            ns.run(move || set_offloads(&i, &on))
+                .map_err(|e| e.to_string())?;
+        }
         for &dut in &duts {
             b.set_dut(dut)?;
             eprintln!("tso sender: {}", dut.name());
             tso_cells.push(b.tso_trial(dut, Duration::from_millis(opts.tso_ms))?);
         }
-        let i = b.topo.snd_if.clone();
-        b.topo
-            .snd
-            .run(move || set_offloads(&i, &Offloads::SEGMENTATION_OFF))
-            .map_err(|e| e.to_string())?;
+        for (ns, ifname) in b.topo.interfaces() {
+            let i = ifname.to_string();
+            ns.run(move || set_offloads(&i, &Offloads::SEGMENTATION_OFF))
+                .map_err(|e| e.to_string())?;
+        }
     }
     b.topo.without_kernel_bridge().ok();
     let udp1 = udp_in(&b.topo.rcv);

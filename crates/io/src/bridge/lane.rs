@@ -105,7 +105,9 @@ pub(super) fn receive(
                         ..rx
                     };
                     sink.stats.copied += 1;
-                    sink.frame(&lane.copy_buf[vnet::LEN..n], rx, &mut lane.gso_buf);
+                    if !sink.whole_in_place(&mut lane.copy_buf, n, rx) {
+                        sink.frame(&lane.copy_buf[vnet::LEN..n], rx, &mut lane.gso_buf);
+                    }
                 }
                 _ => {
                     sink.stats.rx.add(wire_len);
@@ -197,11 +199,11 @@ impl Sink<'_> {
             return;
         }
         if self.whole && vnet.needs_csum() && self.device.keeps_whole(self.dir, data) {
-            match self.keep_whole(data, &vnet, &seg) {
-                Some(id) => return self.admit(id, self.pool.len(id) as usize),
-                // no large slot free: cut it, as always
-                None => self.stats.gso.no_whole_slot += 1,
+            if self.keep_whole(data, &vnet, &seg) {
+                return;
             }
+            // no large slot free: cut it, as always
+            self.stats.gso.no_whole_slot += 1;
         }
         self.stats.gso.super_packets += 1;
         self.stats.gso.segments += seg.count() as u64;
@@ -223,15 +225,63 @@ impl Sink<'_> {
         }
     }
 
-    /// Copy a super-packet into a large slot with what it needs to leave whole: its
+    /// The common case of a super-packet kept whole without a copy: read whole into
+    /// `buf` (`n` bytes, its virtio-net header first), no VLAN tag to put back, within
+    /// the MTU, kept whole by the device: `buf` is swapped into a large slot. False when
+    /// any of that does not hold (nothing done; [`Sink::frame`] takes it from there).
+    fn whole_in_place(&mut self, buf: &mut Vec<u8>, n: usize, rx: Received) -> bool {
+        let vnet = rx.vnet;
+        if !self.whole || rx.vlan.is_some() || !vnet.is_gso() || !vnet.needs_csum() {
+            return false;
+        }
+        let data = &buf[vnet::LEN..n];
+        let Ok(seg) = Segmenter::new(data, &vnet) else {
+            return false;
+        };
+        if seg.max_segment_len() > pmtu::max_frame_len(data, self.mtu)
+            || !self.device.keeps_whole(self.dir, data)
+        {
+            return false;
+        }
+        let segments = seg.count();
+        let wire: usize = (0..segments).map(|i| seg.segment_len(i)).sum();
+        let Some(id) = self.pool.alloc_whole_swap(buf) else {
+            return false;
+        };
+        self.pool.set_super(
+            id,
+            Super {
+                vnet,
+                segments: segments as u16,
+                stored: (n - vnet::LEN) as u32,
+                offset: vnet::LEN as u32,
+            },
+        );
+        self.whole_admitted(id, segments, wire);
+        true
+    }
+
+    /// Count a super-packet kept whole (`segments` frames, `wire` bytes) and admit it.
+    fn whole_admitted(&mut self, id: PktId, segments: usize, wire: usize) {
+        self.pool.meta_mut(id).len = wire as u32;
+        // one packet (every drop counter counts it once), its wire bytes
+        self.stats.rx.add(wire as u32);
+        self.stats.gso.kept_whole += 1;
+        self.stats.gso.whole_segments += segments as u64;
+        self.admit(id, wire);
+    }
+
+    /// Copy a super-packet into a large slot with what it needs to leave whole — its
     /// virtio-net header (the checksum left to the kernel or the NIC, as it came) and its
-    /// wire cost (its segments' frame lengths) as its length. `None`: no large slot free.
-    fn keep_whole(&mut self, data: &[u8], vnet: &VnetHdr, seg: &Segmenter<'_>) -> Option<PktId> {
-        let id = self.pool.alloc_whole()?;
-        let slot = self.pool.slot_mut(id);
-        let Some(to) = slot.get_mut(..data.len()) else {
+    /// wire cost (its segments' frame lengths) as its length — and admit it. False: no
+    /// large slot free.
+    fn keep_whole(&mut self, data: &[u8], vnet: &VnetHdr, seg: &Segmenter<'_>) -> bool {
+        let Some(id) = self.pool.alloc_whole() else {
+            return false;
+        };
+        let Some(to) = self.pool.slot_mut(id).get_mut(..data.len()) else {
             self.pool.free(id);
-            return None;
+            return false;
         };
         to.copy_from_slice(data);
         let segments = seg.count();
@@ -242,14 +292,11 @@ impl Sink<'_> {
                 vnet: *vnet,
                 segments: segments as u16,
                 stored: data.len() as u32,
+                offset: 0,
             },
         );
-        self.pool.meta_mut(id).len = wire as u32;
-        // one packet (every drop counter counts it once), its wire bytes
-        self.stats.rx.add(wire as u32);
-        self.stats.gso.kept_whole += 1;
-        self.stats.gso.whole_segments += segments as u64;
-        Some(id)
+        self.whole_admitted(id, segments, wire);
+        true
     }
 
     /// A frame that is not a super-packet: copy, restore its VLAN tag, complete its
