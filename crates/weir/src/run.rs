@@ -47,7 +47,7 @@ pub struct BridgeArgs {
     /// the policy, besides root and the user weir runs as (the socket becomes 0660).
     #[arg(long, value_parser = group_id)]
     pub socket_group: Option<u32>,
-    /// Leave GRO/GSO/TSO/LRO as they are (weir turns them off and restores them on exit).
+    /// Leave GRO and LRO as they are (weir turns them off and restores them on exit).
     #[arg(long)]
     pub keep_offloads: bool,
     /// Stop after this long (e.g. 30s); default: until SIGINT/SIGTERM.
