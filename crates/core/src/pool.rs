@@ -311,9 +311,10 @@ impl Pool {
     /// the frame length after writing.
     #[inline]
     pub fn slot_mut(&mut self, id: PktId) -> &mut [u8] {
-        let w = self.meta[id.0 as usize].whole;
-        if w != NIL {
-            return &mut self.wholes.bufs[w as usize][..];
+        let w = self.meta[id.0 as usize].whole as usize;
+        if w != NIL as usize {
+            let at = self.wholes.info[w].offset as usize;
+            return &mut self.wholes.bufs[w][at..];
         }
         let start = id.0 as usize * self.slot;
         &mut self.data[start..start + self.slot]
@@ -575,6 +576,8 @@ mod tests {
         assert_eq!(pool.data(id), &[5, 6, 7, 8]);
         pool.data_mut(id)[0] = 1;
         assert_eq!(pool.data(id), &[1, 6, 7, 8]);
+        // the writable slot starts where the packet does
+        assert_eq!(pool.slot_mut(id)[..4], [1, 6, 7, 8]);
     }
 
     #[test]

@@ -576,6 +576,8 @@ pub struct TxRing {
     whole: Option<OwnedFd>,
     /// [`TxRing::send_whole`] calls in a row that found it could not send yet.
     whole_busy: u32,
+    /// Super-packets in a row the kernel refused.
+    whole_refusals: u32,
 }
 
 /// What became of a super-packet handed to [`TxRing::send_whole`].
@@ -589,10 +591,14 @@ pub enum WholeSent {
     /// The device dropped it (its queue was full), as it may drop a ring frame; or it
     /// stayed [`WholeSent::Busy`] for [`WHOLE_BUSY_LIMIT`] tries in a row.
     Dropped,
-    /// The kernel refuses such a packet (a virtio-net header it does not accept; no
-    /// socket to send it): do not send super-packets whole on this interface again.
-    Refused(io::Error),
+    /// The kernel refuses this packet (a virtio-net header it does not accept): dropped.
+    /// After [`WHOLE_REFUSALS`] in a row the ring stops sending whole
+    /// ([`TxRing::sends_whole`] false from then on: `gave_up`).
+    Refused { error: io::Error, gave_up: bool },
 }
+
+/// Refusals in a row after which super-packets are no longer sent whole on an interface.
+pub const WHOLE_REFUSALS: u32 = 8;
 
 /// Tries in a row after which a super-packet that cannot leave is dropped (a loop turn
 /// takes microseconds: some milliseconds).
@@ -642,6 +648,7 @@ impl TxRing {
             unkicked: 0,
             whole: whole_socket(iface, ifindex).ok(),
             whole_busy: 0,
+            whole_refusals: 0,
         })
     }
 
@@ -722,8 +729,18 @@ impl TxRing {
     /// queued in the ring before it (see [`WholeSent`]).
     pub fn send_whole(&mut self, vnet: &[u8; weir_wire::vnet::LEN], frame: &[u8]) -> WholeSent {
         let r = self.try_whole(vnet, frame);
+        if let WholeSent::Refused { error, .. } = r {
+            self.whole_busy = 0;
+            self.whole_refusals += 1;
+            let gave_up = self.whole_refusals >= WHOLE_REFUSALS;
+            if gave_up {
+                self.whole = None;
+            }
+            return WholeSent::Refused { error, gave_up };
+        }
         if !matches!(r, WholeSent::Busy) {
             self.whole_busy = 0;
+            self.whole_refusals = 0;
             return r;
         }
         self.whole_busy += 1;
@@ -736,13 +753,15 @@ impl TxRing {
 
     fn try_whole(&mut self, vnet: &[u8; weir_wire::vnet::LEN], frame: &[u8]) -> WholeSent {
         let Some(fd) = self.whole.as_ref().map(|f| f.as_raw_fd()) else {
-            return WholeSent::Refused(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+            return WholeSent::Refused {
+                error: io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+                gave_up: true,
+            };
         };
         if self.unkicked > 0 {
-            if let Err(e) = self.flush() {
-                return WholeSent::Refused(e);
-            }
-            if self.unkicked > 0 {
+            // a kick that fails (the link flapping) is a device not ready yet: retried,
+            // and dropped after WHOLE_BUSY_LIMIT tries
+            if self.flush().is_err() || self.unkicked > 0 {
                 return WholeSent::Busy;
             }
         }
@@ -772,7 +791,10 @@ impl TxRing {
             // a full queue or backlog dropped it (ENETDOWN: a queue-less virtual device
             // with its queue stopped, "asks to queue packet")
             Some(libc::ENOBUFS) | Some(libc::ENETDOWN) => WholeSent::Dropped,
-            _ => WholeSent::Refused(e),
+            _ => WholeSent::Refused {
+                error: e,
+                gave_up: false,
+            },
         }
     }
 

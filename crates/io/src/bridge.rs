@@ -305,6 +305,7 @@ impl Bridge {
             PcapSpec::Both(w) => (Some(w), None, None),
             PcapSpec::PerDirection { outbound, inbound } => (None, outbound, inbound),
         };
+        let capturing = pcap_both.is_some() || pcap_out.is_some() || pcap_in.is_some();
         let icmp = match cfg.icmp_rate {
             0 => None,
             // one byte a reply: `icmp_rate` bytes a second, `icmp_burst` bytes deep
@@ -346,8 +347,9 @@ impl Bridge {
             let tx_ring = TxRing::open(tx, cfg.ring)?;
             keep_alive(bypass);
             Ok(Lane {
-                // a capture is of wire frames: it sees super-packets cut
-                whole: pcap.is_none() && tx_ring.sends_whole(),
+                // a capture (either lane's or one of both) is of wire frames: it sees
+                // super-packets cut
+                whole: !capturing && tx_ring.sends_whole(),
                 dir,
                 mtu: mtu(tx)?,
                 reply_mtu: mtu(rx)?,

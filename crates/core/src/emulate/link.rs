@@ -562,6 +562,11 @@ impl EmuLink {
     /// Make, admit, schedule and maybe corrupt a copy of `orig` (admitted, not yet
     /// corrupted).
     fn duplicate(&mut self, orig: PktId, len: u32, now: u64, cx: &mut Ctx<'_>) {
+        // a whole super-packet (only one a reload carried over from a direction that kept
+        // it whole can get here) is not copied: its bytes do not fit a packet slot
+        if cx.pool.super_packet(orig).is_some() {
+            return;
+        }
         let Some(copy) = cx.pool.alloc() else {
             self.counters.dup_pool_empty += 1;
             return;

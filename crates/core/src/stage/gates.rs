@@ -59,7 +59,9 @@ impl Stage for MssStage {
         let Some(flags) = p.tcp_flags else {
             return Step::Next;
         };
-        if !flags.contains(TcpFlags::SYN) {
+        // a SYN is never a super-packet from an honest stack; one that claims to be is
+        // forwarded as it is (its length is its wire cost, not its bytes)
+        if !flags.contains(TcpFlags::SYN) || cx.pool.super_packet(pkt).is_some() {
             return Step::Next;
         }
         let m = cx.pool.meta(pkt);

@@ -75,7 +75,7 @@ pub(super) fn receive(
                 .min(now),
         };
         let mut sink = Sink {
-            whole: lane.whole && lane.stats.gso.whole_refused.packets == 0,
+            whole: lane.whole && lane.tx.sends_whole(),
             dir: lane.dir,
             mtu: lane.mtu,
             reply_mtu: lane.reply_mtu,
@@ -488,11 +488,16 @@ pub(super) fn transmit(
                     stats.gso.whole_dropped.add(wire);
                 }
                 // counted: the lane cuts super-packets from now on (`Lane::whole`)
-                WholeSent::Refused(e) => {
-                    if stats.gso.whole_refused.packets == 0 {
+                WholeSent::Refused { error, gave_up } => {
+                    if stats.gso.whole_refused.packets == 0 || gave_up {
+                        let then = if gave_up {
+                            "weir cuts super-packets on this interface from now on"
+                        } else {
+                            "further refusals are counted (gso.whole_refused)"
+                        };
                         crate::log::warning(&format!(
-                            "{}: the kernel refused a super-packet sent whole ({e}); it was \
-                             dropped, and weir cuts super-packets on this interface from now on",
+                            "{}: the kernel refused a super-packet sent whole ({error}); it \
+                             was dropped; {then}",
                             tx.iface()
                         ));
                     }

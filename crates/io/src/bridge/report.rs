@@ -117,8 +117,9 @@ pub struct GsoStats {
     pub whole_segments: u64,
     /// Super-packets that could have stayed whole but were cut: no large slot was free.
     pub no_whole_slot: u64,
-    /// Super-packets the kernel refused to send whole; dropped (the lane cuts them from
-    /// then on). Counted in `tx` too, as `tx_rejected` frames are.
+    /// Super-packets the kernel refused to send whole; dropped (after
+    /// [`crate::afpacket::WHOLE_REFUSALS`] in a row the lane cuts them from then on).
+    /// Counted in `tx` too, as `tx_rejected` frames are.
     pub whole_refused: Count,
     /// Super-packets sent whole that the outgoing device dropped (its queue full), or that
     /// could not leave for [`crate::afpacket::WHOLE_BUSY_LIMIT`] tries. In `tx` too.
