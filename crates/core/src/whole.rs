@@ -35,7 +35,7 @@
 //! Invariant: [`WholeRule::keeps`] has no side effect (the classifier's `lookup`, not its
 //! counting `classify`), so asking costs one extra lookup per super-packet, not per frame.
 
-use crate::classify::{Classifier, Fields};
+use crate::classify::Classifier;
 use crate::sched::linkshare::LinkShare;
 use crate::stage::{Rank, Stage};
 
@@ -127,22 +127,19 @@ impl WholeRule {
         }
     }
 
-    /// Whether a super-packet with these headers stays whole (`fields`: `None` when they
-    /// do not parse; `classifier`: the direction's).
-    pub fn keeps(&self, classifier: Option<&Classifier>, fields: Option<&Fields>) -> bool {
+    /// Whether the super-packet `frame` stays whole (`classifier`: the direction's). The
+    /// headers are parsed only when the class decides; ones that do not parse are cut.
+    pub fn keeps(&self, classifier: Option<&Classifier>, frame: &[u8]) -> bool {
         match self {
             WholeRule::Never => false,
             WholeRule::Always => true,
-            WholeRule::Classes(ok) => match (classifier, fields) {
-                (Some(c), Some(f)) => ok.get(c.lookup(f).0 as usize).copied().unwrap_or(false),
-                _ => false,
-            },
+            WholeRule::Classes(ok) => {
+                let (Some(c), Ok(f)) = (classifier, crate::pipeline::frame_fields(frame)) else {
+                    return false;
+                };
+                ok.get(c.lookup(&f).0 as usize).copied().unwrap_or(false)
+            }
         }
-    }
-
-    /// Whether any super-packet can stay whole (the I/O side skips the parse when not).
-    pub fn ever(&self) -> bool {
-        *self != WholeRule::Never
     }
 }
 

@@ -349,7 +349,7 @@ impl Bridge {
             Ok(Lane {
                 // a capture (either lane's or one of both) is of wire frames: it sees
                 // super-packets cut
-                whole: !capturing && tx_ring.sends_whole(),
+                whole: !capturing,
                 dir,
                 mtu: mtu(tx)?,
                 reply_mtu: mtu(rx)?,

@@ -432,14 +432,7 @@ impl Device {
     /// ([`crate::whole`]): no side effect, one classifier lookup at most.
     pub fn keeps_whole(&self, dir: Direction, frame: &[u8]) -> bool {
         let lane = &self.lanes[dir.index()];
-        match lane.whole() {
-            crate::whole::WholeRule::Never => false,
-            crate::whole::WholeRule::Always => true,
-            rule => {
-                let f = crate::pipeline::frame_fields(frame).ok();
-                rule.keeps(lane.classifier(), f.as_ref())
-            }
-        }
+        lane.whole().keeps(lane.classifier(), frame)
     }
 
     /// What TCP rate control did to the ACKs travelling `dir` (`None`: the policy has no

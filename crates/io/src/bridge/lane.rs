@@ -34,8 +34,8 @@ pub(super) struct Lane {
     /// fail-open bypass may have forwarded them (set at a hand-over).
     pub(super) skip_before: u64,
     pub(super) meter: RateMeter,
-    /// Super-packets may cross this lane whole (no capture of wire frames, a socket to
-    /// send them, large packet slots); off for good once the kernel refuses one.
+    /// Super-packets may cross this lane whole: no capture of wire frames (and while its
+    /// TX ring still sends them whole: [`TxRing::sends_whole`]).
     pub(super) whole: bool,
 }
 
@@ -235,34 +235,45 @@ impl Sink<'_> {
             return false;
         }
         let data = &buf[vnet::LEN..n];
+        if !self.device.keeps_whole(self.dir, data) {
+            // decided: `frame` cuts it without asking again
+            self.whole = false;
+            return false;
+        }
         let Ok(seg) = Segmenter::new(data, &vnet) else {
             return false;
         };
-        if seg.max_segment_len() > pmtu::max_frame_len(data, self.mtu)
-            || !self.device.keeps_whole(self.dir, data)
-        {
+        if seg.max_segment_len() > pmtu::max_frame_len(data, self.mtu) {
             return false;
         }
-        let segments = seg.count();
-        let wire: usize = (0..segments).map(|i| seg.segment_len(i)).sum();
+        let cost = wire_cost(&seg);
         let Some(id) = self.pool.alloc_whole_swap(buf) else {
             return false;
         };
+        let at = vnet::LEN as u32;
+        self.whole_admitted(id, vnet, cost, (at, n as u32 - at));
+        true
+    }
+
+    /// Record a super-packet just put in large slot `id` — its virtio-net header (the
+    /// checksum left to the kernel or the NIC, as it came), its `(segments, wire bytes)`
+    /// cost as its length, where its bytes are (`(offset, stored)`) — count and admit it.
+    fn whole_admitted(
+        &mut self,
+        id: PktId,
+        vnet: VnetHdr,
+        (segments, wire): (usize, usize),
+        (offset, stored): (u32, u32),
+    ) {
         self.pool.set_super(
             id,
             Super {
                 vnet,
                 segments: segments as u16,
-                stored: (n - vnet::LEN) as u32,
-                offset: vnet::LEN as u32,
+                stored,
+                offset,
             },
         );
-        self.whole_admitted(id, segments, wire);
-        true
-    }
-
-    /// Count a super-packet kept whole (`segments` frames, `wire` bytes) and admit it.
-    fn whole_admitted(&mut self, id: PktId, segments: usize, wire: usize) {
         self.pool.meta_mut(id).len = wire as u32;
         // one packet (every drop counter counts it once), its wire bytes
         self.stats.rx.add(wire as u32);
@@ -271,10 +282,8 @@ impl Sink<'_> {
         self.admit(id, wire);
     }
 
-    /// Copy a super-packet into a large slot with what it needs to leave whole — its
-    /// virtio-net header (the checksum left to the kernel or the NIC, as it came) and its
-    /// wire cost (its segments' frame lengths) as its length — and admit it. False: no
-    /// large slot free.
+    /// Copy a super-packet into a large slot and admit it ([`Sink::whole_admitted`]).
+    /// False: no large slot free.
     fn keep_whole(&mut self, data: &[u8], vnet: &VnetHdr, seg: &Segmenter<'_>) -> bool {
         let Some(id) = self.pool.alloc_whole() else {
             return false;
@@ -284,18 +293,7 @@ impl Sink<'_> {
             return false;
         };
         to.copy_from_slice(data);
-        let segments = seg.count();
-        let wire: usize = (0..segments).map(|i| seg.segment_len(i)).sum();
-        self.pool.set_super(
-            id,
-            Super {
-                vnet: *vnet,
-                segments: segments as u16,
-                stored: data.len() as u32,
-                offset: 0,
-            },
-        );
-        self.whole_admitted(id, segments, wire);
+        self.whole_admitted(id, *vnet, wire_cost(seg), (0, data.len() as u32));
         true
     }
 
@@ -409,6 +407,12 @@ impl Sink<'_> {
     }
 }
 
+/// What a super-packet costs on the wire: (its segments, their frame lengths summed).
+fn wire_cost(seg: &Segmenter<'_>) -> (usize, usize) {
+    let n = seg.count();
+    (n, (0..n).map(|i| seg.segment_len(i)).sum())
+}
+
 /// `data` with the VLAN tag the device stripped put back after the MAC addresses, in
 /// `scratch` (`data` is at least 12 bytes long).
 fn with_tag<'s>(data: &[u8], tag: (u16, u16), scratch: &'s mut Vec<u8>) -> &'s [u8] {
@@ -487,7 +491,8 @@ pub(super) fn transmit(
                     stats.tx.add(wire);
                     stats.gso.whole_dropped.add(wire);
                 }
-                // counted: the lane cuts super-packets from now on (`Lane::whole`)
+                // dropped and counted; after WHOLE_REFUSALS in a row the ring stops sending
+                // whole and the lane cuts (`TxRing::sends_whole`)
                 WholeSent::Refused { error, gave_up } => {
                     if stats.gso.whole_refused.packets == 0 || gave_up {
                         let then = if gave_up {
