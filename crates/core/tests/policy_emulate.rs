@@ -61,7 +61,7 @@ fn profiles_parse_and_describe() {
     assert_eq!(far.cfg.loss, LossModel::Periodic { every: 100 });
     assert_eq!(far.direction, Shapes::Outbound);
     assert_eq!(p.emulators[2].direction, Shapes::Inbound);
-    assert_eq!(p.default_emulate, Some(0));
+    assert_eq!(p.default_emulate, vec![0]);
     assert_eq!(p.rules[0].emulate, Some(1));
     assert_eq!(
         p.rules[0].class, p.default_class,

@@ -54,9 +54,11 @@ use weir_wire::pmtu::{self, NoReply};
 use weir_wire::vnet::{self, VnetHdr};
 
 mod lane;
+mod linklog;
 mod report;
 mod workers;
 use lane::{receive, settle, transmit, Lane};
+pub use linklog::LinkLogSpec;
 pub use report::*;
 pub use workers::{auto_workers, WorkerRole, Workers, WorkersConfig};
 
@@ -140,6 +142,10 @@ pub struct BridgeConfig {
     pub fail_open: Option<Duration>,
     /// One of the workers of `weir run --workers N` ([`Workers`] sets it).
     pub worker: Option<WorkerRole>,
+    /// `mm-link` logs of the emulated links (`weir emu --uplink-log/--downlink-log`).
+    pub link_logs: Vec<LinkLogSpec>,
+    /// Stop once an emulated link has played its trace once (`weir emu --once`).
+    pub stop_when_played: bool,
 }
 
 impl BridgeConfig {
@@ -163,6 +169,8 @@ impl BridgeConfig {
             icmp_burst: DEFAULT_ICMP_BURST,
             fail_open: None,
             worker: None,
+            link_logs: Vec::new(),
+            stop_when_played: false,
         }
     }
 }
@@ -226,6 +234,8 @@ pub struct Bridge {
     watchdog: crate::notify::Watchdog,
     /// One of several workers: its part of the coordination ([`Workers`]).
     worker: Option<workers::Worker>,
+    link_logs: Vec<linklog::LinkLog>,
+    stop_when_played: bool,
     _offloads: Vec<OffloadGuard>,
 }
 
@@ -414,6 +424,12 @@ impl Bridge {
             .map(|f| crate::control::HupReloads::new(f, crate::signals::install_hup(), 1));
         let slot = cfg.ring.frame_size as usize + VLAN_ROOM;
         let worker = role.map(|r| r.into_worker(&mut cfg.device));
+        let clock = Clock::new();
+        let start = clock.now();
+        let link_logs = std::mem::take(&mut cfg.link_logs)
+            .into_iter()
+            .map(|spec| linklog::LinkLog::open(spec, &mut cfg.device, &clock, start))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Bridge {
             lan: cfg.lan,
             wan: cfg.wan,
@@ -423,7 +439,7 @@ impl Bridge {
             pool: Pool::with_whole(cfg.pool_packets, slot, WHOLE_SLOTS, COPY_BUF + 4),
             rng: Rng::new(cfg.seed),
             dropped: Vec::with_capacity(256),
-            clock: Clock::new(),
+            clock,
             busy_poll: cfg.busy_poll,
             batch: cfg.batch.max(1),
             stats,
@@ -448,6 +464,8 @@ impl Bridge {
                 None => crate::notify::Watchdog::from_env(),
             },
             worker,
+            link_logs,
+            stop_when_played: cfg.stop_when_played,
             _offloads: offloads,
         })
     }
@@ -516,6 +534,13 @@ impl Bridge {
                     }
                 }
                 self.publish(now, start);
+                for l in &mut self.link_logs {
+                    l.flush(&mut self.device, now, false);
+                }
+                if self.stop_when_played && self.device.emulation_played(now) {
+                    log::notice("the trace has been played once (--once): stopping");
+                    break;
+                }
                 // every 250 ms, or less often where a snapshot is costly (thousands of
                 // classes): publishing holds forwarding at most 1 % of the time
                 let cost_ns = (self.publish_cost.last_ms * 1e6) as u64;
@@ -559,6 +584,9 @@ impl Bridge {
             }
         }
         let end = self.clock.now();
+        for l in &mut self.link_logs {
+            l.flush(&mut self.device, end, true);
+        }
         // hand the link to the kernel first: it forwards while the queues are purged
         hand_over_at_stop(self.bypass.as_mut(), &self.lan, &self.wan);
         self.shutdown(end);

@@ -87,9 +87,58 @@ pub struct Args {
     /// Largest frame in bytes (sizes the default queue).
     #[arg(long, default_value_t = EmuConfig::DEFAULT_MTU)]
     mtu: u32,
-    /// Which traffic to impair: outbound (LAN → WAN), inbound, or both (each its own link).
-    #[arg(long, default_value = "outbound")]
-    direction: String,
+    /// Which traffic to impair: outbound (LAN → WAN; the default), inbound, or both (each
+    /// its own link). Not with the per-direction options below (they emulate both).
+    #[arg(long)]
+    direction: Option<String>,
+    /// Mahimahi (`mm-link UP DOWN`): the uplink's delivery trace — outbound, LAN → WAN —
+    /// instead of --rate/--trace for that direction. Any of the --up*, --down*,
+    /// --uplink-*, --downlink-* options makes two links, one each way, from the other
+    /// options plus their own.
+    #[arg(long, value_name = "TRACE", conflicts_with = "up_rate")]
+    up: Option<std::path::PathBuf>,
+    /// The downlink's delivery trace (inbound, WAN → LAN).
+    #[arg(long, value_name = "TRACE", conflicts_with = "down_rate")]
+    down: Option<std::path::PathBuf>,
+    /// The uplink's fixed rate (outbound), e.g. 2Mbit.
+    #[arg(long, value_name = "RATE")]
+    up_rate: Option<String>,
+    /// The downlink's fixed rate (inbound), e.g. 20Mbit.
+    #[arg(long, value_name = "RATE")]
+    down_rate: Option<String>,
+    /// Play the traces once (`mm-link --once`): weir stops when a trace ends.
+    #[arg(long)]
+    once: bool,
+    /// `mm-link`'s uplink queue: infinite, droptail or drophead (with
+    /// --uplink-queue-args "packets=N" and/or "bytes=N").
+    #[arg(long, value_name = "TYPE")]
+    uplink_queue: Option<String>,
+    /// Arguments of --uplink-queue: "packets=N, bytes=N".
+    #[arg(
+        long,
+        value_name = "ARGS",
+        default_value = "",
+        requires = "uplink_queue"
+    )]
+    uplink_queue_args: String,
+    /// `mm-link`'s downlink queue (as --uplink-queue).
+    #[arg(long, value_name = "TYPE")]
+    downlink_queue: Option<String>,
+    /// Arguments of --downlink-queue.
+    #[arg(
+        long,
+        value_name = "ARGS",
+        default_value = "",
+        requires = "downlink_queue"
+    )]
+    downlink_queue_args: String,
+    /// Write the uplink's per-packet log in `mm-link`'s format (`weir mm-graph`,
+    /// `mm-throughput-graph` and `mm-delay-graph` read it).
+    #[arg(long, value_name = "FILE")]
+    uplink_log: Option<std::path::PathBuf>,
+    /// Write the downlink's per-packet log in `mm-link`'s format.
+    #[arg(long, value_name = "FILE")]
+    downlink_log: Option<std::path::PathBuf>,
     /// Manage the bottleneck queue: fq_cobalt (flow queuing with sparse-flow priority,
     /// triple host isolation, COBALT and ECN: weir's default leaf), fq_codel (flow
     /// queuing, CoDel, ECN), cobalt or codel (one FIFO with that AQM and ECN), none (the
@@ -195,13 +244,10 @@ pub fn config(a: &Args) -> anyhow::Result<EmuConfig> {
         c.capacity = Some(opt("rate-schedule", spec::parse_schedule(s))?);
     }
     if let Some(f) = &a.trace {
-        let text = std::fs::read_to_string(f)
-            .map_err(|e| anyhow::anyhow!("--trace: cannot read {}: {e}", f.display()))?;
-        c.capacity = Some(
-            weir_core::emulate::Capacity::parse_trace(&text)
-                .map_err(|e| anyhow::anyhow!("--trace {}: {e}", f.display()))?,
-        );
+        c.capacity = Some(read_trace("--trace", f)?);
     }
+    // --once is about traces (a direction with a rate plays nothing): checked in `run`
+    c.once = a.once && matches!(c.capacity, Some(weir_core::emulate::Capacity::Trace(_)));
     c.delay = Duration(opt(
         "delay",
         parse_duration(&a.delay).map_err(|e| e.to_string()),
@@ -229,6 +275,68 @@ pub fn config(a: &Args) -> anyhow::Result<EmuConfig> {
     Ok(c)
 }
 
+/// A Mahimahi trace file, read and checked (errors name the option, the file and line).
+fn read_trace(option: &str, f: &std::path::Path) -> anyhow::Result<weir_core::emulate::Capacity> {
+    let text = std::fs::read_to_string(f)
+        .map_err(|e| anyhow::anyhow!("{option}: cannot read {}: {e}", f.display()))?;
+    weir_core::emulate::Capacity::parse_trace(&text)
+        .map_err(|e| anyhow::anyhow!("{option} {}: {e}", f.display()))
+}
+
+/// Whether any per-direction option is given (two links, one each way).
+fn per_direction(a: &Args) -> bool {
+    a.up.is_some()
+        || a.down.is_some()
+        || a.up_rate.is_some()
+        || a.down_rate.is_some()
+        || a.uplink_queue.is_some()
+        || a.downlink_queue.is_some()
+        || a.uplink_log.is_some()
+        || a.downlink_log.is_some()
+}
+
+/// One direction's link: the common link `c` with that direction's capacity and queue.
+fn direction_config(
+    c: &EmuConfig,
+    (up, once): (bool, bool),
+    (trace, rate): (&Option<std::path::PathBuf>, &Option<String>),
+    (queue, args): (&Option<String>, &str),
+) -> anyhow::Result<EmuConfig> {
+    let (name, qname) = if up {
+        ("up", "uplink-queue")
+    } else {
+        ("down", "downlink-queue")
+    };
+    let mut d = c.clone();
+    if let Some(f) = trace {
+        d.rate_bps = None;
+        d.capacity = Some(read_trace(&format!("--{name}"), f)?);
+    }
+    if let Some(r) = rate {
+        d.capacity = None;
+        d.rate_bps = Some(opt(
+            &format!("{name}-rate"),
+            parse_rate(r).map_err(|e| e.to_string()),
+        )?);
+    }
+    if let Some(q) = queue {
+        opt(qname, spec::apply_mm_queue(&mut d, q, args))?;
+    }
+    d.once = once && matches!(d.capacity, Some(weir_core::emulate::Capacity::Trace(_)));
+    d.validate()
+        .map_err(|e| anyhow::anyhow!("the {name}link: {e}"))?;
+    Ok(d)
+}
+
+/// What a link's log header names as its source: the trace file or the rate.
+fn log_source(trace: Option<&std::path::PathBuf>, c: &EmuConfig) -> String {
+    match (trace, c.rate_bps) {
+        (Some(t), _) => t.display().to_string(),
+        (None, Some(r)) => format!("rate {}", weir_core::units::fmt_rate(r)),
+        (None, None) => "no rate".into(),
+    }
+}
+
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let c = config(&a)?;
     // `seed N` inside --netem wins over --seed
@@ -236,7 +344,21 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         Some(n) => netem_config(n, a.mtu)?.1.unwrap_or(a.seed),
         None => a.seed,
     };
-    let direction = match a.direction.as_str() {
+    let pair = per_direction(&a);
+    if pair {
+        if let Some(d) = &a.direction {
+            anyhow::bail!("--direction {d}: the per-direction options (--up, --down, --up-rate, --down-rate, --uplink-*, --downlink-*) emulate both directions, each its own link");
+        }
+        if a.aqm != "none" {
+            anyhow::bail!("--aqm: a managed queue takes one --rate for the link; with --up/--down use --uplink-queue/--downlink-queue (droptail, drophead)");
+        }
+        if a.netem.is_some() {
+            anyhow::bail!("--netem: one netem link; not with the per-direction options");
+        }
+    } else if a.once && !matches!(c.capacity, Some(weir_core::emulate::Capacity::Trace(_))) {
+        anyhow::bail!("--once plays a delivery trace once: give --trace, --up or --down");
+    }
+    let direction = match a.direction.as_deref().unwrap_or("outbound") {
         "outbound" => Shapes::Outbound,
         "inbound" => Shapes::Inbound,
         "both" => Shapes::Both,
@@ -254,11 +376,58 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             anyhow::bail!("--aqm: '{other}' is not one of fq_cobalt, fq_codel, cobalt, codel, none")
         }
     };
-    let policy = match managed {
-        None => Policy::emulation(c.clone(), direction, seed),
-        Some(q) => Policy::emulation_managed(c.clone(), direction, seed, q),
+    let pair_cfgs = if pair {
+        let up = direction_config(
+            &c,
+            (true, a.once),
+            (&a.up, &a.up_rate),
+            (&a.uplink_queue, &a.uplink_queue_args),
+        )?;
+        let down = direction_config(
+            &c,
+            (false, a.once),
+            (&a.down, &a.down_rate),
+            (&a.downlink_queue, &a.downlink_queue_args),
+        )?;
+        if a.once && !up.once && !down.once {
+            anyhow::bail!("--once plays a delivery trace once: give --trace, --up or --down");
+        }
+        Some((up, down))
+    } else {
+        None
+    };
+    let policy = match (&pair_cfgs, managed) {
+        (Some((up, down)), _) => Policy::emulation_pair(up.clone(), down.clone(), seed),
+        (None, None) => Policy::emulation(c.clone(), direction, seed),
+        (None, Some(q)) => Policy::emulation_managed(c.clone(), direction, seed, q),
     }
     .map_err(|e| anyhow::anyhow!("{e}"))?;
+    // mm-link's logs: a log of a direction weir does not emulate is refused by the bridge
+    let command_line = std::env::args().collect::<Vec<_>>().join(" ");
+    let mut link_logs = Vec::new();
+    for (path, dir, trace, cfg) in [
+        (
+            &a.uplink_log,
+            weir_core::Direction::Outbound,
+            a.up.as_ref().or(a.trace.as_ref()),
+            pair_cfgs.as_ref().map(|p| &p.0),
+        ),
+        (
+            &a.downlink_log,
+            weir_core::Direction::Inbound,
+            a.down.as_ref().or(a.trace.as_ref()),
+            pair_cfgs.as_ref().map(|p| &p.1),
+        ),
+    ] {
+        if let Some(path) = path {
+            link_logs.push(weir_io::bridge::LinkLogSpec {
+                dir,
+                path: path.clone(),
+                source: log_source(trace, cfg.unwrap_or(&c)),
+                command_line: command_line.clone(),
+            });
+        }
+    }
     let device = policy
         .build_device(weir_core::Instant::ZERO)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -266,12 +435,19 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         None => String::new(),
         Some(_) => format!(", bottleneck queue {}", a.aqm),
     };
-    let what = format!(
-        "an emulated link ({} {}{queue}; seed {})",
-        a.direction,
-        spec::describe(&c),
-        seed
-    );
+    let what = match &pair_cfgs {
+        Some((up, down)) => format!(
+            "two emulated links (uplink {}; downlink {}; seed {seed})",
+            spec::describe(up),
+            spec::describe(down),
+        ),
+        None => format!(
+            "an emulated link ({} {}{queue}; seed {})",
+            a.direction.as_deref().unwrap_or("outbound"),
+            spec::describe(&c),
+            seed
+        ),
+    };
     crate::run::bridge(
         &a.bridge,
         crate::run::Engine::One(Box::new(device)),
@@ -279,5 +455,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         &what,
         None,
         false,
+        crate::run::EmuExtras {
+            link_logs,
+            stop_when_played: a.once,
+        },
     )
 }

@@ -192,7 +192,15 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         what += &describe_emulation(&device);
         Engine::One(Box::new(device))
     };
-    bridge(&a.bridge, engine, seed, &what, Some(a.policy.clone()), true)
+    bridge(
+        &a.bridge,
+        engine,
+        seed,
+        &what,
+        Some(a.policy.clone()),
+        true,
+        EmuExtras::default(),
+    )
 }
 
 /// One line per emulation profile of the device, per direction.
@@ -215,6 +223,13 @@ pub fn describe_emulation(device: &Device) -> String {
     what
 }
 
+/// What `weir emu` adds to the bridge: `mm-link` logs of its links and `--once`.
+#[derive(Default)]
+pub struct EmuExtras {
+    pub link_logs: Vec<weir_io::bridge::LinkLogSpec>,
+    pub stop_when_played: bool,
+}
+
 /// Bridge `b.lan` and `b.wan` through `device` until stopped, then print the report.
 /// `what` describes the configuration for the start-up line.
 /// `reload_file`: the policy file SIGHUP re-reads (`weir run`). `fail_open`: the
@@ -226,6 +241,7 @@ pub fn bridge(
     what: &str,
     reload_file: Option<PathBuf>,
     fail_open: bool,
+    emu: EmuExtras,
 ) -> anyhow::Result<ExitCode> {
     let limit = parse_size(&b.pcap_limit).map_err(|e| anyhow::anyhow!("--pcap-limit: {e}"))?;
     // refuse before creating (and truncating) any capture file
@@ -254,6 +270,8 @@ pub fn bridge(
     cfg.stats_socket = Some(b.stats_socket.clone());
     cfg.socket_group = b.socket_group;
     cfg.fail_open = fail_open.then_some(b.fail_open_after);
+    cfg.link_logs = emu.link_logs;
+    cfg.stop_when_played = emu.stop_when_played;
     let running = match engine {
         Engine::One(device) => {
             cfg.device = *device;

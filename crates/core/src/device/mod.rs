@@ -352,6 +352,32 @@ impl Device {
         Some(&self.lanes[dir.index()]).filter(|p| p.classifies())
     }
 
+    /// The default emulation profile of `dir` (`weir emu`'s link in that direction), if
+    /// that direction emulates.
+    pub fn emu_link(&self, dir: Direction) -> Option<&crate::emulate::EmuLink> {
+        self.lanes[dir.index()].emulator()?.emu.profile(0)
+    }
+
+    /// [`Device::emu_link`], mutable (to log its events).
+    pub fn emu_link_mut(&mut self, dir: Direction) -> Option<&mut crate::emulate::EmuLink> {
+        let stage = self.lanes[dir.index()].stage_mut::<crate::stage::EmuStage>()?;
+        stage.emu.profile_mut(0)
+    }
+
+    /// Whether every link that plays its trace once (`once`) has played it by `now`, and
+    /// there is one (`weir emu --once` then stops, as `mm-link --once` exits; each trace
+    /// starts at its own link's first frame, so both directions' logs are whole).
+    pub fn emulation_played(&self, now: Instant) -> bool {
+        let mut once = self
+            .lanes
+            .iter()
+            .filter_map(Pipeline::emulator)
+            .flat_map(|e| e.emu.profiles())
+            .filter(|l| l.config().once)
+            .peekable();
+        once.peek().is_some() && once.all(|l| l.played(now))
+    }
+
     /// The stages `dir`'s packets cross, by name, in order.
     pub fn stage_names(&self, dir: Direction) -> Vec<&'static str> {
         self.lanes[dir.index()].stage_names()

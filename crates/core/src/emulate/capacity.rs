@@ -10,10 +10,15 @@
 //! * Trace: Mahimahi's format (Netravali et al., "Mahimahi", USENIX ATC 2015): one line
 //!   per delivery opportunity, the millisecond (from the origin) at which 1500 bytes may
 //!   leave; several lines with the same millisecond are several opportunities. The trace
-//!   repeats with its last timestamp as its period, as `mm-link` does. A frame leaves at
+//!   repeats with its last timestamp as its period, as `mm-link` does (or, played once as
+//!   `mm-link --once`, delivers nothing after its last opportunity). A frame leaves at
 //!   the opportunity that completes its bytes; an opportunity that finds the link idle is
 //!   lost, and the bytes of one that a frame does not use are used by the next frame (a
-//!   frame may span opportunities: byte accounting, as `mm-link`'s).
+//!   frame may span opportunities: byte accounting, as `mm-link`'s). The bytes a frame
+//!   takes are `mm-link`'s: its IP packet, the frame less its 14-byte Ethernet header,
+//!   with the link's framing applied to the frame ([`Capacity::charge`]), so that a
+//!   full-size 1514-byte frame takes exactly one opportunity as a 1500-byte packet does in
+//!   `mm-link`.
 //!
 //! The origin is the arrival of the first frame the link carries (`weir emu` and the lab
 //! start their traffic after the link is up).
@@ -29,6 +34,12 @@ use crate::rate::Rate;
 
 /// Bytes one trace opportunity delivers.
 pub const TRACE_MTU: u64 = 1500;
+
+/// The Ethernet header a trace does not count (`mm-link` carries IP packets).
+const MAC_HEADER: u64 = crate::framing::MAC_HEADER as u64;
+
+/// A serialisation that never ends: a trace played once has no opportunity left.
+pub const NEVER_PS: u128 = u64::MAX as u128 * 1000;
 
 /// A time-varying capacity; see the module comment.
 #[derive(Clone, Debug, PartialEq)]
@@ -96,6 +107,26 @@ impl Capacity {
         }
     }
 
+    /// The bytes a frame of `len` bytes takes from this capacity: a schedule counts the
+    /// frame as a fixed rate does (`framing`), a trace counts its IP packet as `mm-link`
+    /// does (the framed length less the 14-byte Ethernet header; at least 1 byte).
+    #[inline]
+    pub fn charge(&self, framing: Framing, len: u32) -> u64 {
+        let framed = u64::from(framing.wire_len(len));
+        match self {
+            Capacity::Schedule(_) => framed,
+            Capacity::Trace(_) => framed.saturating_sub(MAC_HEADER).max(1),
+        }
+    }
+
+    /// A trace's period in ms (its last timestamp); `None` for a schedule.
+    pub fn period_ms(&self) -> Option<u64> {
+        match self {
+            Capacity::Schedule(_) => None,
+            Capacity::Trace(ms) => ms.last().copied(),
+        }
+    }
+
     /// The highest rate (bit/s) the capacity reaches: a schedule's largest rate, a trace's
     /// busiest millisecond × 1500 B × 8 × 1000 (for the default queue size).
     pub fn peak_bps(&self) -> u64 {
@@ -150,21 +181,23 @@ pub struct Cursor {
 const MS_PS: u128 = 1_000_000_000;
 
 impl Cursor {
-    /// Serialise a frame of `len` bytes (counted as `framing` says, as a fixed rate counts
-    /// it) that may start at `start_ps` (ps from the origin): when its last bit leaves, ps
-    /// from the origin.
+    /// Serialise a frame of `len` bytes (counted as [`Capacity::charge`] says) that may
+    /// start at `start_ps` (ps from the origin): when its last bit leaves, ps from the
+    /// origin. A trace played `once` has no opportunity after its last line: a frame that
+    /// needs one never ends ([`NEVER_PS`]).
     pub fn serialise(
         &mut self,
         cap: &Capacity,
         start_ps: u128,
         len: u32,
         framing: Framing,
+        once: bool,
     ) -> u128 {
         match cap {
             Capacity::Schedule(points) => self.through_schedule(points, start_ps, len, framing),
             Capacity::Trace(ms) => {
-                let bytes = u64::from(framing.wire_len(len));
-                self.through_trace(ms, start_ps, bytes)
+                let bytes = cap.charge(framing, len);
+                self.through_trace(ms, start_ps, bytes, once)
             }
         }
     }
@@ -206,7 +239,7 @@ impl Cursor {
         }
     }
 
-    fn through_trace(&mut self, ms: &[u64], start_ps: u128, mut bytes: u64) -> u128 {
+    fn through_trace(&mut self, ms: &[u64], start_ps: u128, mut bytes: u64, once: bool) -> u128 {
         let n = ms.len() as u64;
         let period = *ms.last().unwrap_or(&1);
         let at = |k: u64| ((k / n) * period + ms[(k % n) as usize]) as u128 * MS_PS;
@@ -222,6 +255,9 @@ impl Cursor {
             self.used = 0;
         }
         loop {
+            if once && self.index >= n {
+                return NEVER_PS;
+            }
             let take = bytes.min(TRACE_MTU - self.used);
             bytes -= take;
             self.used += take;
@@ -255,45 +291,76 @@ mod tests {
         // within 10 ps: `Rate::tx_ps` is a fixed-point product, a few ps short of the
         // exact rational at these rates
         let near = |got: u128, want: u128| assert!(got.abs_diff(want) <= 10, "{got} != {want}");
-        near(c.serialise(&cap, 0, 1500, F0), MS);
-        let end = c.serialise(&cap, 9 * MS + MS / 2, 1500, F0);
+        near(c.serialise(&cap, 0, 1500, F0, false), MS);
+        let end = c.serialise(&cap, 9 * MS + MS / 2, 1500, F0, false);
         near(end, 9 * MS + MS / 2 + MS / 2 + 5 * MS);
         // later frames at the last rate, for ever
-        near(c.serialise(&cap, 100 * MS, 1500, F0), 110 * MS);
+        near(c.serialise(&cap, 100 * MS, 1500, F0, false), 110 * MS);
         // a start before the cursor's segment (a reconfigured link) is found again
-        near(c.serialise(&cap, MS, 1500, F0), 2 * MS);
+        near(c.serialise(&cap, MS, 1500, F0, false), 2 * MS);
         assert_eq!(cap.peak_bps(), 12_000_000);
     }
 
-    /// Mahimahi: opportunities at 1, 1, 3 ms, period 3 ms. Three 1500-byte frames queued
-    /// at 0 leave at 1, 1 and 3 ms; a fourth at 4 ms (1 ms into the next period). A
-    /// 500-byte frame and a 1000-byte frame share one opportunity. An idle gap loses the
-    /// opportunities it skips.
+    /// Mahimahi: opportunities at 1, 1, 3 ms, period 3 ms. Three 1500-byte packets (1514-
+    /// byte frames) queued at 0 leave at 1, 1 and 3 ms; a fourth at 4 ms (1 ms into the
+    /// next period). A 500-byte packet and a 1000-byte packet share one opportunity. An
+    /// idle gap loses the opportunities it skips.
     #[test]
     fn a_trace_delivers_1500_bytes_per_opportunity() {
         let cap = Capacity::parse_trace("# test\n1\n1\n\n3\n").unwrap();
         let mut c = Cursor::default();
-        let ends: Vec<u128> = (0..4).map(|_| c.serialise(&cap, 0, 1500, F0)).collect();
+        let ends: Vec<u128> = (0..4)
+            .map(|_| c.serialise(&cap, 0, 1514, F0, false))
+            .collect();
         assert_eq!(ends, vec![MS, MS, 3 * MS, 4 * MS]);
         let mut c = Cursor::default();
-        assert_eq!(c.serialise(&cap, 0, 500, F0), MS);
+        assert_eq!(c.serialise(&cap, 0, 514, F0, false), MS);
         assert_eq!(
-            c.serialise(&cap, 0, 1000, F0),
+            c.serialise(&cap, 0, 1014, F0, false),
             MS,
             "the rest of the same opportunity"
         );
         assert_eq!(
-            c.serialise(&cap, 0, 100, F0),
+            c.serialise(&cap, 0, 114, F0, false),
             MS,
             "the second opportunity at 1 ms"
         );
         // idle until 10 ms: opportunities at 3, 4, 4, 6, 7, 7, 9 are gone; next at 10
-        assert_eq!(c.serialise(&cap, 10 * MS, 1500, F0), 10 * MS);
-        assert_eq!(c.serialise(&cap, 10 * MS, 1500, F0), 10 * MS);
-        assert_eq!(c.serialise(&cap, 10 * MS, 1500, F0), 12 * MS);
+        assert_eq!(c.serialise(&cap, 10 * MS, 1514, F0, false), 10 * MS);
+        assert_eq!(c.serialise(&cap, 10 * MS, 1514, F0, false), 10 * MS);
+        assert_eq!(c.serialise(&cap, 10 * MS, 1514, F0, false), 12 * MS);
         // 3 opportunities per 3 ms = 12 Mbit/s on average, 24 at the busiest ms
         assert_eq!(cap.mean_bps(), 12_000_000);
         assert_eq!(cap.peak_bps(), 24_000_000);
+        assert_eq!(cap.period_ms(), Some(3));
+    }
+
+    /// `mm-link`'s byte count: a trace charges the IP packet (the frame less 14 bytes, at
+    /// least 1), framing applied to the frame first; a schedule charges the framed frame.
+    #[test]
+    fn a_trace_charges_the_ip_packet() {
+        let cap = Capacity::parse_trace("1\n").unwrap();
+        assert_eq!(cap.charge(F0, 1514), 1500);
+        assert_eq!(cap.charge(F0, 10), 1);
+        assert_eq!(cap.charge(Framing::plain(24), 1514), 1524);
+        let sched = Capacity::schedule(vec![(0, 8000)]).unwrap();
+        assert_eq!(sched.charge(F0, 1514), 1514);
+        assert_eq!(sched.period_ms(), None);
+    }
+
+    /// Played once (`mm-link --once`): opportunities at 1, 1, 3 ms and none after; the
+    /// fourth full-size packet never leaves.
+    #[test]
+    fn a_trace_played_once_ends() {
+        let cap = Capacity::parse_trace("1\n1\n3\n").unwrap();
+        let mut c = Cursor::default();
+        let ends: Vec<u128> = (0..4)
+            .map(|_| c.serialise(&cap, 0, 1514, F0, true))
+            .collect();
+        assert_eq!(ends, vec![MS, MS, 3 * MS, NEVER_PS]);
+        // a frame starting after the end finds nothing either
+        let mut c = Cursor::default();
+        assert_eq!(c.serialise(&cap, 5 * MS, 100, F0, true), NEVER_PS);
     }
 
     #[test]

@@ -116,8 +116,9 @@ use serde::Serialize;
 use super::corr::{Ar1, Chance};
 use super::dist::delay_with;
 use super::loss::{corrupt, Loss};
+use super::mmlog::LinkEvent;
 use super::slot::SlotState;
-use super::{EmuConfig, EmuError};
+use super::{EmuConfig, EmuError, QueueDrop};
 use crate::aqm::{mark_signal, Delivered};
 use crate::meter::token_bucket::MAX_FRAME;
 use crate::pool::PktId;
@@ -194,12 +195,18 @@ impl QueueDelay {
     }
 }
 
-/// A frame admitted to the serialiser: start and end of its transmission (ns), length.
-#[derive(Copy, Clone, Debug)]
+/// A frame admitted to the serialiser: its arrival, the start (ns and the picoseconds
+/// past it) and end (ns, rounded up) of its transmission, its length, and the varying
+/// capacity's cursor before it (a drop-head queue serialises the frames after a dropped
+/// one again from there).
+#[derive(Clone, Debug)]
 struct Tx {
+    arrival: u64,
     start: u64,
+    start_ps: u64,
     end: u64,
     len: u32,
+    cursor: super::capacity::Cursor,
 }
 
 /// One emulated link (see the module comment).
@@ -242,6 +249,8 @@ pub struct EmuLink {
     scratch: Vec<u8>,
     stats: QStats,
     counters: EmuCounters,
+    /// The link's events for an `mm-link` log ([`super::mmlog`]), when asked for.
+    log: Option<Vec<LinkEvent>>,
 }
 
 impl EmuLink {
@@ -274,6 +283,7 @@ impl EmuLink {
             scratch: Vec::new(),
             stats: QStats::default(),
             counters: EmuCounters::default(),
+            log: None,
             cfg,
         })
     }
@@ -351,6 +361,39 @@ impl EmuLink {
             .map(|_| Instant(self.busy_ns.saturating_add((self.busy_ps > 0) as u64)))
     }
 
+    /// Record the link's events for an `mm-link` log ([`EmuLink::take_log`]) or stop.
+    pub fn set_logging(&mut self, on: bool) {
+        self.log = on.then(Vec::new);
+    }
+
+    /// Move the events recorded up to `now` to `out` (departures of the frames whose
+    /// serialisation ended by then included); arrivals and drops in the order they
+    /// happened, departures when their frame retires (sort by time to interleave).
+    pub fn take_log(&mut self, now: Instant, out: &mut Vec<LinkEvent>) {
+        if self.log.is_none() {
+            return;
+        }
+        self.retire(now.0);
+        if let Some(log) = &mut self.log {
+            out.append(log);
+        }
+    }
+
+    /// Where a varying capacity's time starts (the first frame's start, ns), once known.
+    pub fn origin(&self) -> Option<u64> {
+        self.varying.as_ref().and_then(|v| v.2)
+    }
+
+    /// Whether a trace played once (`once`) has delivered its last opportunity by `now`.
+    pub fn played(&self, now: Instant) -> bool {
+        match (&self.varying, self.cfg.once) {
+            (Some((cap, _, Some(origin))), true) => cap
+                .period_ms()
+                .is_some_and(|p| now.0 >= origin.saturating_add(p.saturating_mul(1_000_000))),
+            _ => false,
+        }
+    }
+
     /// Packets and bytes waiting for the serialiser at `now` (the frame being serialised
     /// excluded).
     pub fn queued_at(&self, now: Instant) -> (usize, u64) {
@@ -423,6 +466,13 @@ impl EmuLink {
                 break;
             }
             self.backlog_bytes -= tx.len as u64;
+            if let Some(log) = &mut self.log {
+                log.push(LinkEvent::Departure {
+                    ns: tx.end,
+                    bytes: charged(&self.cfg, tx.len),
+                    delay_ns: tx.end - tx.arrival,
+                });
+            }
             self.backlog.pop_front();
         }
     }
@@ -466,35 +516,33 @@ impl EmuLink {
             return;
         }
         let tx_end = match self.rate {
-            None => now,
+            None => {
+                if let Some(log) = &mut self.log {
+                    let bytes = charged(&self.cfg, len);
+                    log.push(LinkEvent::Departure {
+                        ns: now,
+                        bytes,
+                        delay_ns: 0,
+                    });
+                }
+                now
+            }
             Some(rate) => {
                 let (s_ns, s_ps) = if (now, 0) >= (self.busy_ns, self.busy_ps) {
                     (now, 0)
                 } else {
                     (self.busy_ns, self.busy_ps)
                 };
-                match &mut self.varying {
-                    None => {
-                        let total = s_ps + rate.tx_ps(len.min(MAX_FRAME));
-                        self.busy_ns = s_ns.saturating_add(total / 1000);
-                        self.busy_ps = total % 1000;
-                    }
-                    Some((cap, cursor, origin)) => {
-                        let o = *origin.get_or_insert(s_ns);
-                        let start = s_ns.saturating_sub(o) as u128 * 1000 + s_ps as u128;
-                        let end =
-                            cursor.serialise(cap, start, len.min(MAX_FRAME), self.cfg.framing);
-                        let end_ns = (end / 1000).min(u64::MAX as u128) as u64;
-                        self.busy_ns = o.saturating_add(end_ns);
-                        self.busy_ps = (end % 1000) as u64;
-                    }
-                }
+                let cursor = self.occupy(rate, s_ns, s_ps, len);
                 let end = self.busy_ns.saturating_add((self.busy_ps > 0) as u64);
                 self.counters.queue_delay.add(s_ns - now);
                 self.backlog.push_back(Tx {
+                    arrival: now,
                     start: s_ns,
+                    start_ps: s_ps,
                     end,
                     len,
+                    cursor,
                 });
                 self.backlog_bytes += len as u64;
                 let (n, b) = self.waiting(now);
@@ -522,6 +570,36 @@ impl EmuLink {
         self.stats.enqueued.add(len);
     }
 
+    /// Serialise a frame of `len` bytes starting at `s_ns` ns + `s_ps` ps: the serialiser
+    /// is busy until its end. Returns the varying capacity's cursor from before it.
+    #[inline]
+    fn occupy(&mut self, rate: Rate, s_ns: u64, s_ps: u64, len: u32) -> super::capacity::Cursor {
+        match &mut self.varying {
+            None => {
+                let total = s_ps + rate.tx_ps(len.min(MAX_FRAME));
+                self.busy_ns = s_ns.saturating_add(total / 1000);
+                self.busy_ps = total % 1000;
+                Default::default()
+            }
+            Some((cap, cursor, origin)) => {
+                let before = cursor.clone();
+                let o = *origin.get_or_insert(s_ns);
+                let start = s_ns.saturating_sub(o) as u128 * 1000 + s_ps as u128;
+                let end = cursor.serialise(
+                    cap,
+                    start,
+                    len.min(MAX_FRAME),
+                    self.cfg.framing,
+                    self.cfg.once,
+                );
+                let end_ns = (end / 1000).min(u64::MAX as u128) as u64;
+                self.busy_ns = o.saturating_add(end_ns);
+                self.busy_ps = (end % 1000) as u64;
+                before
+            }
+        }
+    }
+
     /// netem's reorder decision (`sch_netem.c` `netem_enqueue`): scheduled normally while
     /// fewer than `gap − 1` packets were since the last early one, or when the draw says
     /// so; otherwise sent early.
@@ -541,11 +619,45 @@ impl EmuLink {
     }
 
     #[inline]
-    fn refuse(&mut self, len: u32, cause: DropCause) {
+    fn refuse(&mut self, len: u32, cause: DropCause, now: u64) {
         self.stats.dropped_on_enqueue.add(len);
         self.stats.drops[cause.index()].add(len);
         if cause != DropCause::Emulated {
             self.counters.queue_drops.add(len);
+            self.log_event(|cfg| LinkEvent::Drop {
+                ns: now,
+                bytes: charged(cfg, len),
+            });
+        }
+    }
+
+    /// Record an event when logging.
+    #[inline]
+    fn log_event(&mut self, ev: impl FnOnce(&EmuConfig) -> LinkEvent) {
+        if let Some(log) = &mut self.log {
+            log.push(ev(&self.cfg));
+        }
+    }
+
+    /// Admit a frame of `len` bytes at `now`: by the limits, or, for a drop-head queue,
+    /// after dropping the oldest waiting frames until it fits. The refusal is counted.
+    #[inline]
+    fn admit_or_evict(&mut self, now: u64, len: u32, cx: &mut Ctx<'_>) -> Result<(), DropCause> {
+        self.log_event(|cfg| LinkEvent::Arrival {
+            ns: now,
+            bytes: charged(cfg, len),
+        });
+        loop {
+            match self.admit(now, len) {
+                Ok(()) => return Ok(()),
+                Err(cause) => {
+                    if self.cfg.queue_drop == QueueDrop::Head && self.evict_head(now, cause, cx) {
+                        continue;
+                    }
+                    self.refuse(len, cause, now);
+                    return Err(cause);
+                }
+            }
         }
     }
 
@@ -579,8 +691,7 @@ impl EmuLink {
         cx.pool.slot_mut(copy)[..n].copy_from_slice(&self.scratch);
         self.counters.duplicated.add(len);
         self.stats.received.add(len);
-        if let Err(cause) = self.admit(now, len) {
-            self.refuse(len, cause);
+        if self.admit_or_evict(now, len, cx).is_err() {
             cx.pool.free(copy);
             return;
         }
@@ -616,15 +727,12 @@ impl EmuLink {
                 Some(Delivered::Unmarkable) => self.counters.ecn_unmarkable += 1,
                 None => {
                     self.counters.lost.add(len);
-                    self.refuse(len, DropCause::Emulated);
+                    self.refuse(len, DropCause::Emulated, now);
                     return Err(DropCause::Emulated);
                 }
             }
         }
-        if let Err(cause) = self.admit(now, len) {
-            self.refuse(len, cause);
-            return Err(cause);
-        }
+        self.admit_or_evict(now, len, cx)?;
         self.schedule(pkt, len, now, cx);
         if self.cfg.duplicate > 0.0 && self.dup.fire(cx.rng) {
             // Copy the frame as it arrived, before it is corrupted (netem clones first).
@@ -749,6 +857,21 @@ impl EmuLink {
         cx.drop_later(id, cause);
     }
 }
+
+/// The bytes the link's serialiser charges a frame of `len` bytes — a trace's IP packet, a
+/// rate's framed frame — or, without a serialiser, its IP packet (the `mm-link` log's
+/// sizes; at least 1).
+fn charged(cfg: &EmuConfig, len: u32) -> u32 {
+    let framed = cfg.framing.wire_len(len);
+    let b = match (&cfg.capacity, cfg.rate_bps) {
+        (Some(c), _) => c.charge(cfg.framing, len),
+        (None, Some(_)) => u64::from(framed),
+        (None, None) => u64::from(len.saturating_sub(crate::framing::MAC_HEADER as u32)),
+    };
+    b.clamp(1, u64::from(u32::MAX)) as u32
+}
+
+mod evict;
 
 #[cfg(test)]
 mod tests;

@@ -46,6 +46,7 @@ pub mod corr;
 pub mod dist;
 pub mod link;
 pub mod loss;
+pub mod mmlog;
 pub mod netem_args;
 pub mod slot;
 pub mod spec;
@@ -55,6 +56,7 @@ pub use capacity::Capacity;
 pub use dist::Jitter;
 pub use link::{EmuCounters, EmuLink, QueueDelay, OVERHEAD_ETHERNET, OVERHEAD_FCS};
 pub use loss::{Loss, LossModel};
+pub use mmlog::{LinkEvent, MmLogWriter};
 
 use crate::framing::Framing;
 use crate::meter::token_bucket::MAX_FRAME;
@@ -101,6 +103,22 @@ pub enum EmuError {
     SlotBudget,
     #[error("emulate: reorder gap must be >= 1 (1: every packet may be sent early)")]
     ReorderGap,
+    #[error("emulate: a drop-head queue needs a rate (without one nothing waits) and packets in order (no jitter reordering)")]
+    DropHead,
+    #[error("emulate: 'once' plays a delivery trace once: the link has no trace")]
+    OnceWithoutTrace,
+}
+
+/// What a full queue in front of the serialiser drops (`mm-link`'s `droptail` and
+/// `drophead` queues).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum QueueDrop {
+    /// The arriving packet (netem, `mm-link --…-queue=droptail`).
+    #[default]
+    Tail,
+    /// The packet that waited longest (`mm-link --…-queue=drophead`): the arrival is
+    /// admitted and the oldest waiting packets are dropped until the limits hold.
+    Head,
 }
 
 /// `value` is a correlation: finite, in [0, 1].
@@ -221,6 +239,11 @@ pub struct EmuConfig {
     /// serialised, in the delay line); one more arriving is refused (`QueueFull`). `None`:
     /// no such limit.
     pub limit_held: Option<u32>,
+    /// What a full queue drops. Default the arrival.
+    pub queue_drop: QueueDrop,
+    /// Play a delivery trace once (`mm-link --once`): after its last opportunity the link
+    /// delivers nothing. Default false (the trace repeats).
+    pub once: bool,
 }
 
 impl Default for EmuConfig {
@@ -245,6 +268,8 @@ impl Default for EmuConfig {
             limit_packets: None,
             limit_bytes: None,
             limit_held: None,
+            queue_drop: QueueDrop::Tail,
+            once: false,
         }
     }
 }
@@ -342,6 +367,12 @@ impl EmuConfig {
         self.reorder_early.validate()?;
         if let Some(s) = &self.slot {
             s.validate()?;
+        }
+        if self.queue_drop == QueueDrop::Head && (self.sizing_bps().is_none() || self.reorder) {
+            return Err(EmuError::DropHead);
+        }
+        if self.once && !matches!(self.capacity, Some(Capacity::Trace(_))) {
+            return Err(EmuError::OnceWithoutTrace);
         }
         if self.limit_packets == Some(0) || self.limit_held == Some(0) {
             return Err(EmuError::ZeroPacketLimit);
@@ -468,6 +499,11 @@ impl Emulator {
 
     pub fn profiles(&self) -> &[EmuLink] {
         &self.links
+    }
+
+    /// Profile `i`, mutable (to log its events: [`EmuLink::set_logging`]).
+    pub fn profile_mut(&mut self, i: usize) -> Option<&mut EmuLink> {
+        self.links.get_mut(i)
     }
 
     pub fn profile(&self, i: usize) -> Option<&EmuLink> {

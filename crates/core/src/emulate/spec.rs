@@ -205,6 +205,85 @@ pub fn parse_schedule(s: &str) -> Result<super::Capacity, String> {
     super::Capacity::schedule(points)
 }
 
+/// `mm-link`'s queue options (`--uplink-queue=TYPE --uplink-queue-args="packets=N,
+/// bytes=M"`) applied to `cfg`: `infinite` (no limit), `droptail` and `drophead` (a
+/// packet and/or byte limit, at least one: `mm-link` refuses neither). Arguments are
+/// `NAME=NUMBER` separated by commas or spaces. `codel` and `pie` are not an emulated
+/// link's queue here: the error says where they are.
+pub fn apply_mm_queue(cfg: &mut EmuConfig, kind: &str, args: &str) -> Result<(), String> {
+    match kind {
+        "infinite" | "droptail" | "drophead" => {}
+        "codel" | "pie" => {
+            return Err(format!(
+                "'{kind}': an emulated link's queue is droptail, drophead or infinite here; \
+                 for CoDel use weir emu --aqm codel (or fq_codel, cobalt) with a fixed --rate, \
+                 or a policy's class queue; PIE is not in weir"
+            ))
+        }
+        other => {
+            return Err(format!(
+                "'{other}' is not a queue type; expected infinite, droptail or drophead"
+            ))
+        }
+    }
+    let mut packets = None;
+    let mut bytes = None;
+    for arg in args
+        .split([',', ' '])
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+    {
+        let (name, value) = arg
+            .split_once('=')
+            .ok_or_else(|| format!("'{arg}': expected NAME=NUMBER, e.g. packets=100"))?;
+        let n: u64 = value
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{arg}': '{value}' is not a whole number"))?;
+        match name.trim() {
+            "packets" => {
+                packets = Some(u32::try_from(n).map_err(|_| format!("'{arg}': too many packets"))?)
+            }
+            "bytes" => bytes = Some(n),
+            "target" | "interval" | "qdelay_ref" | "max_burst" => {
+                return Err(format!(
+                    "'{arg}': a {kind} queue takes packets= and bytes= only"
+                ))
+            }
+            other => {
+                return Err(format!(
+                    "'{other}' is not a queue argument; expected packets or bytes"
+                ))
+            }
+        }
+    }
+    match kind {
+        "infinite" => {
+            if packets.is_some() || bytes.is_some() {
+                return Err("an infinite queue takes no limit".into());
+            }
+            cfg.limit_packets = Some(crate::queue::fifo::Limits::UNLIMITED_PACKETS);
+            cfg.limit_bytes = None;
+        }
+        "droptail" | "drophead" => {
+            if packets.is_none() && bytes.is_none() {
+                return Err(format!(
+                    "a {kind} queue needs a limit: packets=N and/or bytes=N"
+                ));
+            }
+            cfg.limit_packets = packets;
+            cfg.limit_bytes = bytes;
+            cfg.queue_drop = if kind == "drophead" {
+                super::QueueDrop::Head
+            } else {
+                super::QueueDrop::Tail
+            };
+        }
+        _ => {} // refused above
+    }
+    Ok(())
+}
+
 /// One line describing a whole emulated link (what `weir check` and `weir emu` print).
 pub fn describe(c: &EmuConfig) -> String {
     if c.is_transparent() {
@@ -220,11 +299,12 @@ pub fn describe(c: &EmuConfig) -> String {
             fmt_rate(cap.mean_bps())
         )),
         Some(cap @ super::Capacity::Trace(ms)) => parts.push(format!(
-            "trace of {} opportunities over {} ms (mean {}, peak {})",
+            "trace of {} opportunities over {} ms (mean {}, peak {}{})",
             ms.len(),
             ms.last().unwrap_or(&0),
             fmt_rate(cap.mean_bps()),
-            fmt_rate(cap.peak_bps())
+            fmt_rate(cap.peak_bps()),
+            if c.once { ", played once" } else { "" }
         )),
         None => {}
     }
@@ -335,7 +415,7 @@ pub fn describe(c: &EmuConfig) -> String {
     if let Some(n) = c.limit_held {
         parts.push(format!("at most {n} packets held (netem's limit)"));
     }
-    if c.rate_bps.is_some() {
+    if c.sizing_bps().is_some() {
         let l = c.limits();
         let mut q = Vec::new();
         if l.packets != crate::queue::fifo::Limits::UNLIMITED_PACKETS {
@@ -351,8 +431,12 @@ pub fn describe(c: &EmuConfig) -> String {
         } else {
             " (default)"
         };
+        let head = match c.queue_drop {
+            super::QueueDrop::Head => ", drop-head",
+            super::QueueDrop::Tail => "",
+        };
         if !q.is_empty() {
-            parts.push(format!("queue {}{origin}", q.join(" / ")));
+            parts.push(format!("queue {}{origin}{head}", q.join(" / ")));
         }
     }
     parts.join(", ")
@@ -362,6 +446,28 @@ pub fn describe(c: &EmuConfig) -> String {
 mod tests {
     use super::*;
     use crate::time::Duration;
+
+    /// `mm-link`'s queue arguments, as its `get_arg` reads them.
+    #[test]
+    fn mm_link_queues() {
+        let mut c = EmuConfig::default();
+        apply_mm_queue(&mut c, "droptail", "packets=100, bytes=30000").unwrap();
+        assert_eq!((c.limit_packets, c.limit_bytes), (Some(100), Some(30000)));
+        assert_eq!(c.queue_drop, crate::emulate::QueueDrop::Tail);
+        apply_mm_queue(&mut c, "drophead", "bytes=15000").unwrap();
+        assert_eq!((c.limit_packets, c.limit_bytes), (None, Some(15000)));
+        assert_eq!(c.queue_drop, crate::emulate::QueueDrop::Head);
+        apply_mm_queue(&mut c, "infinite", "").unwrap();
+        assert_eq!(c.limits(), crate::queue::fifo::Limits::UNLIMITED);
+        let e = |k: &str, a: &str| apply_mm_queue(&mut EmuConfig::default(), k, a).unwrap_err();
+        assert!(e("droptail", "").contains("needs a limit"));
+        assert!(e("droptail", "packets=x").contains("not a whole number"));
+        assert!(e("droptail", "packet=3").contains("not a queue argument"));
+        assert!(e("droptail", "packets").contains("NAME=NUMBER"));
+        assert!(e("codel", "target=5, interval=100").contains("--aqm codel"));
+        assert!(e("red", "").contains("not a queue type"));
+        assert!(e("infinite", "packets=1").contains("no limit"));
+    }
 
     #[test]
     fn probabilities() {

@@ -434,7 +434,7 @@ impl Policy {
     /// rules routed to theirs. `None` when nothing is emulated in `dir`.
     pub fn emulator_for(&self, dir: Direction) -> Result<Option<EmuStage>, String> {
         let applies = |i: usize| self.emulators[i].direction.covers(dir);
-        let used_default = self.default_emulate.filter(|&i| applies(i));
+        let used_default = self.default_emulate.iter().copied().find(|&i| applies(i));
         let used_rules = self.rules.iter().any(|r| r.emulate.is_some_and(applies));
         if used_default.is_none() && !used_rules {
             return Ok(None);

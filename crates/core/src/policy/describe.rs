@@ -142,7 +142,7 @@ impl Policy {
                     self.emulators[r.emulate.unwrap()].name
                 ));
             }
-            if let Some(d) = self.default_emulate {
+            for &d in &self.default_emulate {
                 s.push_str(&format!(
                     "  other traffic    -> {}\n",
                     self.emulators[d].name

@@ -529,8 +529,9 @@ pub struct Policy {
     pub rules: Vec<RuleDef>,
     /// Impairment profiles (`[[emulate]]`), selected per rule.
     pub emulators: Vec<EmuDef>,
-    /// The profile of packets whose rule names none (`[link] emulate`).
-    pub default_emulate: Option<usize>,
+    /// The profiles of packets whose rule names none (`[link] emulate`; `weir emu --up
+    /// --down` has one per direction): the first whose direction covers a packet's.
+    pub default_emulate: Vec<usize>,
     /// Seed of the random number generator (RED, per-flow hashing, emulation).
     pub seed: u64,
     /// DiffServ role of the router (`[link] role`).
@@ -679,9 +680,24 @@ impl Policy {
             cfg,
             direction,
         }];
-        self.default_emulate = Some(0);
+        self.default_emulate = vec![0];
         self.seed = seed;
         self
+    }
+
+    /// An asymmetric emulated link (`weir emu --up … --down …`, `mm-link UP DOWN`): `up`
+    /// for outbound packets (LAN → WAN), `down` for inbound, each its own link.
+    pub fn emulation_pair(up: EmuConfig, down: EmuConfig, seed: u64) -> Result<Policy, String> {
+        let mut p = Policy::emulation(up, Shapes::Outbound, seed)?;
+        down.validate().map_err(|e| e.to_string())?;
+        p.emulators[0].name = "up".into();
+        p.emulators.push(EmuDef {
+            name: "down".into(),
+            cfg: down,
+            direction: Shapes::Inbound,
+        });
+        p.default_emulate = vec![0, 1];
+        Ok(p)
     }
 
     /// [`Policy::emulation`] whose bottleneck queue is managed (`weir emu --aqm`): the

@@ -333,7 +333,7 @@ pub fn htb_commands(
     sessions: Option<&[Session]>,
 ) -> std::result::Result<Vec<String>, String> {
     let emulated =
-        policy.default_emulate.is_some() || policy.rules.iter().any(|r| r.emulate.is_some());
+        !policy.default_emulate.is_empty() || policy.rules.iter().any(|r| r.emulate.is_some());
     if emulated {
         return Err(
             "the policy uses [[emulate]] profiles; the kernel DUT cannot emulate a WAN \

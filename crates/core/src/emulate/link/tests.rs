@@ -486,3 +486,67 @@ fn purge_returns_everything() {
     assert_eq!(l.next_wakeup(), None);
     l.check().unwrap();
 }
+
+/// `mm-link`'s drop-head queue of 2 packets at 8 Mbit/s (1000 bytes = 1 ms): of four
+/// 1000-byte frames at 0, the first is sent at once and the second and third wait; the
+/// fourth is admitted and the second, the oldest waiting, dropped. The third moves up to
+/// the second's place: departures at 1, 2 and 3 ms (frames 1, 3, 4), as if the second
+/// had never come. Drop-tail refuses the fourth instead (frames 1, 2, 3 at 1, 2, 3 ms).
+#[test]
+fn a_drop_head_queue_drops_the_oldest_waiting_frame() {
+    let run = |queue_drop| {
+        let cfg = EmuConfig {
+            rate_bps: Some(8_000_000),
+            limit_packets: Some(2),
+            delay: Duration::from_millis(10),
+            queue_drop,
+            ..EmuConfig::default()
+        };
+        let mut l = EmuLink::new(cfg).unwrap();
+        let mut pool = Pool::new(8, 0);
+        let mut rng = Rng::new(1);
+        let mut dropped = Vec::new();
+        let mut cx = Ctx::new(Instant(0), &mut pool, &mut rng, &mut dropped);
+        let ids: Vec<PktId> = (0..4).map(|_| pkt(cx.pool, 1000)).collect();
+        let admitted: Vec<bool> = ids.iter().map(|&p| l.enqueue(p, &mut cx).is_ok()).collect();
+        let mut out = Vec::new();
+        while let Some(at) = l.next_wakeup() {
+            cx.now = at;
+            let p = l.dequeue(&mut cx).unwrap();
+            out.push((ids.iter().position(|&i| i == p).unwrap(), at.0));
+        }
+        l.check().unwrap();
+        let gone: Vec<usize> = cx
+            .dropped
+            .iter()
+            .map(|d| ids.iter().position(|&i| i == d.0).unwrap())
+            .collect();
+        (admitted, out, gone, l.counters().queue_drops.packets)
+    };
+    let ms = |n: u64| 10_000_000 + n * 1_000_000;
+    let (admitted, out, gone, drops) = run(crate::emulate::QueueDrop::Head);
+    assert_eq!(admitted, vec![true; 4]);
+    assert_eq!(out, vec![(0, ms(1)), (2, ms(2)), (3, ms(3))]);
+    assert_eq!((gone, drops), (vec![1], 1));
+    let (admitted, out, gone, drops) = run(crate::emulate::QueueDrop::Tail);
+    assert_eq!(admitted, vec![true, true, true, false]);
+    assert_eq!(out, vec![(0, ms(1)), (1, ms(2)), (2, ms(3))]);
+    assert_eq!((gone, drops), (vec![], 1));
+}
+
+/// Drop-head on a trace (opportunities at 1, 1, 3 ms): A is sent in the first, B waits for
+/// the second; C arrives to a full queue (1 packet), B is dropped and C takes B's
+/// opportunity (the cursor goes back to where B started).
+#[test]
+fn a_drop_head_queue_on_a_trace_reuses_the_dropped_frames_opportunity() {
+    let cfg = EmuConfig {
+        capacity: Some(crate::emulate::Capacity::parse_trace("1\n1\n3\n").unwrap()),
+        limit_packets: Some(1),
+        queue_drop: crate::emulate::QueueDrop::Head,
+        ..EmuConfig::default()
+    };
+    let (l, out) = departures(cfg, Instant(0), 3, 1514);
+    assert_eq!(out, vec![1_000_000, 1_000_000]);
+    assert_eq!(l.counters().queue_drops.packets, 1);
+    l.check().unwrap();
+}

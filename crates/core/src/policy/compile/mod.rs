@@ -201,7 +201,9 @@ pub(super) fn compile(src: &mut Src<'_>, raw: RawPolicy) -> Option<Policy> {
     let default_emulate = link
         .emulate
         .as_ref()
-        .and_then(|e| emulate_profile(src, e, &emu_index));
+        .and_then(|e| emulate_profile(src, e, &emu_index))
+        .into_iter()
+        .collect();
     let seed = compile_seed(src, &link);
     let mut l7 = crate::app::l7::L7Set::default();
     let rules = compile_rules(
