@@ -9,10 +9,12 @@
 //! | [`tests`] | the labs (basic, robustness, advanced, voip, fidelity, aggregates, diffserv, postgate, rrul) and the testbed runner |
 //! | [`stats`] | Table 4, percentiles and distributions, byte series |
 //! | [`report`] | checks (PASS/FAIL), text tables, SVG charts, HTML, metadata, files |
+//! | [`mmlog`] | Mahimahi's mm-link log: reader, `mm-throughput-graph`/`mm-delay-graph` summary, series and graphs |
 
 pub mod agents;
 pub mod dut;
 mod error;
+pub mod mmlog;
 pub mod report;
 pub mod stats;
 mod sys;

@@ -12,6 +12,7 @@ mod discover;
 mod emu;
 mod generate;
 mod lab;
+mod mmgraph;
 mod reload;
 mod run;
 mod sim;
@@ -96,6 +97,12 @@ enum Cmd {
         after_help = "Example:\n  sudo weir discover\n  sudo weir discover --suggest-policy --rate 50Mbit\n  weir discover --pcap trace.pcap --json"
     )]
     Discover(discover::Args),
+    /// Summarise and plot a Mahimahi mm-link log (from mm-link or `weir emu
+    /// --uplink-log/--downlink-log`) as mm-throughput-graph and mm-delay-graph do.
+    #[command(
+        after_help = "Example:\n  weir mm-graph down.log\n  weir mm-graph down.log --ms-per-bin 100 --svg down-throughput.svg --delay-svg down-delay.svg\n  weir mm-graph up.log --json | jq .summary.throughput_mbps"
+    )]
+    MmGraph(mmgraph::Args),
     /// Write the man pages or shell completions (for packaging; scripts/package).
     #[command(hide = true)]
     Generate(generate::Args),
@@ -133,6 +140,7 @@ fn main() -> ExitCode {
         Cmd::Reload(a) => reload::run(a),
         Cmd::Demo(a) => demo::run(a),
         Cmd::Discover(a) => discover::run(a),
+        Cmd::MmGraph(a) => mmgraph::run(a),
         Cmd::Generate(a) => generate::run(a),
     };
     match r {

@@ -1,6 +1,8 @@
 //! Line and scatter charts as SVG: per-second goodput against time, byte-time lines
 //! (seed 000 Figs. 11–12), inter-frame gap per packet number (seed 002 Figs. 5 and 8: up to
-//! ~10⁵ points, as a scatter or a line, with the ideal gap as a reference line).
+//! ~10⁵ points, as a scatter or a line, with the ideal gap as a reference line), and
+//! Mahimahi's throughput and delay graphs (a shaded capacity or signal-delay area under
+//! lines or dots: a series may choose its own [`Mark`]).
 //!
 //! * Non-finite points (NaN, ±∞) are skipped; in a line they break it into separate pieces.
 //! * Decimation, so that a 10⁵-point series stays small (well under 1 MB):
@@ -23,6 +25,8 @@ use super::svg::{
 pub struct Series {
     pub label: String,
     pub points: Vec<(f64, f64)>,
+    /// How this series is drawn; `None`: the chart's [`ChartOpts::mark`].
+    pub mark: Option<Mark>,
 }
 
 impl Series {
@@ -30,6 +34,16 @@ impl Series {
         Self {
             label: label.into(),
             points,
+            mark: None,
+        }
+    }
+
+    /// The same series drawn with its own `mark` (e.g. a shaded [`Mark::Area`] under the
+    /// chart's lines).
+    pub fn with_mark(self, mark: Mark) -> Self {
+        Self {
+            mark: Some(mark),
+            ..self
         }
     }
 
@@ -49,6 +63,9 @@ pub enum Mark {
     Line,
     /// Dots, no connecting line (seed 002 Fig. 5).
     Scatter,
+    /// A line with the area between it and y = 0 (or the nearer edge of the plot) shaded,
+    /// as gnuplot's `filledcurves above x1` (Mahimahi's capacity and signal delay).
+    Area,
 }
 
 /// Options of [`line_chart`].
@@ -202,66 +219,87 @@ pub fn line_chart(
     open_svg(&mut body, &f, title, x_label, y_label, Some(&xa), &ya);
     let mut plot = String::new();
     let to_px = |(x, y): (f64, f64)| (f.map_x(&xa, x), f.map_y(&ya, y));
-    match opts.mark {
-        Mark::Line => {
-            let columns = (f.right - f.left).ceil().max(1.0) as usize;
-            for (i, s) in series.iter().enumerate() {
-                let pieces = decimate_minmax(&s.points, (xa.lo, xa.hi), columns);
-                if pieces.is_empty() {
-                    continue;
+    let mark_of = |s: &Series| s.mark.unwrap_or(opts.mark);
+    // scatter: the dots kept, one budget over every scatter series
+    let pixel_series: Vec<Vec<(f64, f64)>> = series
+        .iter()
+        .map(|s| match mark_of(s) {
+            Mark::Scatter => s.points.iter().map(|&p| to_px(p)).collect(),
+            Mark::Line | Mark::Area => Vec::new(),
+        })
+        .collect();
+    let budget = opts.max_points.max(1);
+    let mut cell = 1.0;
+    let kept = loop {
+        let kept: Vec<Vec<(f64, f64)>> = pixel_series
+            .iter()
+            .map(|p| scatter_cells(p, &f, cell))
+            .collect();
+        let n: usize = kept.iter().map(Vec::len).sum();
+        if n <= budget || cell > f.w.max(f.h) {
+            break kept;
+        }
+        cell *= 2.0;
+    };
+    let columns = (f.right - f.left).ceil().max(1.0) as usize;
+    // an area's lower edge: y = 0, or the plot's edge nearer to it
+    let base_y = f.map_y(&ya, 0.0f64.clamp(ya.lo, ya.hi));
+    for (i, s) in series.iter().enumerate() {
+        if mark_of(s) == Mark::Scatter {
+            let pts = &kept[i];
+            if pts.is_empty() {
+                continue;
+            }
+            let mut d = String::new();
+            for &(x, y) in pts {
+                let _ = write!(d, "M{} {}h0", px(x), px(y));
+            }
+            let _ = writeln!(
+                plot,
+                r#"<path d="{d}" fill="none" stroke="{}" stroke-width="{}" stroke-linecap="round"/>"#,
+                color(i),
+                px(opts.dot)
+            );
+            continue;
+        }
+        let pieces = decimate_minmax(&s.points, (xa.lo, xa.hi), columns);
+        if pieces.is_empty() {
+            continue;
+        }
+        if mark_of(s) == Mark::Area {
+            let mut d = String::new();
+            for p in &pieces {
+                let (x0, _) = to_px(p[0]);
+                let (xn, _) = to_px(p[p.len() - 1]);
+                let _ = write!(d, "M{} {}", px(x0), px(base_y));
+                for &pt in p {
+                    let (x, y) = to_px(pt);
+                    let _ = write!(d, "L{} {}", px(x), px(y));
                 }
-                let mut d = String::new();
-                for p in &pieces {
-                    for (j, &pt) in p.iter().enumerate() {
-                        let (x, y) = to_px(pt);
-                        let cmd = if j == 0 { 'M' } else { 'L' };
-                        let _ = write!(d, "{cmd}{} {}", px(x), px(y));
-                    }
-                    if p.len() == 1 {
-                        d.push_str("h0"); // a lone point: a round dot
-                    }
-                }
-                let _ = writeln!(
-                    plot,
-                    r#"<path d="{d}" fill="none" stroke="{}" stroke-width="1.5" stroke-linejoin="round" stroke-linecap="round"/>"#,
-                    color(i)
-                );
+                let _ = write!(d, "L{} {}Z", px(xn), px(base_y));
+            }
+            let _ = writeln!(
+                plot,
+                r#"<path d="{d}" fill="{}" fill-opacity="0.25" stroke="none"/>"#,
+                color(i)
+            );
+        }
+        let mut d = String::new();
+        for p in &pieces {
+            for (j, &pt) in p.iter().enumerate() {
+                let (x, y) = to_px(pt);
+                let cmd = if j == 0 { 'M' } else { 'L' };
+                let _ = write!(d, "{cmd}{} {}", px(x), px(y));
+            }
+            if p.len() == 1 {
+                d.push_str("h0"); // a lone point: a round dot
             }
         }
-        Mark::Scatter => {
-            let pixel_series: Vec<Vec<(f64, f64)>> = series
-                .iter()
-                .map(|s| s.points.iter().map(|&p| to_px(p)).collect())
-                .collect();
-            let budget = opts.max_points.max(1);
-            let mut cell = 1.0;
-            let kept = loop {
-                let kept: Vec<Vec<(f64, f64)>> = pixel_series
-                    .iter()
-                    .map(|p| scatter_cells(p, &f, cell))
-                    .collect();
-                let n: usize = kept.iter().map(Vec::len).sum();
-                if n <= budget || cell > f.w.max(f.h) {
-                    break kept;
-                }
-                cell *= 2.0;
-            };
-            for (i, pts) in kept.iter().enumerate() {
-                if pts.is_empty() {
-                    continue;
-                }
-                let mut d = String::new();
-                for &(x, y) in pts {
-                    let _ = write!(d, "M{} {}h0", px(x), px(y));
-                }
-                let _ = writeln!(
-                    plot,
-                    r#"<path d="{d}" fill="none" stroke="{}" stroke-width="{}" stroke-linecap="round"/>"#,
-                    color(i),
-                    px(opts.dot)
-                );
-            }
-        }
+        let _ = writeln!(
+            plot,
+            r#"<path d="{d}" fill="none" stroke="{}" stroke-width="1.5" stroke-linejoin="round" stroke-linecap="round"/>"#,
+            color(i)
+        );
     }
     push_clipped(&mut body, &f, &plot);
     if x_ext.is_none() {
@@ -271,7 +309,7 @@ pub fn line_chart(
     let entries: Vec<(&str, &str, bool)> = series
         .iter()
         .enumerate()
-        .map(|(i, s)| (s.label.as_str(), color(i), opts.mark == Mark::Line))
+        .map(|(i, s)| (s.label.as_str(), color(i), mark_of(s) == Mark::Line))
         .collect();
     draw_legend(&mut body, &f, &entries);
     body.push_str("</svg>\n");
@@ -281,6 +319,7 @@ pub fn line_chart(
 #[cfg(test)]
 mod tests {
     use super::super::svg::{check_xml, count};
+    use super::super::svg::{frame, legend_width, px};
     use super::*;
 
     #[test]
@@ -467,6 +506,46 @@ mod tests {
             assert!(svg.contains(l), "missing tick {l}");
         }
         assert!(!svg.contains(">60<"));
+    }
+
+    #[test]
+    fn series_choose_their_marks() {
+        let s = vec![
+            Series::new("capacity", vec![(0.0, 10.0), (1.0, 20.0)]).with_mark(Mark::Area),
+            Series::new("dots", vec![(0.0, 5.0), (1.0, 7.0)]).with_mark(Mark::Scatter),
+            Series::new("line", vec![(0.0, 1.0), (1.0, 2.0)]),
+        ];
+        let opts = ChartOpts {
+            y_range: Some((0.0, 20.0)),
+            ..ChartOpts::default()
+        };
+        let svg = line_chart("t", "x", "y", &s, &opts);
+        check_xml(&svg).unwrap();
+        // the area: its fill from y = 0 (the plot's bottom) up to the line and back, then
+        // its line; the dots; the line
+        assert_eq!(count(&svg, "<path "), 4, "{svg}");
+        assert_eq!(count(&svg, r#"fill-opacity="0.25""#), 1);
+        let f = frame(
+            opts.width,
+            opts.height,
+            legend_width(&["capacity", "dots", "line"]),
+            3,
+        );
+        let area = svg.split(r#"<path d=""#).nth(1).unwrap();
+        let area = &area[..area.find('"').unwrap()];
+        let (l, r, b, t) = (px(f.left), px(f.right), px(f.bottom), px(f.top));
+        let mid = px((f.top + f.bottom) / 2.0);
+        assert_eq!(area, format!("M{l} {b}L{l} {mid}L{r} {t}L{r} {b}Z"));
+        assert_eq!(count(&svg, "h0"), 2, "two dots");
+        // legend: a box for the area and the dots, a line for the line
+        assert_eq!(count(&svg, r#"width="12" height="12""#), 2);
+        // the chart's own mark still applies to a series without one
+        let opts = ChartOpts {
+            mark: Mark::Scatter,
+            ..opts
+        };
+        let svg = line_chart("t", "x", "y", &s[2..], &opts);
+        assert_eq!(count(&svg, "h0"), 2);
     }
 
     #[test]

@@ -36,5 +36,7 @@ pub use files::{file_safe, to_json, write_files};
 pub use html::{html_report, Block, Section};
 pub use line::{decimate_minmax, line_chart, ChartOpts, Mark, Series};
 pub use meta::{cpu_steal, meta, meta_text, Steal, StealMeter};
+#[cfg(test)]
+pub(crate) use svg::check_xml;
 pub use svg::{escape, nice_ticks};
 pub use table::{fmt_opt, text_table};

@@ -124,6 +124,7 @@ pub fn gap_plots(r: &FidelityResult, size: u32, pps: u32) -> Vec<(String, String
                 .enumerate()
                 .map(|(i, &g)| (i as f64, g as f64))
                 .collect(),
+            mark: None,
         };
         let opts = report::ChartOpts {
             mark: report::Mark::Scatter,
