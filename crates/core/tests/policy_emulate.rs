@@ -172,6 +172,36 @@ fn emulate_mistakes_have_specific_messages() {
     has(&errs, "unknown field `delya`");
     let p = Policy::parse("p.toml", &format!("{head}[[emulate]]\nname = \"x\"\n")).unwrap();
     assert!(p.warnings.iter().any(|w| w.msg.contains("changes nothing")));
+    // mm-link's queue and --once
+    let errs = errors(&format!(
+        "{head}[[emulate]]\nname = \"x\"\nrate = \"1Mbit\"\nqueue = \"codel\"\n"
+    ));
+    has(
+        &errs,
+        "p.toml:10:9: `queue`: 'codel' is not one of droptail, drophead",
+    );
+    let errs = errors(&format!(
+        "{head}[[emulate]]\nname = \"x\"\ndelay = \"1ms\"\nqueue = \"drophead\"\n"
+    ));
+    has(&errs, "a drop-head queue needs a rate");
+    let errs = errors(&format!(
+        "{head}[[emulate]]\nname = \"x\"\nrate = \"1Mbit\"\nonce = true\n"
+    ));
+    has(&errs, "'once' plays a delivery trace once");
+    let p = Policy::parse(
+        "p.toml",
+        &format!("{head}[[emulate]]\nname = \"x\"\nrate = \"1Mbit\"\nlimit = \"10p\"\nqueue = \"drophead\"\n"),
+    )
+    .unwrap();
+    assert_eq!(
+        p.emulators[0].cfg.queue_drop,
+        weir_core::emulate::QueueDrop::Head
+    );
+    assert!(
+        p.describe().contains("queue 10 packets, drop-head"),
+        "{}",
+        p.describe()
+    );
 }
 
 fn udp(pool: &mut Pool, src: &str, n: u16) -> PktId {

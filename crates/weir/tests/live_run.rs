@@ -244,6 +244,35 @@ fn emu_refuses_bad_options_clearly() {
             &["--netem", "delay 10ms 1ms distribution {bad}"][..],
             "bad.dist:3: 'x12' is not an integer",
         ),
+        // mm-link's options
+        (
+            &["--up-rate", "1Mbit", "--direction", "both"][..],
+            "--direction both: the per-direction options",
+        ),
+        (
+            &["--up-rate", "1Mbit", "--uplink-queue", "codel"][..],
+            "--uplink-queue: 'codel': an emulated link's queue is droptail, drophead or infinite",
+        ),
+        (
+            &["--down-rate", "1Mbit", "--downlink-queue", "droptail"][..],
+            "--downlink-queue: a droptail queue needs a limit",
+        ),
+        (
+            &["--rate", "1Mbit", "--once"][..],
+            "--once plays a delivery trace once",
+        ),
+        (
+            &["--up", "/nonexistent/up.trace"][..],
+            "--up: cannot read /nonexistent/up.trace",
+        ),
+        (
+            &["--up", "{bad}"][..],
+            "bad.dist: line 2: '1 2 3' is not a millisecond timestamp",
+        ),
+        (
+            &["--up-rate", "1Mbit", "--aqm", "codel"][..],
+            "--aqm: a managed queue takes one --rate",
+        ),
     ] {
         let bad = std::env::temp_dir().join(format!("weir-netem-{}-bad.dist", std::process::id()));
         std::fs::write(&bad, "# a table\n1 2 3\n4 x12 5\n").unwrap();

@@ -24,7 +24,8 @@
 //! The writer is sans-IO: [`MmLogWriter::flush`] appends text for the events recorded up
 //! to an instant, in time order (the link records departures when their frame retires, so
 //! a flush holds back the last few ms: a frame read late may carry an earlier arrival
-//! time). Invariants: lines are written in non-decreasing time order within a flush and
+//! time). Invariants: no line is before the base timestamp, and no departure's `T −
+//! DELAY` either (readers check it); lines are written in non-decreasing time order within a flush and
 //! across flushes (events before the previous flush's horizon that arrive late are written
 //! at that horizon's ms, never earlier); every recorded event is written exactly once by
 //! the final flush.
@@ -157,7 +158,9 @@ impl MmLogWriter {
                 LinkEvent::Departure {
                     bytes, delay_ns, ..
                 } => {
-                    let arrival = at.saturating_sub(delay_ns);
+                    // never before the base: a frame whose kernel timestamp is a little
+                    // older than the first frame's (read from another CPU's queue)
+                    let arrival = at.saturating_sub(delay_ns).max(base_ns / MS * MS);
                     format!("{} - {bytes} {}", self.ms(at), at / MS - arrival / MS)
                 }
                 LinkEvent::Drop { bytes, .. } => format!("{} d 1 {bytes}", self.ms(at)),

@@ -120,6 +120,9 @@ pub(super) struct RawEmulate {
     pub(super) limit_held: Option<Spanned<i64>>,
     pub(super) cell_size: Option<Spanned<i64>>,
     pub(super) cell_overhead: Option<Spanned<i64>>,
+    // mm-link's
+    pub(super) queue: Option<Spanned<String>>,
+    pub(super) once: Option<Spanned<bool>>,
     pub(super) description: Option<String>,
 }
 

@@ -966,6 +966,17 @@ fn compile_emulators(
                 None => {}
             }
         }
+        if let Some(q) = &e.queue {
+            match q.get_ref().as_str() {
+                "droptail" => cfg.queue_drop = emulate::QueueDrop::Tail,
+                "drophead" => cfg.queue_drop = emulate::QueueDrop::Head,
+                other => src.err(
+                    q.span(),
+                    format!("`queue`: '{other}' is not one of droptail, drophead"),
+                ),
+            }
+        }
+        cfg.once = e.once.as_ref().is_some_and(|v| *v.get_ref());
         let direction = parse_direction(src, e.direction.as_ref(), false);
         if let Err(err) = cfg.validate() {
             src.err(span.clone(), format!("[[emulate]] '{name}': {err}"));
