@@ -134,6 +134,14 @@ impl MmLogWriter {
                     return;
                 };
                 let base_ms = base / MS;
+                // the log's times count from the clock's zero or the base, whichever is
+                // first (a frame the ring held from before weir's clock started is older)
+                let zero_ms = self.head.zero_ns / MS;
+                if base_ms < zero_ms {
+                    self.head.zero_ns = base_ms * MS;
+                    self.head.init_unix_ms =
+                        self.head.init_unix_ms.saturating_sub(zero_ms - base_ms);
+                }
                 self.base_ms = Some(base_ms);
                 self.written_to = base_ms * MS;
                 self.header(cfg, base_ms, out);

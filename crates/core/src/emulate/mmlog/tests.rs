@@ -199,6 +199,43 @@ fn flushes_in_steps_write_each_line_once_in_order() {
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
 }
 
+/// Events older than the clock's zero (frames the ring held before weir's clock started):
+/// the log counts from the base instead, and no departure comes before it.
+#[test]
+fn events_before_the_clock_zero_move_the_zero() {
+    let cfg = EmuConfig {
+        rate_bps: Some(8_000_000),
+        ..EmuConfig::default()
+    };
+    let l = EmuLink::new(cfg).unwrap();
+    let mut w = MmLogWriter::new(LogHead {
+        zero_ns: 10 * MS_NS,
+        init_unix_ms: 1_000_010,
+        ..head()
+    });
+    w.pending().push(LinkEvent::Arrival {
+        ns: 8 * MS_NS + 5,
+        bytes: 100,
+    });
+    w.pending().push(LinkEvent::Departure {
+        ns: 9 * MS_NS,
+        bytes: 100,
+        delay_ns: 2 * MS_NS,
+    });
+    let mut out = String::new();
+    w.flush(&l, Instant(12 * MS_NS), true, &mut out);
+    assert!(
+        out.contains("# init timestamp: 1000008\n# base timestamp: 0\n"),
+        "{out}"
+    );
+    let b = body(&out);
+    assert!(b.contains(&"0 + 100"), "{out}");
+    assert!(
+        b.contains(&"1 - 100 1"),
+        "arrival clamped to the base: {out}"
+    );
+}
+
 /// The queue descriptions `mm-link` prints.
 #[test]
 fn queues_are_described_as_mm_link_does() {
