@@ -202,6 +202,40 @@ fn emulate_mistakes_have_specific_messages() {
         "{}",
         p.describe()
     );
+    // time-varying paths: a delay schedule, a loss schedule, outages
+    let p = Policy::parse(
+        "p.toml",
+        &format!(
+            "{head}[[emulate]]\nname = \"x\"\nrate = \"1Mbit\"\ndelay = [[\"0s\", \"20ms\"], [\"30s\", \"80ms\"]]\nloss = [[\"0s\", \"0%\"], [\"10s\", \"random 5%\"]]\noutages = [[\"5s\", \"6s\"]]\n"
+        ),
+    )
+    .unwrap();
+    let path = &p.emulators[0].cfg.path;
+    assert_eq!(path.delay_at(31_000_000_000), Some(80_000_000));
+    assert_eq!(path.loss_at(10_000_000_000).unwrap().0, 1);
+    assert_eq!(*path.outages, vec![(5_000_000_000, 6_000_000_000)]);
+    let d = p.describe();
+    assert!(
+        d.contains("delay schedule of 2 points (20ms to 80ms)"),
+        "{d}"
+    );
+    assert!(d.contains("1 outage (1s down in all)"), "{d}");
+    let errs = errors(&format!(
+        "{head}[[emulate]]\nname = \"x\"\ndelay = [[\"0s\", \"soon\"]]\n"
+    ));
+    has(&errs, "`delay` point [\"0s\", \"soon\"]:");
+    let errs = errors(&format!(
+        "{head}[[emulate]]\nname = \"x\"\ndelay = \"1ms\"\noutages = [[\"5s\", \"4s\"]]\n"
+    ));
+    has(&errs, "the end must come after the start");
+    let errs = errors(&format!(
+        "{head}[[emulate]]\nname = \"x\"\ndelay = [[\"1s\", \"5ms\"]]\n"
+    ));
+    has(&errs, "delay schedule: must start at 0s");
+    let errs = errors(&format!(
+        "{head}[[emulate]]\nname = \"x\"\ndelay = \"1ms\"\noutages = \"5s-6s\"\n"
+    ));
+    has(&errs, "`outages`: expected");
 }
 
 fn udp(pool: &mut Pool, src: &str, n: u16) -> PktId {

@@ -146,7 +146,24 @@ pub struct BridgeConfig {
     pub link_logs: Vec<LinkLogSpec>,
     /// Stop once an emulated link has played its trace once (`weir emu --once`).
     pub stop_when_played: bool,
+    /// How `weir emu set`'s options change a direction's emulated link (`weir emu`);
+    /// `None`: such requests are refused.
+    pub emu_set: Option<EmuSetFn>,
 }
+
+/// `weir emu set`: the new configuration of `dir`'s link (`None`: the options do not
+/// touch that direction) from its current one and the options, or what is wrong.
+pub type EmuSetFn = Box<
+    dyn Fn(
+            Direction,
+            &weir_core::emulate::EmuConfig,
+            &[String],
+        ) -> Result<Option<weir_core::emulate::EmuConfig>, String>
+        + Send,
+>;
+
+/// The answer to `weir emu set` from a weir that is not a `weir emu`.
+const NOT_EMU: &str = r#"{"ok": false, "errors": "weir emu set changes a running weir emu; this weir runs a policy: change it with weir reload"}"#;
 
 impl BridgeConfig {
     pub fn new(lan: &str, wan: &str) -> Self {
@@ -171,6 +188,7 @@ impl BridgeConfig {
             worker: None,
             link_logs: Vec::new(),
             stop_when_played: false,
+            emu_set: None,
         }
     }
 }
@@ -236,6 +254,7 @@ pub struct Bridge {
     worker: Option<workers::Worker>,
     link_logs: Vec<linklog::LinkLog>,
     stop_when_played: bool,
+    emu_set: Option<EmuSetFn>,
     _offloads: Vec<OffloadGuard>,
 }
 
@@ -466,6 +485,7 @@ impl Bridge {
             worker,
             link_logs,
             stop_when_played: cfg.stop_when_played,
+            emu_set: cfg.emu_set.take(),
             _offloads: offloads,
         })
     }
@@ -730,6 +750,22 @@ impl Bridge {
     fn poll_control(&mut self, now: Instant) {
         if let Some(rx) = &self.control {
             if let Ok(mut req) = rx.try_recv() {
+                if let Some(args) = req.emu_set.take() {
+                    let answer = self.emu_set(&args);
+                    let asked = args.join(" ");
+                    match answer["ok"].as_bool() {
+                        Some(true) => log::info(&format!(
+                            "weir emu set {asked}:\n{}",
+                            answer["summary"].as_str().unwrap_or("")
+                        )),
+                        _ => log::warning(&format!(
+                            "weir emu set {asked}: refused ({}); the links stay as they were",
+                            answer["errors"].as_str().unwrap_or("?")
+                        )),
+                    }
+                    req.respond(answer.to_string());
+                    return;
+                }
                 // (a worker's reloads come from its supervisor, which limits them)
                 let admitted = match self.worker {
                     Some(_) => Ok(()),
@@ -759,6 +795,59 @@ impl Bridge {
         let name = h.file().display().to_string();
         let answer = self.reload(&name, prepared, now);
         log_reload("SIGHUP", &name, &answer);
+    }
+
+    /// `weir emu set`: every emulated link the options touch gets its new configuration,
+    /// its packets kept with their release times ([`weir_core::emulate::EmuLink::reconfigure`]);
+    /// all or none. A link whose rate is a managed queue's (`weir emu --aqm`) keeps its
+    /// rate and queue. The answer is a JSON document, as a reload's.
+    fn emu_set(&mut self, args: &[String]) -> serde_json::Value {
+        let refused = |errors: String| serde_json::json!({ "ok": false, "errors": errors });
+        let Some(f) = &self.emu_set else {
+            return serde_json::from_str(NOT_EMU).unwrap_or_default();
+        };
+        let mut changes = Vec::new();
+        for dir in [Direction::Outbound, Direction::Inbound] {
+            let Some(link) = self.device.emu_link(dir) else {
+                continue;
+            };
+            let old = link.config();
+            let new = match f(dir, old, args) {
+                Ok(Some(c)) => c,
+                Ok(None) => continue,
+                Err(e) => return refused(e),
+            };
+            let managed = self
+                .device
+                .pipeline(dir)
+                .is_some_and(|p| p.shaper().is_some());
+            if managed
+                && (new.rate_bps != old.rate_bps
+                    || new.capacity != old.capacity
+                    || new.limits() != old.limits())
+            {
+                return refused(
+                    "the link's rate and queue are its managed queue's (--aqm): restart weir emu to change them".into(),
+                );
+            }
+            changes.push((dir, new));
+        }
+        if changes.is_empty() {
+            return refused("no emulated link in the direction asked".into());
+        }
+        let mut links = Vec::new();
+        for (dir, cfg) in changes {
+            let what = weir_core::emulate::spec::describe(&cfg);
+            if let Err(e) = self.device.reconfigure_emu_link(dir, cfg) {
+                return refused(e);
+            }
+            links.push(serde_json::json!({ "direction": dir.name(), "link": what }));
+        }
+        serde_json::json!({
+            "ok": true,
+            "summary": links.iter().map(|l| format!("{}: {}", l["direction"].as_str().unwrap_or(""), l["link"].as_str().unwrap_or(""))).collect::<Vec<_>>().join("\n"),
+            "links": links,
+        })
     }
 
     /// Put a prepared policy ([`crate::control`]) in place of the running one, keeping

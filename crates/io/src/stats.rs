@@ -13,6 +13,9 @@
 //!   "errors": "…"}`) comes back followed by a newline ([`request_reload`]). Only root,
 //!   the user weir runs as, and members of the socket's group may ask (the socket's mode
 //!   says who may connect; the peer's credentials are checked as well, [`may_reload`]).
+//! - `emu-set\n` followed by `weir emu set`'s options, one per line: the data path changes
+//!   the emulated links of a `weir emu` in place (its packets kept) and answers as for a
+//!   reload ([`request_emu_set`]); the same peers may ask.
 //!
 //! # Server
 //! [`StatsServer::start`] creates the parent directory with mode 0700 if it is missing,
@@ -58,7 +61,8 @@ pub const FIRST_BYTE_TIMEOUT: Duration = Duration::from_millis(200);
 /// Largest request a client may send (a policy's text).
 pub const MAX_REQUEST: usize = 1 << 20;
 
-/// A control request from a client (today: a policy to reload), for the data path.
+/// A control request from a client (a policy to reload, or `weir emu set`'s options), for
+/// the data path.
 pub struct ControlRequest {
     /// The policy's file name as the client gave it (for error messages).
     pub name: String,
@@ -67,6 +71,8 @@ pub struct ControlRequest {
     /// The policy parsed and its device configuration built, here in the server's thread
     /// and not in the data path's ([`crate::control`]).
     pub prepared: crate::control::Prepared,
+    /// `weir emu set`'s options instead of a policy (then `prepared` is an error).
+    pub emu_set: Option<Vec<String>>,
     reply: std::sync::mpsc::SyncSender<String>,
 }
 
@@ -83,6 +89,7 @@ impl ControlRequest {
             name,
             text,
             prepared,
+            emu_set: None,
             reply,
         };
         (r, rx)
@@ -580,7 +587,7 @@ fn answer(mut s: UnixStream, ctx: &Serving) {
     let (head, body) = text.split_once('\n').unwrap_or((&text, ""));
     match head.split_once(' ').map_or((head, ""), |(a, b)| (a, b)) {
         ("" | "stats", _) => {}
-        ("reload", name) => {
+        (kind @ ("reload" | "emu-set"), name) => {
             // SAFETY: geteuid has no preconditions.
             let own = unsafe { libc::geteuid() };
             let allowed = peer_cred(&s)
@@ -588,13 +595,21 @@ fn answer(mut s: UnixStream, ctx: &Serving) {
             if !allowed {
                 return reply_error(
                     &mut s,
-                    "weir reload needs root, the user weir runs as, or a member of its --socket-group",
+                    &format!("weir {} needs root, the user weir runs as, or a member of its --socket-group", if kind == "reload" { "reload" } else { "emu set" }),
                 );
             }
-            let name = name.trim().to_string();
-            let n = shards.load(std::sync::atomic::Ordering::Relaxed);
-            let prepared = crate::control::prepare(&name, body, n);
-            let (r, rx) = ControlRequest::new(name, body.to_string(), prepared);
+            let (r, rx) = if kind == "emu-set" {
+                let args = body.lines().map(str::to_string).collect();
+                let (mut r, rx) =
+                    ControlRequest::new("weir emu set".into(), String::new(), Err(String::new()));
+                r.emu_set = Some(args);
+                (r, rx)
+            } else {
+                let name = name.trim().to_string();
+                let n = shards.load(std::sync::atomic::Ordering::Relaxed);
+                let prepared = crate::control::prepare(&name, body, n);
+                ControlRequest::new(name, body.to_string(), prepared)
+            };
             if control.send(r).is_err() {
                 return reply_error(&mut s, "this weir does not take reloads");
             }
@@ -666,6 +681,17 @@ pub fn request_reload(path: &Path, name: &str, text: &str) -> Result<String> {
     let mut req = format!("reload {name}\n").into_bytes();
     req.extend_from_slice(text.as_bytes());
     ask(path, &req, CONTROL_TIMEOUT + READ_TIMEOUT)
+}
+
+/// Ask the `weir emu` serving `path` to change its links by `weir emu set`'s options
+/// (`args`, one option or value each, none with a newline); its JSON answer.
+pub fn request_emu_set(path: &Path, args: &[String]) -> Result<String> {
+    let mut req = String::from("emu-set\n");
+    for a in args {
+        req.push_str(a);
+        req.push('\n');
+    }
+    ask(path, req.as_bytes(), CONTROL_TIMEOUT + READ_TIMEOUT)
 }
 
 #[cfg(test)]

@@ -18,6 +18,8 @@ use weir_core::Duration;
 
 #[derive(clap::Args)]
 pub struct Args {
+    #[command(subcommand)]
+    cmd: Option<EmuCmd>,
     #[command(flatten)]
     bridge: crate::run::BridgeArgs,
     /// A tc-netem argument string as written for `tc qdisc add dev DEV root netem …`, e.g.
@@ -28,7 +30,7 @@ pub struct Args {
     /// /usr/lib/x86_64-linux-gnu/tc, or from the path given.
     #[arg(long, conflicts_with_all = ["rate", "rate_schedule", "trace", "overhead", "mpu",
         "atm", "ptm", "framing", "delay", "jitter", "reorder", "loss", "duplicate", "corrupt",
-        "limit"])]
+        "limit", "delay_schedule", "loss_schedule", "outage"])]
     netem: Option<String>,
     /// Link rate (e.g. 155Mbit); default: no rate limit (no serialisation, no queue).
     #[arg(long, conflicts_with_all = ["rate_schedule", "trace"])]
@@ -61,6 +63,19 @@ pub struct Args {
     /// One-way delay added to every packet (e.g. 125ms, 500us).
     #[arg(long, default_value = "0s")]
     delay: String,
+    /// A delay that changes over time: TIME=DELAY points from the link's first frame,
+    /// e.g. "0s=20ms,30s=80ms" (a handover; with --reorder the frames after a step down
+    /// overtake those in flight). Instead of --delay.
+    #[arg(long, conflicts_with = "delay")]
+    delay_schedule: Option<String>,
+    /// Loss that changes over time: TIME=LOSS points, e.g. "0s=0%,10s=random 5%".
+    /// Instead of --loss.
+    #[arg(long, conflicts_with = "loss")]
+    loss_schedule: Option<String>,
+    /// Times the link is down, from its first frame: "10s-12s,30s-30.5s". Nothing is
+    /// sent then; frames wait in the queue (its limit drops the rest).
+    #[arg(long)]
+    outage: Option<String>,
     /// Jitter width: half-width for uniform, sigma for normal/pareto/paretonormal.
     #[arg(long)]
     jitter: Option<String>,
@@ -149,6 +164,13 @@ pub struct Args {
     /// Seed of the random number generator (loss, jitter, duplication, corruption).
     #[arg(long, default_value_t = weir_core::policy::DEFAULT_SEED)]
     seed: u64,
+}
+
+#[derive(clap::Subcommand)]
+enum EmuCmd {
+    /// Change a running weir emu's links in place (their packets kept): the options
+    /// given, in the links of --direction (default: all).
+    Set(crate::emu_set::SetArgs),
 }
 
 fn opt<T>(name: &str, r: Result<T, String>) -> anyhow::Result<T> {
@@ -271,6 +293,22 @@ pub fn config(a: &Args) -> anyhow::Result<EmuConfig> {
             Limit::Bytes(b) => c.limit_bytes = Some(b),
         }
     }
+    use std::sync::Arc;
+    if let Some(s) = &a.delay_schedule {
+        c.path.delay = Some(Arc::new(opt(
+            "delay-schedule",
+            spec::parse_delay_schedule(s),
+        )?));
+    }
+    if let Some(s) = &a.loss_schedule {
+        c.path.loss = Some(Arc::new(opt(
+            "loss-schedule",
+            spec::parse_loss_schedule(s),
+        )?));
+    }
+    if let Some(s) = &a.outage {
+        c.path.outages = Arc::new(opt("outage", spec::parse_outages(s))?);
+    }
     c.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(c)
 }
@@ -338,6 +376,9 @@ fn log_source(trace: Option<&std::path::PathBuf>, c: &EmuConfig) -> String {
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    if let Some(EmuCmd::Set(s)) = a.cmd {
+        return crate::emu_set::run(s);
+    }
     let c = config(&a)?;
     // `seed N` inside --netem wins over --seed
     let seed = match &a.netem {
@@ -458,6 +499,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         crate::run::EmuExtras {
             link_logs,
             stop_when_played: a.once,
+            set: true,
         },
     )
 }

@@ -10,6 +10,7 @@ mod check;
 mod demo;
 mod discover;
 mod emu;
+mod emu_set;
 mod generate;
 mod lab;
 mod mmgraph;
@@ -69,7 +70,9 @@ enum Cmd {
     Run(run::Args),
     /// Emulate a WAN link between two interfaces (rate, delay, jitter, loss, ...), netem-style.
     #[command(
-        after_help = "Example:\n  sudo weir emu --lan veth-lan --wan veth-wan --rate 10Mbit --delay 50ms --jitter 5ms --loss 0.5%"
+        after_help = "Examples:\n  sudo weir emu --lan veth-lan --wan veth-wan --rate 10Mbit --delay 50ms --jitter 5ms --loss 0.5%\n  sudo weir emu set --delay 80ms          # change a running weir emu",
+        args_conflicts_with_subcommands = true,
+        subcommand_negates_reqs = true
     )]
     Emu(emu::Args),
     /// The namespace testbed: run the papers' tests and report (root).

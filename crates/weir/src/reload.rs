@@ -36,24 +36,39 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     let answer = weir_io::stats::request_reload(&a.socket, &full, &text)?;
-    let v: serde_json::Value = serde_json::from_str(&answer)
+    print_answer(
+        &answer,
+        a.json,
+        "weir reload: refused; the running policy stays",
+        |v| {
+            format!(
+                "reloaded {name}: policy generation {}\n{}",
+                v["report"]["generation"],
+                v["summary"].as_str().unwrap_or("")
+            )
+        },
+    )
+}
+
+/// Print a running weir's answer to a control request (`weir reload`, `weir emu set`):
+/// as JSON with `json`, else `ok`'s text, or `refused` and the errors (exit 1).
+pub fn print_answer(
+    answer: &str,
+    json: bool,
+    refused: &str,
+    ok: impl Fn(&serde_json::Value) -> String,
+) -> anyhow::Result<ExitCode> {
+    let v: serde_json::Value = serde_json::from_str(answer)
         .map_err(|e| anyhow::anyhow!("weir answered something unexpected ({e}): {answer}"))?;
-    if a.json {
+    if json {
         println!("{answer}");
     }
     if v["ok"].as_bool() != Some(true) {
-        eprintln!(
-            "weir reload: refused; the running policy stays:\n{}",
-            v["errors"].as_str().unwrap_or(&answer)
-        );
+        eprintln!("{refused}:\n{}", v["errors"].as_str().unwrap_or(answer));
         return Ok(ExitCode::from(1));
     }
-    if !a.json {
-        println!(
-            "reloaded {name}: policy generation {}\n{}",
-            v["report"]["generation"],
-            v["summary"].as_str().unwrap_or("")
-        );
+    if !json {
+        println!("{}", ok(&v));
     }
     Ok(ExitCode::SUCCESS)
 }

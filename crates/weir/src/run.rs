@@ -13,11 +13,12 @@ use weir_io::pcap::PcapWriter;
 #[derive(clap::Args)]
 pub struct BridgeArgs {
     /// The LAN-side interface (outbound traffic enters here).
-    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
-    pub lan: String,
+    /// (Required; an `Option` so that `weir emu set`, which names no interfaces, parses.)
+    #[arg(long, required = true, value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    lan: Option<String>,
     /// The WAN-side interface (outbound traffic leaves here).
-    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
-    pub wan: String,
+    #[arg(long, required = true, value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    wan: Option<String>,
     /// Spin instead of sleeping between packets: more precise timing, one busy core.
     #[arg(long)]
     pub busy_poll: bool,
@@ -70,6 +71,18 @@ pub struct BridgeArgs {
     pub fail_open_after: weir_core::Duration,
     #[command(flatten)]
     pub web: crate::web::HttpArgs,
+}
+
+impl BridgeArgs {
+    /// The LAN-side interface (clap requires it for every command that bridges).
+    pub fn lan(&self) -> &str {
+        self.lan.as_deref().unwrap_or_default()
+    }
+
+    /// The WAN-side interface.
+    pub fn wan(&self) -> &str {
+        self.wan.as_deref().unwrap_or_default()
+    }
 }
 
 #[derive(clap::Args)]
@@ -228,6 +241,8 @@ pub fn describe_emulation(device: &Device) -> String {
 pub struct EmuExtras {
     pub link_logs: Vec<weir_io::bridge::LinkLogSpec>,
     pub stop_when_played: bool,
+    /// Take `weir emu set` requests ([`crate::emu_set`]).
+    pub set: bool,
 }
 
 /// Bridge `b.lan` and `b.wan` through `device` until stopped, then print the report.
@@ -247,12 +262,12 @@ pub fn bridge(
     // refuse before creating (and truncating) any capture file
     crate::web::check(&b.web)?;
     let fail_open = (fail_open || b.fail_open) && !b.fail_closed;
-    weir_io::bridge::preflight(&b.lan, &b.wan, fail_open)?;
+    weir_io::bridge::preflight(b.lan(), b.wan(), fail_open)?;
     let writer = |opt: &str, path: &PathBuf| {
         PcapWriter::create(path, b.snaplen, Some(limit))
             .map_err(|e| anyhow::anyhow!("{opt} {}: {e}", path.display()))
     };
-    let mut cfg = BridgeConfig::new(&b.lan, &b.wan);
+    let mut cfg = BridgeConfig::new(b.lan(), b.wan());
     let cfg_reload = reload_file.is_some();
     cfg.reload_file = reload_file;
     cfg.seed = seed;
@@ -272,6 +287,9 @@ pub fn bridge(
     cfg.fail_open = fail_open.then_some(b.fail_open_after);
     cfg.link_logs = emu.link_logs;
     cfg.stop_when_played = emu.stop_when_played;
+    if emu.set {
+        cfg.emu_set = Some(Box::new(crate::emu_set::apply));
+    }
     let running = match engine {
         Engine::One(device) => {
             cfg.device = *device;
@@ -291,7 +309,7 @@ pub fn bridge(
             stop.store(true, std::sync::atomic::Ordering::SeqCst);
         });
     }
-    log::info(&format!("bridging {} <-> {} with {what}", b.lan, b.wan));
+    log::info(&format!("bridging {} <-> {} with {what}", b.lan(), b.wan()));
     log::info(&format!(
         "Ctrl-C to stop; stats: weir stats --socket {}",
         b.stats_socket.display()
@@ -306,8 +324,8 @@ pub fn bridge(
         log::info(&format!(
             "fail-open: when weir stops forwarding for {} ms the kernel forwards {} <-> {} (unshaped) until weir is back; --fail-closed for none",
             b.fail_open_after.as_secs_f64() * 1e3,
-            b.lan,
-            b.wan
+            b.lan(),
+            b.wan()
         ));
     } else {
         log::info("fail-closed: while weir is not forwarding, nothing passes");
@@ -322,8 +340,8 @@ pub fn bridge(
     // the loop pings the watchdog (weir_io::notify)
     weir_io::notify::notify(&format!(
         "READY=1\nSTATUS=bridging {} <-> {} with {}",
-        b.lan,
-        b.wan,
+        b.lan(),
+        b.wan(),
         what.lines().next().unwrap_or_default()
     ));
     let report = match running {
@@ -412,7 +430,7 @@ fn offload_errors(lane: &serde_json::Value) -> u64 {
 /// Warnings about what was lost on the way in.
 fn warn_about(report: &serde_json::Value, b: &BridgeArgs) {
     let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
-    for (dir, from) in [("outbound", &b.lan), ("inbound", &b.wan)] {
+    for (dir, from) in [("outbound", b.lan()), ("inbound", b.wan())] {
         let l = &report[dir];
         let truncated = n(&l["truncated"]["packets"]);
         if truncated > 0 {

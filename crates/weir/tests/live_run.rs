@@ -273,6 +273,14 @@ fn emu_refuses_bad_options_clearly() {
             &["--up-rate", "1Mbit", "--aqm", "codel"][..],
             "--aqm: a managed queue takes one --rate",
         ),
+        (
+            &["--outage", "10s"][..],
+            "--outage: '10s': expected START-END",
+        ),
+        (
+            &["--delay-schedule", "5s=10ms"][..],
+            "delay schedule: must start at 0s",
+        ),
     ] {
         let bad = std::env::temp_dir().join(format!("weir-netem-{}-bad.dist", std::process::id()));
         std::fs::write(&bad, "# a table\n1 2 3\n4 x12 5\n").unwrap();

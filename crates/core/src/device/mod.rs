@@ -358,6 +358,19 @@ impl Device {
         self.lanes[dir.index()].emulator()?.emu.profile(0)
     }
 
+    /// Give `dir`'s default emulated link a new configuration at run time, its packets
+    /// kept with their release times (`weir emu set`).
+    pub fn reconfigure_emu_link(
+        &mut self,
+        dir: Direction,
+        cfg: crate::emulate::EmuConfig,
+    ) -> Result<(), String> {
+        let stage = self.lanes[dir.index()]
+            .stage_mut::<crate::stage::EmuStage>()
+            .ok_or_else(|| format!("no emulated link {}", dir.name()))?;
+        stage.emu.reconfigure(0, cfg).map_err(|e| e.to_string())
+    }
+
     /// [`Device::emu_link`], mutable (to log its events).
     pub fn emu_link_mut(&mut self, dir: Direction) -> Option<&mut crate::emulate::EmuLink> {
         let stage = self.lanes[dir.index()].stage_mut::<crate::stage::EmuStage>()?;

@@ -251,6 +251,10 @@ pub struct EmuLink {
     counters: EmuCounters,
     /// The link's events for an `mm-link` log ([`super::mmlog`]), when asked for.
     log: Option<Vec<LinkEvent>>,
+    /// The time-varying path's origin (the first frame's arrival, ns) and the loss
+    /// schedule's segment in force (`usize::MAX` before the first).
+    path_origin: Option<u64>,
+    loss_segment: usize,
 }
 
 impl EmuLink {
@@ -284,6 +288,8 @@ impl EmuLink {
             stats: QStats::default(),
             counters: EmuCounters::default(),
             log: None,
+            path_origin: None,
+            loss_segment: usize::MAX,
             cfg,
         })
     }
@@ -420,6 +426,11 @@ impl EmuLink {
         if cfg.capacity != self.cfg.capacity {
             self.varying = cfg.capacity.clone().map(|c| (c, Default::default(), None));
         }
+        // a new path starts from its origin at the next frame, as a new capacity
+        if cfg.path != self.cfg.path {
+            self.path_origin = None;
+            self.loss_segment = usize::MAX;
+        }
         if self.rate.is_none() {
             // No serialiser any more: nothing waits.
             self.backlog.clear();
@@ -517,6 +528,13 @@ impl EmuLink {
         }
         let tx_end = match self.rate {
             None => {
+                // a frame arriving while the path is down waits for it to come up
+                let now = match self.path_origin {
+                    Some(o) if !self.cfg.path.outages.is_empty() => {
+                        o + self.cfg.path.up_at(now.saturating_sub(o))
+                    }
+                    _ => now,
+                };
                 if let Some(log) = &mut self.log {
                     let bytes = charged(&self.cfg, len);
                     log.push(LinkEvent::Departure {
@@ -533,7 +551,7 @@ impl EmuLink {
                 } else {
                     (self.busy_ns, self.busy_ps)
                 };
-                let cursor = self.occupy(rate, s_ns, s_ps, len);
+                let (s_ns, s_ps, cursor) = self.place(rate, s_ns, s_ps, len);
                 let end = self.busy_ns.saturating_add((self.busy_ps > 0) as u64);
                 self.counters.queue_delay.add(s_ns - now);
                 self.backlog.push_back(Tx {
@@ -557,7 +575,15 @@ impl EmuLink {
             }
             _ => self.cfg.jitter.sample(cx.rng),
         };
-        let release = tx_end.saturating_add(delay_with(self.cfg.delay.0, offset));
+        let base = match self.path_origin {
+            Some(o) => self
+                .cfg
+                .path
+                .delay_at(tx_end.saturating_sub(o))
+                .unwrap_or(self.cfg.delay.0),
+            None => self.cfg.delay.0,
+        };
+        let release = tx_end.saturating_add(delay_with(base, offset));
         if self.cfg.reorder {
             self.heap.push(Reverse((release, self.seq, id.0)));
             self.seq += 1;
@@ -596,6 +622,45 @@ impl EmuLink {
                 self.busy_ns = o.saturating_add(end_ns);
                 self.busy_ps = (end % 1000) as u64;
                 before
+            }
+        }
+    }
+
+    /// [`EmuLink::occupy`] where the path may be down: a frame that would start in an
+    /// outage starts at its end, one an outage would cut starts after it. Returns the
+    /// start used and the cursor before the frame.
+    #[inline]
+    fn place(
+        &mut self,
+        rate: Rate,
+        mut s_ns: u64,
+        mut s_ps: u64,
+        len: u32,
+    ) -> (u64, u64, super::capacity::Cursor) {
+        let origin = match self.path_origin {
+            Some(o) if !self.cfg.path.outages.is_empty() => o,
+            _ => return (s_ns, s_ps, self.occupy(rate, s_ns, s_ps, len)),
+        };
+        loop {
+            let t = s_ns.saturating_sub(origin);
+            let up = self.cfg.path.up_at(t);
+            if up > t {
+                s_ns = origin + up;
+                s_ps = 0;
+            }
+            let cursor = self.occupy(rate, s_ns, s_ps, len);
+            let end = self.busy_ns.saturating_add((self.busy_ps > 0) as u64);
+            let (t, end) = (s_ns.saturating_sub(origin), end.saturating_sub(origin));
+            match self.cfg.path.down_within(t, end) {
+                Some(down) => {
+                    // cut by an outage: sent again once it is over
+                    if let Some((_, c, _)) = &mut self.varying {
+                        *c = cursor;
+                    }
+                    s_ns = origin + self.cfg.path.up_at(down);
+                    s_ps = 0;
+                }
+                None => return (s_ns, s_ps, cursor),
             }
         }
     }
@@ -716,6 +781,15 @@ impl EmuLink {
         let now = at.min(cx.now).0;
         self.stats.received.add(len);
         self.retire(now);
+        if !self.cfg.path.is_empty() {
+            let o = *self.path_origin.get_or_insert(now);
+            if let Some((i, model)) = self.cfg.path.loss_at(now.saturating_sub(o)) {
+                if i != self.loss_segment {
+                    self.loss.set_model(*model);
+                    self.loss_segment = i;
+                }
+            }
+        }
         if self.loss.lose(cx.rng) {
             match self
                 .cfg

@@ -48,6 +48,7 @@ pub mod link;
 pub mod loss;
 pub mod mmlog;
 pub mod netem_args;
+pub mod path;
 pub mod slot;
 pub mod spec;
 pub mod table;
@@ -107,6 +108,8 @@ pub enum EmuError {
     DropHead,
     #[error("emulate: 'once' plays a delivery trace once: the link has no trace")]
     OnceWithoutTrace,
+    #[error("emulate: {0}")]
+    Schedule(String),
 }
 
 /// What a full queue in front of the serialiser drops (`mm-link`'s `droptail` and
@@ -244,6 +247,9 @@ pub struct EmuConfig {
     /// Play a delivery trace once (`mm-link --once`): after its last opportunity the link
     /// delivers nothing. Default false (the trace repeats).
     pub once: bool,
+    /// Delay and loss that change over time, and outages ([`path`]); a delay schedule
+    /// replaces `delay`, a loss schedule `loss`. Default none.
+    pub path: path::Path,
 }
 
 impl Default for EmuConfig {
@@ -270,6 +276,7 @@ impl Default for EmuConfig {
             limit_held: None,
             queue_drop: QueueDrop::Tail,
             once: false,
+            path: path::Path::default(),
         }
     }
 }
@@ -333,6 +340,7 @@ impl EmuConfig {
             && self.corrupt == 0.0
             && self.reorder_early.is_none()
             && self.slot.is_none()
+            && self.path.is_empty()
     }
 
     /// Check every parameter; the error names the first offending one.
@@ -371,6 +379,7 @@ impl EmuConfig {
         if self.queue_drop == QueueDrop::Head && (self.sizing_bps().is_none() || self.reorder) {
             return Err(EmuError::DropHead);
         }
+        self.path.validate()?;
         if self.once && !matches!(self.capacity, Some(Capacity::Trace(_))) {
             return Err(EmuError::OnceWithoutTrace);
         }

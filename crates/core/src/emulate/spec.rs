@@ -193,16 +193,58 @@ pub fn describe_loss(m: &LossModel) -> String {
 /// A rate schedule as `weir emu --rate-schedule` writes it: `TIME=RATE` points separated
 /// by commas, e.g. `0s=8Mbit,30s=2Mbit` (the policy writes `[["0s", "8Mbit"], …]`).
 pub fn parse_schedule(s: &str) -> Result<super::Capacity, String> {
+    let points = parse_points(s, "TIME=RATE, e.g. 30s=2Mbit", |r| {
+        crate::units::parse_rate(r).map_err(|e| e.to_string())
+    })?;
+    super::Capacity::schedule(points)
+}
+
+/// `"T=V,T=V,…"`: points of a schedule, each value read by `value`; `example` is what the
+/// error says a point looks like.
+fn parse_points<T>(
+    s: &str,
+    example: &str,
+    value: impl Fn(&str) -> Result<T, String>,
+) -> Result<Vec<(u64, T)>, String> {
     let mut points = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (t, r) = part
+        let (t, v) = part
             .split_once('=')
-            .ok_or_else(|| format!("'{part}': expected TIME=RATE, e.g. 30s=2Mbit"))?;
+            .ok_or_else(|| format!("'{part}': expected {example}"))?;
         let t = crate::units::parse_duration(t.trim()).map_err(|e| format!("'{part}': {e}"))?;
-        let r = crate::units::parse_rate(r.trim()).map_err(|e| format!("'{part}': {e}"))?;
-        points.push((t, r));
+        let v = value(v.trim()).map_err(|e| format!("'{part}': {e}"))?;
+        points.push((t, v));
     }
-    super::Capacity::schedule(points)
+    Ok(points)
+}
+
+/// A delay schedule: `"0s=20ms,30s=80ms"` (each delay from its time on; see
+/// [`super::path`]).
+pub fn parse_delay_schedule(s: &str) -> Result<Vec<(u64, u64)>, String> {
+    parse_points(s, "TIME=DELAY, e.g. 30s=80ms", |d| {
+        crate::units::parse_duration(d).map_err(|e| e.to_string())
+    })
+}
+
+/// A loss schedule: `"0s=0%,10s=random 5%,20s=gilbert 1% 30%"` (each model as [`parse_loss`]
+/// reads it).
+pub fn parse_loss_schedule(s: &str) -> Result<Vec<(u64, LossModel)>, String> {
+    parse_points(s, "TIME=LOSS, e.g. 10s=5%", parse_loss)
+}
+
+/// Outages: `"10s-12s,30s-30.5s"`, each from its start to its end (times from the link's
+/// first frame).
+pub fn parse_outages(s: &str) -> Result<Vec<(u64, u64)>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (a, b) = part
+            .split_once('-')
+            .ok_or_else(|| format!("'{part}': expected START-END, e.g. 10s-12s"))?;
+        let t =
+            |x: &str| crate::units::parse_duration(x.trim()).map_err(|e| format!("'{part}': {e}"));
+        out.push((t(a)?, t(b)?));
+    }
+    Ok(out)
 }
 
 /// `mm-link`'s queue options (`--uplink-queue=TYPE --uplink-queue-args="packets=N,
@@ -325,7 +367,7 @@ pub fn describe(c: &EmuConfig) -> String {
             *last += &(s + ")");
         }
     }
-    if c.delay.0 > 0 || !c.jitter.is_none() {
+    if (c.delay.0 > 0 && c.path.delay.is_none()) || !c.jitter.is_none() {
         let mut s = format!("delay {}", fmt_duration(c.delay.0));
         match c.jitter {
             Jitter::None => {}
@@ -388,7 +430,34 @@ pub fn describe(c: &EmuConfig) -> String {
         }
         parts.push(s);
     }
-    if c.loss != LossModel::None {
+    let p = &c.path;
+    if let Some(d) = &p.delay {
+        parts.push(format!(
+            "delay schedule of {} points ({} to {})",
+            d.len(),
+            fmt_duration(d.iter().map(|x| x.1).min().unwrap_or(0)),
+            fmt_duration(d.iter().map(|x| x.1).max().unwrap_or(0))
+        ));
+    }
+    if let Some(l) = &p.loss {
+        parts.push(format!(
+            "loss schedule of {} points ({})",
+            l.len(),
+            l.iter()
+                .map(|(t, m)| format!("{} {}", fmt_duration(*t), describe_loss(m)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if !p.outages.is_empty() {
+        parts.push(format!(
+            "{} outage{} ({} down in all)",
+            p.outages.len(),
+            if p.outages.len() == 1 { "" } else { "s" },
+            fmt_duration(p.outage_ns())
+        ));
+    }
+    if c.loss != LossModel::None && p.loss.is_none() {
         let mut s = format!("loss {}", describe_loss(&c.loss));
         if c.ecn {
             s += " (ECN-capable packets marked CE instead)";
@@ -446,6 +515,37 @@ pub fn describe(c: &EmuConfig) -> String {
 mod tests {
     use super::*;
     use crate::time::Duration;
+
+    /// Schedules and outages as the command line writes them.
+    #[test]
+    fn path_schedules() {
+        assert_eq!(
+            parse_delay_schedule("0s=20ms, 30s=80ms").unwrap(),
+            vec![(0, 20_000_000), (30_000_000_000, 80_000_000)]
+        );
+        assert_eq!(
+            parse_loss_schedule("0s=0%,10s=random 5%").unwrap(),
+            vec![
+                (0, LossModel::Bernoulli { p: 0.0 }),
+                (10_000_000_000, LossModel::Bernoulli { p: 0.05 })
+            ]
+        );
+        assert_eq!(
+            parse_outages("10s-12s,30s-30.5s").unwrap(),
+            vec![
+                (10_000_000_000, 12_000_000_000),
+                (30_000_000_000, 30_500_000_000)
+            ]
+        );
+        assert!(parse_delay_schedule("0s:20ms")
+            .unwrap_err()
+            .contains("TIME=DELAY"));
+        assert!(parse_loss_schedule("0s=often")
+            .unwrap_err()
+            .starts_with("'0s=often':"));
+        assert!(parse_outages("10s").unwrap_err().contains("START-END"));
+        assert!(parse_outages("10s-x").unwrap_err().starts_with("'10s-x':"));
+    }
 
     /// `mm-link`'s queue arguments, as its `get_arg` reads them.
     #[test]

@@ -123,6 +123,8 @@ pub(super) struct RawEmulate {
     // mm-link's
     pub(super) queue: Option<Spanned<String>>,
     pub(super) once: Option<Spanned<bool>>,
+    // time-varying paths
+    pub(super) outages: Option<Spanned<Value>>,
     pub(super) description: Option<String>,
 }
 

@@ -604,6 +604,10 @@ impl Workers {
         let mut beat = || supervise_beat(bypass, shared, handovers);
         if let Some(rx) = &self.control {
             if let Ok(mut req) = rx.try_recv() {
+                if req.emu_set.is_some() {
+                    req.respond(NOT_EMU.to_string());
+                    return;
+                }
                 let answer = match self.sup.gate.admit(now) {
                     Ok(()) => {
                         let prepared = std::mem::replace(&mut req.prepared, Err(String::new()));

@@ -66,8 +66,7 @@ impl EmuLink {
                 (tx.start, tx.end, tx.len)
             };
             let offset = self.line[base + j].0.saturating_sub(old_end);
-            let (s_ns, s_ps) = (self.busy_ns, self.busy_ps);
-            let cursor = self.occupy(rate, s_ns, s_ps, len);
+            let (s_ns, s_ps, cursor) = self.place(rate, self.busy_ns, self.busy_ps, len);
             let end = self.busy_ns.saturating_add((self.busy_ps > 0) as u64);
             let tx = &mut self.backlog[j];
             tx.start = s_ns;

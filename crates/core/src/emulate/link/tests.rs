@@ -550,3 +550,153 @@ fn a_drop_head_queue_on_a_trace_reuses_the_dropped_frames_opportunity() {
     assert_eq!(l.counters().queue_drops.packets, 1);
     l.check().unwrap();
 }
+
+/// Frames offered at the given ns (length `len`) to a link of `cfg`, drained at every
+/// wake-up: (index of the frame, departure ns) in departure order, and the indices lost.
+fn path_run(cfg: EmuConfig, at: &[u64], len: u32) -> (Vec<(usize, u64)>, Vec<usize>) {
+    let mut l = EmuLink::new(cfg).unwrap();
+    let mut pool = Pool::new(4096, 0);
+    let mut rng = Rng::new(1);
+    let mut dropped = Vec::new();
+    let mut cx = Ctx::new(Instant(0), &mut pool, &mut rng, &mut dropped);
+    let mut ids = Vec::new();
+    let mut lost = Vec::new();
+    let mut out = Vec::new();
+    let mut next = 0;
+    loop {
+        let t_in = at.get(next).copied();
+        let t_out = l.next_wakeup().map(|t| t.0);
+        let t = match (t_in, t_out) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) => a,
+            (None, Some(b)) => b,
+            (None, None) => break,
+        };
+        cx.now = Instant(t);
+        if t_in == Some(t) {
+            let p = pkt(cx.pool, len);
+            ids.push(p);
+            if l.enqueue(p, &mut cx).is_err() {
+                lost.push(next);
+                cx.pool.free(p);
+            }
+            next += 1;
+        } else {
+            while let Some(p) = l.dequeue(&mut cx) {
+                out.push((ids.iter().rposition(|&i| i == p).unwrap(), t));
+                cx.pool.free(p);
+            }
+        }
+    }
+    l.check().unwrap();
+    (out, lost)
+}
+
+const MS_NS: u64 = 1_000_000;
+
+/// A delay step from 20 to 80 ms at 30 ms (from the first frame at 0): frames every 10 ms
+/// leave 20 ms after arrival up to the step and 80 ms after from it.
+#[test]
+fn a_delay_schedule_steps_the_delay() {
+    let cfg = EmuConfig {
+        path: crate::emulate::path::Path {
+            delay: Some(std::sync::Arc::new(vec![
+                (0, 20 * MS_NS),
+                (30 * MS_NS, 80 * MS_NS),
+            ])),
+            ..Default::default()
+        },
+        ..EmuConfig::default()
+    };
+    let at: Vec<u64> = (0..6).map(|i| i * 10 * MS_NS).collect();
+    let (out, lost) = path_run(cfg, &at, 100);
+    assert!(lost.is_empty());
+    let delays: Vec<u64> = out.iter().map(|&(i, t)| (t - at[i]) / MS_NS).collect();
+    assert_eq!(delays, vec![20, 20, 20, 80, 80, 80]);
+}
+
+/// A handover to a shorter path (80 → 20 ms at 30 ms): in the FIFO line the frames after
+/// the step wait for those ahead (in order); with `reorder` they overtake them — frames 3
+/// and 4 (sent at 30 and 40 ms, out at 50 and 60 ms) arrive before frames 1 and 2 (out at
+/// 90 and 100 ms): a reordering burst.
+#[test]
+fn a_handover_with_reorder_makes_a_reordering_burst() {
+    let path = crate::emulate::path::Path {
+        delay: Some(std::sync::Arc::new(vec![
+            (0, 80 * MS_NS),
+            (30 * MS_NS, 20 * MS_NS),
+        ])),
+        ..Default::default()
+    };
+    let at: Vec<u64> = (0..5).map(|i| i * 10 * MS_NS).collect();
+    let fifo = EmuConfig {
+        path: path.clone(),
+        ..EmuConfig::default()
+    };
+    let (out, _) = path_run(fifo, &at, 100);
+    assert_eq!(
+        out.iter().map(|o| o.0).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3, 4]
+    );
+    let reorder = EmuConfig {
+        path,
+        reorder: true,
+        jitter: crate::emulate::Jitter::None,
+        ..EmuConfig::default()
+    };
+    let (out, _) = path_run(reorder, &at, 100);
+    let ms: Vec<(usize, u64)> = out.iter().map(|&(i, t)| (i, t / MS_NS)).collect();
+    assert_eq!(ms, vec![(3, 50), (4, 60), (0, 80), (1, 90), (2, 100)]);
+}
+
+/// An outage from 10 to 30 ms on an 8 Mbit/s link (1000 bytes = 1 ms), queue of 5 packets:
+/// frames every 2 ms from 0. Those before the outage leave at once (1 ms); the frame sent
+/// at 9.5 ms cannot finish before 10 ms and starts at 30 ms; during the outage the queue
+/// fills (it and four more wait) and the rest are dropped; after it the queue drains back
+/// to back.
+#[test]
+fn an_outage_stops_the_serialiser_and_fills_the_queue() {
+    let cfg = EmuConfig {
+        rate_bps: Some(8_000_000),
+        limit_packets: Some(5),
+        path: crate::emulate::path::Path {
+            outages: std::sync::Arc::new(vec![(10 * MS_NS, 30 * MS_NS)]),
+            ..Default::default()
+        },
+        ..EmuConfig::default()
+    };
+    let mut at: Vec<u64> = (0..5).map(|i| i * 2 * MS_NS).collect(); // 0..8 ms
+    at.push(9 * MS_NS + MS_NS / 2);
+    at.extend((0..10).map(|i| 12 * MS_NS + i * 2 * MS_NS)); // 12..30 ms
+    let (out, lost) = path_run(cfg, &at, 1000);
+    let ms: Vec<(usize, u64)> = out.iter().map(|&(i, t)| (i, t / MS_NS)).collect();
+    // 0..=4 at 1, 3, 5, 7, 9 ms; 5 (at 9.5) and the next four wait for 30 ms
+    assert_eq!(&ms[..5], &[(0, 1), (1, 3), (2, 5), (3, 7), (4, 9)]);
+    assert_eq!(&ms[5..10], &[(5, 31), (6, 32), (7, 33), (8, 34), (9, 35)]);
+    // frame 5 waits too (it starts at 30 ms): those at 20..=28 ms find 5 waiting; the one
+    // at 30 ms finds 4 (frame 5 has started) and leaves after the others
+    assert_eq!(lost, vec![10, 11, 12, 13, 14], "the queue of 5 was full");
+    assert_eq!(ms[10], (15, 36));
+}
+
+/// Without a rate, a frame that arrives during an outage is held until it ends; a loss
+/// schedule of 0 % then 100 % from 20 ms loses every frame from then on.
+#[test]
+fn outages_hold_and_loss_schedules_switch() {
+    let cfg = EmuConfig {
+        path: crate::emulate::path::Path {
+            outages: std::sync::Arc::new(vec![(5 * MS_NS, 15 * MS_NS)]),
+            loss: Some(std::sync::Arc::new(vec![
+                (0, LossModel::None),
+                (20 * MS_NS, LossModel::Bernoulli { p: 1.0 }),
+            ])),
+            ..Default::default()
+        },
+        ..EmuConfig::default()
+    };
+    let at: Vec<u64> = (0..4).map(|i| i * 7 * MS_NS).collect(); // 0, 7, 14, 21 ms
+    let (out, lost) = path_run(cfg, &at, 100);
+    let ms: Vec<(usize, u64)> = out.iter().map(|&(i, t)| (i, t / MS_NS)).collect();
+    assert_eq!(ms, vec![(0, 0), (1, 15), (2, 15)]);
+    assert_eq!(lost, vec![3]);
+}

@@ -923,9 +923,43 @@ fn compile_emulators(
             cfg.mtu = m;
         }
         if let Some(v) = &e.delay {
-            if let Some(ns) = parse_with(src, "delay", v, units::parse_duration) {
-                cfg.delay = crate::time::Duration(ns);
+            match v.get_ref() {
+                Value::Array(points) => {
+                    cfg.path.delay = schedule_points(
+                        src,
+                        ("delay", r#"["TIME", "DELAY"], e.g. ["30s", "80ms"]"#),
+                        v,
+                        points,
+                        |d| units::parse_duration(d).map_err(|e| e.to_string()),
+                    )
+                    .map(std::sync::Arc::new)
+                }
+                _ => {
+                    if let Some(ns) = parse_with(src, "delay", v, units::parse_duration) {
+                        cfg.delay = crate::time::Duration(ns);
+                    }
+                }
             }
+        }
+        if let Some(v) = &e.outages {
+            cfg.path.outages = match v.get_ref() {
+                Value::Array(points) => schedule_points(
+                    src,
+                    ("outages", r#"["START", "END"], e.g. ["10s", "12s"]"#),
+                    v,
+                    points,
+                    |d| units::parse_duration(d).map_err(|e| e.to_string()),
+                )
+                .map(std::sync::Arc::new)
+                .unwrap_or_default(),
+                _ => {
+                    src.err(
+                        v.span(),
+                        "`outages`: expected [[\"START\", \"END\"], …], e.g. [[\"10s\", \"12s\"]]",
+                    );
+                    Default::default()
+                }
+            };
         }
         let jitter_ns = e
             .jitter
@@ -949,7 +983,22 @@ fn compile_emulators(
         cfg.reorder = e.reorder.unwrap_or(false);
         netem::netem_keys(src, e, jitter_ns, &mut cfg);
         if let Some(v) = &e.loss {
-            cfg.loss = parse_with(src, "loss", v, emulate::spec::parse_loss).unwrap_or_default();
+            match v.get_ref() {
+                Value::Array(points) => {
+                    cfg.path.loss = schedule_points(
+                        src,
+                        ("loss", r#"["TIME", "LOSS"], e.g. ["10s", "5%"]"#),
+                        v,
+                        points,
+                        emulate::spec::parse_loss,
+                    )
+                    .map(std::sync::Arc::new)
+                }
+                _ => {
+                    cfg.loss =
+                        parse_with(src, "loss", v, emulate::spec::parse_loss).unwrap_or_default()
+                }
+            }
         }
         if let Some(v) = &e.duplicate {
             cfg.duplicate =
@@ -1045,32 +1094,51 @@ fn rate_schedule(
     v: &Spanned<Value>,
     points: &[Value],
 ) -> Option<emulate::Capacity> {
+    let out = schedule_points(
+        src,
+        ("rate", r#"["TIME", "RATE"], e.g. ["30s", "2Mbit"]"#),
+        v,
+        points,
+        |r| units::parse_rate(r).map_err(|e| e.to_string()),
+    )?;
+    emulate::Capacity::schedule(out)
+        .map_err(|e| src.err(v.span(), format!("`rate`: {e}")))
+        .ok()
+}
+
+/// `key = [["TIME", "VALUE"], …]`: the points of a schedule (or outages), each value read
+/// by `value`; errors at the key's position name the point. `(key, shape)`: the key and
+/// what a point looks like, for the message.
+fn schedule_points<T>(
+    src: &mut Src<'_>,
+    (key, shape): (&str, &str),
+    v: &Spanned<Value>,
+    points: &[Value],
+    value: impl Fn(&str) -> Result<T, String>,
+) -> Option<Vec<(u64, T)>> {
     let mut out = Vec::with_capacity(points.len());
     for p in points {
         let pair = p.as_array().filter(|a| a.len() == 2);
         let parsed = pair.and_then(|a| {
-            let t = a[0].as_str().map(units::parse_duration)?;
-            let r = a[1].as_str().map(units::parse_rate)?;
+            let t = a[0]
+                .as_str()
+                .map(|t| units::parse_duration(t).map_err(|e| e.to_string()))?;
+            let r = a[1].as_str().map(&value)?;
             Some((t, r))
         });
         match parsed {
             Some((Ok(t), Ok(r))) => out.push((t, r)),
             Some((Err(e), _)) | Some((_, Err(e))) => {
-                src.err(v.span(), format!("`rate` schedule point {p}: {e}"));
+                src.err(v.span(), format!("`{key}` point {p}: {e}"));
                 return None;
             }
             None => {
-                src.err(
-                    v.span(),
-                    format!("`rate` schedule point {p}: expected [\"TIME\", \"RATE\"], e.g. [\"30s\", \"2Mbit\"]"),
-                );
+                src.err(v.span(), format!("`{key}` point {p}: expected {shape}"));
                 return None;
             }
         }
     }
-    emulate::Capacity::schedule(out)
-        .map_err(|e| src.err(v.span(), format!("`rate`: {e}")))
-        .ok()
+    Some(out)
 }
 
 /// A file a policy names under `key`, read relative to the policy's directory: its path
