@@ -174,11 +174,31 @@ fn emulate_mistakes_have_specific_messages() {
     assert!(p.warnings.iter().any(|w| w.msg.contains("changes nothing")));
     // mm-link's queue and --once
     let errs = errors(&format!(
-        "{head}[[emulate]]\nname = \"x\"\nrate = \"1Mbit\"\nqueue = \"codel\"\n"
+        "{head}[[emulate]]\nname = \"x\"\nrate = \"1Mbit\"\nqueue = \"pie\"\n"
     ));
     has(
         &errs,
-        "p.toml:10:9: `queue`: 'codel' is not one of droptail, drophead",
+        "p.toml:10:9: `queue`: 'pie' is not one of droptail, drophead, codel",
+    );
+    let errs = errors(&format!(
+        "{head}[[emulate]]\nname = \"x\"\nrate = \"1Mbit\"\ntarget = \"5ms\"\n"
+    ));
+    has(&errs, "`target` is CoDel's: it needs `queue = \"codel\"`");
+    let errs = errors(&format!(
+        "{head}[[emulate]]\nname = \"x\"\nrate = \"1Mbit\"\nqueue = \"codel\"\ntarget = \"200ms\"\n"
+    ));
+    has(&errs, "CoDel's target");
+    let p = Policy::parse(
+        "p.toml",
+        &format!("{head}[[emulate]]\nname = \"x\"\nrate = \"1Mbit\"\nlimit = \"100p\"\nqueue = \"codel\"\ntarget = \"10ms\"\n"),
+    )
+    .unwrap();
+    let q = p.emulators[0].cfg.codel.unwrap();
+    assert_eq!((q.target.0, q.interval.0), (10_000_000, 100_000_000));
+    assert!(
+        p.describe().contains("CoDel target 10ms interval 100ms"),
+        "{}",
+        p.describe()
     );
     let errs = errors(&format!(
         "{head}[[emulate]]\nname = \"x\"\ndelay = \"1ms\"\nqueue = \"drophead\"\n"

@@ -496,7 +496,8 @@ impl Bridge {
         let start = self.clock.now();
         let mut next_stats = start;
         while !stop.load(Ordering::Relaxed) {
-            let now = self.clock.now();
+            // (receive moves it on past a frame that came after it: see lane::receive)
+            let mut now = self.clock.now();
             self.heartbeat(now);
             if let Some(w) = &mut self.worker {
                 w.turn(now, &mut self.out, &mut self.inb);
@@ -511,7 +512,7 @@ impl Bridge {
                     &mut self.pool,
                     &mut self.rng,
                     &mut self.dropped,
-                    now,
+                    &mut now,
                     &self.clock,
                     self.batch,
                 );
@@ -751,7 +752,10 @@ impl Bridge {
         if let Some(rx) = &self.control {
             if let Ok(mut req) = rx.try_recv() {
                 if let Some(args) = req.emu_set.take() {
-                    let answer = self.emu_set(&args);
+                    let answer = match self.reload_gate.admit(now) {
+                        Ok(()) => self.emu_set(&args),
+                        Err(refusal) => refusal,
+                    };
                     let asked = args.join(" ");
                     match answer["ok"].as_bool() {
                         Some(true) => log::info(&format!(

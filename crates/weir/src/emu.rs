@@ -359,6 +359,9 @@ fn direction_config(
     }
     if let Some(q) = queue {
         opt(qname, spec::apply_mm_queue(&mut d, q, args))?;
+        if d.sizing_bps().is_none() {
+            anyhow::bail!("--{qname}: the {name}link has no rate, so nothing waits in a queue: give --{name}, --{name}-rate, --rate or --trace");
+        }
     }
     d.once = once && matches!(d.capacity, Some(weir_core::emulate::Capacity::Trace(_)));
     d.validate()
@@ -366,10 +369,13 @@ fn direction_config(
     Ok(d)
 }
 
-/// What a link's log header names as its source: the trace file or the rate.
+/// What a link's log header names as its source: its trace file, its rate schedule or
+/// its rate.
 fn log_source(trace: Option<&std::path::PathBuf>, c: &EmuConfig) -> String {
-    match (trace, c.rate_bps) {
-        (Some(t), _) => t.display().to_string(),
+    use weir_core::emulate::Capacity;
+    match (&c.capacity, c.rate_bps) {
+        (Some(Capacity::Trace(_)), _) => trace.map_or("trace".into(), |t| t.display().to_string()),
+        (Some(Capacity::Schedule(_)), _) => "rate schedule".into(),
         (None, Some(r)) => format!("rate {}", weir_core::units::fmt_rate(r)),
         (None, None) => "no rate".into(),
     }
@@ -417,6 +423,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             anyhow::bail!("--aqm: '{other}' is not one of fq_cobalt, fq_codel, cobalt, codel, none")
         }
     };
+    if managed.is_some() && !c.path.outages.is_empty() {
+        anyhow::bail!("--outage with --aqm: the rate is the managed queue's, so the emulator would hold an outage's frames without a limit; use --aqm none");
+    }
     let pair_cfgs = if pair {
         let up = direction_config(
             &c,

@@ -3,8 +3,9 @@
 //! packets already in the link keep their release times; the new values apply to the
 //! next ones (the link's `EmuLink::reconfigure`).
 //!
-//! The options are `weir emu`'s own (same parsers, `weir_core::emulate::spec`); only the
-//! ones given change, in the links of `--direction` (default: every emulated link). They
+//! The options are `weir emu`'s own (same parsers, `weir_core::emulate::spec`) but for a
+//! trace (a file: the running weir, root, does not read files for a socket client; restart
+//! weir emu with another trace); only the ones given change, in the links of `--direction` (default: every emulated link). They
 //! go as text through the statistics socket (the `emu-set` request, the same peers as
 //! `weir reload`); the running weir applies them to each link's current configuration
 //! with [`apply`] and answers what each link is now.
@@ -38,14 +39,11 @@ pub struct Change {
     #[arg(long)]
     direction: Option<String>,
     /// New link rate (the rate schedule or trace it had ends).
-    #[arg(long, conflicts_with_all = ["rate_schedule", "trace"])]
+    #[arg(long, conflicts_with = "rate_schedule")]
     rate: Option<String>,
     /// New rate schedule, "0s=8Mbit,30s=2Mbit" (from the next frame on).
-    #[arg(long, conflicts_with = "trace")]
-    rate_schedule: Option<String>,
-    /// New Mahimahi delivery trace (from the next frame on).
     #[arg(long)]
-    trace: Option<PathBuf>,
+    rate_schedule: Option<String>,
     /// New one-way delay (ends a delay schedule).
     #[arg(long)]
     delay: Option<String>,
@@ -101,15 +99,6 @@ impl Change {
         put("direction", &self.direction);
         put("rate", &self.rate);
         put("rate-schedule", &self.rate_schedule);
-        put(
-            "trace",
-            &self.trace.as_ref().map(|p| {
-                std::fs::canonicalize(p)
-                    .unwrap_or_else(|_| p.clone())
-                    .display()
-                    .to_string()
-            }),
-        );
         put("delay", &self.delay);
         put("jitter", &self.jitter);
         put("distribution", &self.distribution);
@@ -153,15 +142,7 @@ impl Change {
             c.rate_bps = None;
             c.once = false;
         }
-        if let Some(f) = &self.trace {
-            let text = std::fs::read_to_string(f)
-                .map_err(|e| format!("--trace: cannot read {}: {e}", f.display()))?;
-            c.capacity = Some(
-                weir_core::emulate::Capacity::parse_trace(&text)
-                    .map_err(|e| format!("--trace {}: {e}", f.display()))?,
-            );
-            c.rate_bps = None;
-        }
+
         if let Some(d) = &self.delay {
             c.delay = Duration(parse_duration(d).map_err(|e| format!("--delay: {e}"))?);
             c.path.delay = None;
@@ -261,6 +242,10 @@ pub fn apply(
 /// `weir emu set`: check the options, send them, print the answer.
 pub fn run(a: SetArgs) -> anyhow::Result<ExitCode> {
     let args = a.change.to_args();
+    // one option or value a line on the socket
+    if let Some(bad) = args.iter().find(|a| a.contains('\n')) {
+        anyhow::bail!("weir emu set: a value with a line break: {bad:?}");
+    }
     if args.len() <= 2 * usize::from(a.change.direction.is_some()) {
         anyhow::bail!(
             "weir emu set: nothing to change; give --delay, --rate, --loss, … (see --help)"

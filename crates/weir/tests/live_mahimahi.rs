@@ -1,5 +1,5 @@
 //! Mahimahi's `mm-link` through `weir emu`: an uplink and a downlink trace
-//! (`--up/--down`), each direction's queue (`--uplink-queue droptail`, `--downlink-queue
+//! (`--up/--down`), each direction's queue (`--uplink-queue codel`, `--downlink-queue
 //! drophead`), `--once` and the per-packet logs (`--uplink-log/--downlink-log`), read back
 //! by `weir mm-graph`. Three namespaces `snd ─ [weir emu] ─ rcv`; UDP streams above the
 //! traces' peaks in both directions at once, so every opportunity finds a packet.
@@ -128,9 +128,9 @@ fn mm_link_traces_queues_once_and_logs_through_weir_emu() {
             down.to_str().unwrap(),
             "--once",
             "--uplink-queue",
-            "droptail",
+            "codel",
             "--uplink-queue-args",
-            "packets=50",
+            "target=5, interval=100, packets=200",
             "--downlink-queue",
             "drophead",
             "--downlink-queue-args",
@@ -181,7 +181,7 @@ fn mm_link_traces_queues_once_and_logs_through_weir_emu() {
         "weir emu --once ran {ran:?} for 6 s traces"
     );
     for (log, n, name, queue) in [
-        (&up_log, up_n, "Uplink", "droptail [packets=50]"),
+        (&up_log, up_n, "Uplink", "codel [packets=200]"),
         (
             &down_log,
             down_n,

@@ -174,6 +174,12 @@ pub struct EmuCounters {
     /// Slots opened (`slot`).
     #[serde(default)]
     pub slots: u64,
+    /// Frames the queue's CoDel dropped (`mm-link --…-queue=codel`).
+    #[serde(default)]
+    pub aqm_drops: Count,
+    /// Frames the queue's CoDel marked CE instead (`ecn`).
+    #[serde(default)]
+    pub aqm_marks: Count,
 }
 
 /// Running totals of the queueing delay of the frames a link admitted: each frame's wait
@@ -201,6 +207,8 @@ impl QueueDelay {
 /// one again from there).
 #[derive(Clone, Debug)]
 struct Tx {
+    /// The frame, to check it against the delay line's entry (a drop-head or CoDel drop).
+    id: PktId,
     arrival: u64,
     start: u64,
     start_ps: u64,
@@ -255,6 +263,10 @@ pub struct EmuLink {
     /// schedule's segment in force (`usize::MAX` before the first).
     path_origin: Option<u64>,
     loss_segment: usize,
+    /// The queue's CoDel (`EmuConfig::codel`) and its parameters, and how many frames at
+    /// the backlog's front it has judged (at their start, their dequeue from the queue).
+    codel: Option<(crate::aqm::Codel, crate::aqm::AqmParams)>,
+    judged: usize,
 }
 
 impl EmuLink {
@@ -290,6 +302,8 @@ impl EmuLink {
             log: None,
             path_origin: None,
             loss_segment: usize::MAX,
+            codel: Self::codel_for(&cfg),
+            judged: 0,
             cfg,
         })
     }
@@ -353,10 +367,15 @@ impl EmuLink {
         let line = self
             .line_head()
             .map(|r| self.slots.as_ref().map_or(r, |s| s.gate(r)));
-        match (self.express.front(), line) {
+        let due = match (self.express.front(), line) {
             (Some(&(e, _)), Some(l)) => Some(e.min(l)),
             (Some(&(e, _)), None) => Some(e),
             (None, l) => l,
+        };
+        // the queue's CoDel judges the next frame when it starts
+        match (due, self.judge_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
@@ -426,9 +445,18 @@ impl EmuLink {
         if cfg.capacity != self.cfg.capacity {
             self.varying = cfg.capacity.clone().map(|c| (c, Default::default(), None));
         }
+        // a new CoDel starts afresh and judges the frames that wait
+        if cfg.codel != self.cfg.codel {
+            self.codel = Self::codel_for(&cfg);
+            self.judged = 0;
+        }
         // a new path starts from its origin at the next frame, as a new capacity
         if cfg.path != self.cfg.path {
             self.path_origin = None;
+        }
+        // (`set_model` below installs `cfg.loss`: a loss schedule's model in force comes
+        // back at the next arrival)
+        if cfg.path != self.cfg.path || cfg.path.loss.is_some() {
             self.loss_segment = usize::MAX;
         }
         if self.rate.is_none() {
@@ -473,15 +501,17 @@ impl EmuLink {
     #[inline]
     fn retire(&mut self, now: u64) {
         while let Some(tx) = self.backlog.front() {
-            if tx.end > now {
+            // a frame the queue's CoDel has not judged stays (its dequeue is still due)
+            if tx.end > now || (self.codel.is_some() && self.judged == 0) {
                 break;
             }
+            self.judged = self.judged.saturating_sub(1);
             self.backlog_bytes -= tx.len as u64;
             if let Some(log) = &mut self.log {
                 log.push(LinkEvent::Departure {
                     ns: tx.end,
                     bytes: charged(&self.cfg, tx.len),
-                    delay_ns: tx.end - tx.arrival,
+                    delay_ns: tx.end.saturating_sub(tx.arrival),
                 });
             }
             self.backlog.pop_front();
@@ -529,21 +559,21 @@ impl EmuLink {
         let tx_end = match self.rate {
             None => {
                 // a frame arriving while the path is down waits for it to come up
-                let now = match self.path_origin {
+                let up = match self.path_origin {
                     Some(o) if !self.cfg.path.outages.is_empty() => {
-                        o + self.cfg.path.up_at(now.saturating_sub(o))
+                        o.saturating_add(self.cfg.path.up_at(now.saturating_sub(o)))
                     }
                     _ => now,
                 };
                 if let Some(log) = &mut self.log {
                     let bytes = charged(&self.cfg, len);
                     log.push(LinkEvent::Departure {
-                        ns: now,
+                        ns: up,
                         bytes,
-                        delay_ns: 0,
+                        delay_ns: up - now,
                     });
                 }
-                now
+                up
             }
             Some(rate) => {
                 let (s_ns, s_ps) = if (now, 0) >= (self.busy_ns, self.busy_ps) {
@@ -555,6 +585,7 @@ impl EmuLink {
                 let end = self.busy_ns.saturating_add((self.busy_ps > 0) as u64);
                 self.counters.queue_delay.add(s_ns - now);
                 self.backlog.push_back(Tx {
+                    id,
                     arrival: now,
                     start: s_ns,
                     start_ps: s_ps,
@@ -645,7 +676,7 @@ impl EmuLink {
             let t = s_ns.saturating_sub(origin);
             let up = self.cfg.path.up_at(t);
             if up > t {
-                s_ns = origin + up;
+                s_ns = origin.saturating_add(up);
                 s_ps = 0;
             }
             let cursor = self.occupy(rate, s_ns, s_ps, len);
@@ -657,7 +688,7 @@ impl EmuLink {
                     if let Some((_, c, _)) = &mut self.varying {
                         *c = cursor;
                     }
-                    s_ns = origin + self.cfg.path.up_at(down);
+                    s_ns = origin.saturating_add(self.cfg.path.up_at(down));
                     s_ps = 0;
                 }
                 None => return (s_ns, s_ps, cursor),
@@ -780,6 +811,7 @@ impl EmuLink {
         let len = cx.pool.len(pkt);
         let now = at.min(cx.now).0;
         self.stats.received.add(len);
+        self.judge_started(now, cx);
         self.retire(now);
         if !self.cfg.path.is_empty() {
             let o = *self.path_origin.get_or_insert(now);
@@ -825,6 +857,7 @@ impl Qdisc for EmuLink {
 
     fn dequeue(&mut self, cx: &mut Ctx<'_>) -> Option<PktId> {
         let now = cx.now.0;
+        self.judge_started(now, cx);
         if let Some(&(e, id)) = self.express.front() {
             if e <= now && self.line_head().is_none_or(|l| e <= l) {
                 self.express.pop_front();
@@ -897,6 +930,7 @@ impl Qdisc for EmuLink {
         self.last_release = 0;
         self.backlog.clear();
         self.backlog_bytes = 0;
+        self.judged = 0;
         self.busy_ns = 0;
         self.busy_ps = 0;
     }
@@ -945,6 +979,7 @@ fn charged(cfg: &EmuConfig, len: u32) -> u32 {
     b.clamp(1, u64::from(u32::MAX)) as u32
 }
 
+mod codel;
 mod evict;
 
 #[cfg(test)]

@@ -91,7 +91,14 @@ pub struct MmLogWriter {
     /// Time (ns) up to which lines were written.
     written_to: u64,
     lines: Vec<(u64, u8, String)>,
+    /// The capacity the lines follow (trace or schedule, rate, origin): when it changes
+    /// (`weir emu set`, a reload, a trace's first frame) they start over from it.
+    cap_key: Option<(Option<Capacity>, Option<u64>, Option<u64>)>,
 }
+
+/// Most capacity lines one flush writes (a quarter of a second is 250 of a rate's): a
+/// longer gap is skipped, not written line by line on the forwarding thread.
+const MAX_CAPACITY_LINES: u64 = 100_000;
 
 impl MmLogWriter {
     pub fn new(head: LogHead) -> Self {
@@ -103,6 +110,7 @@ impl MmLogWriter {
             carry: 0,
             written_to: 0,
             lines: Vec::new(),
+            cap_key: None,
         }
     }
 
@@ -145,10 +153,6 @@ impl MmLogWriter {
                 self.base_ms = Some(base_ms);
                 self.written_to = base_ms * MS;
                 self.header(cfg, base_ms, out);
-                if link.origin().is_none() {
-                    // a fixed rate's capacity counts from the first event's ms
-                    self.next = base_ms;
-                }
                 base
             }
         };
@@ -203,6 +207,18 @@ impl MmLogWriter {
 
     /// Capacity lines from where the last flush stopped up to `horizon` (ns).
     fn capacity(&mut self, link: &EmuLink, cfg: &EmuConfig, base_ns: u64, horizon: u64) {
+        let key = (cfg.capacity.clone(), cfg.rate_bps, link.origin());
+        if self.cap_key.as_ref() != Some(&key) {
+            // a new capacity: a trace from its first opportunity, a rate from what was
+            // written (a fixed rate's from the first event's ms)
+            self.next = match cfg.capacity {
+                Some(Capacity::Trace(_)) => 0,
+                _ => self.written_to / MS,
+            };
+            self.carry = 0;
+            self.cap_key = Some(key);
+        }
+        let last = self.next.saturating_add(MAX_CAPACITY_LINES);
         match (&cfg.capacity, cfg.rate_bps) {
             (Some(Capacity::Trace(ms)), _) => {
                 let Some(origin) = link.origin() else {
@@ -210,12 +226,14 @@ impl MmLogWriter {
                 };
                 let n = ms.len() as u64;
                 let period = *ms.last().unwrap_or(&1);
-                loop {
+                while self.next < last {
                     if cfg.once && self.next >= n {
                         break;
                     }
                     let k = self.next;
-                    let at = origin + ((k / n) * period + ms[(k % n) as usize]) * MS;
+                    let at = ((k / n).saturating_mul(period) + ms[(k % n) as usize])
+                        .saturating_mul(MS)
+                        .saturating_add(origin);
                     if at >= horizon {
                         break;
                     }
@@ -226,17 +244,14 @@ impl MmLogWriter {
             }
             (Some(Capacity::Schedule(points)), _) => {
                 let origin = link.origin().unwrap_or(base_ns);
-                if self.next == 0 {
-                    self.next = origin / MS;
-                }
-                while (self.next + 1) * MS <= horizon {
+                while (self.next + 1) * MS <= horizon && self.next < last {
                     let t = (self.next * MS).saturating_sub(origin);
                     let i = points.partition_point(|p| p.0 <= t).saturating_sub(1);
                     self.rate_ms(points[i].1);
                 }
             }
             (None, Some(bps)) => {
-                while (self.next + 1) * MS <= horizon {
+                while (self.next + 1) * MS <= horizon && self.next < last {
                     self.rate_ms(bps);
                 }
             }
@@ -265,9 +280,10 @@ pub fn queue_desc(cfg: &EmuConfig) -> String {
     if cfg.sizing_bps().is_none() || l == Limits::UNLIMITED {
         return "infinite".into();
     }
-    let kind = match cfg.queue_drop {
-        QueueDrop::Tail => "droptail",
-        QueueDrop::Head => "drophead",
+    let kind = match (cfg.codel, cfg.queue_drop) {
+        (Some(_), _) => "codel",
+        (None, QueueDrop::Tail) => "droptail",
+        (None, QueueDrop::Head) => "drophead",
     };
     let mut args = Vec::new();
     if l.bytes != Limits::UNLIMITED_BYTES {

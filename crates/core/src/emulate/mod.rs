@@ -110,6 +110,8 @@ pub enum EmuError {
     OnceWithoutTrace,
     #[error("emulate: {0}")]
     Schedule(String),
+    #[error("emulate: {0}")]
+    Codel(String),
 }
 
 /// What a full queue in front of the serialiser drops (`mm-link`'s `droptail` and
@@ -250,6 +252,18 @@ pub struct EmuConfig {
     /// Delay and loss that change over time, and outages ([`path`]); a delay schedule
     /// replaces `delay`, a loss schedule `loss`. Default none.
     pub path: path::Path,
+    /// CoDel on the queue in front of the serialiser (`mm-link`'s `codel` queue), on top
+    /// of the limits. Default none.
+    pub codel: Option<QueueCodel>,
+}
+
+/// `mm-link`'s CoDel queue: RFC 8289 with `target` and `interval`; `ecn` marks CE on
+/// ECN-capable frames instead of dropping them (`mm-link` drops).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct QueueCodel {
+    pub target: Duration,
+    pub interval: Duration,
+    pub ecn: bool,
 }
 
 impl Default for EmuConfig {
@@ -277,6 +291,7 @@ impl Default for EmuConfig {
             queue_drop: QueueDrop::Tail,
             once: false,
             path: path::Path::default(),
+            codel: None,
         }
     }
 }
@@ -378,6 +393,17 @@ impl EmuConfig {
         }
         if self.queue_drop == QueueDrop::Head && (self.sizing_bps().is_none() || self.reorder) {
             return Err(EmuError::DropHead);
+        }
+        if let Some(c) = &self.codel {
+            if self.sizing_bps().is_none() || self.reorder || self.queue_drop == QueueDrop::Head {
+                return Err(EmuError::Codel("a CoDel queue needs a rate (without one nothing waits), packets in order (no jitter reordering) and drop-tail limits".into()));
+            }
+            if c.target.0 == 0 || c.interval.0 <= c.target.0 {
+                return Err(EmuError::Codel(format!(
+                    "CoDel's target ({} ns) must be above 0 and below its interval ({} ns)",
+                    c.target.0, c.interval.0
+                )));
+            }
         }
         self.path.validate()?;
         if self.once && !matches!(self.capacity, Some(Capacity::Trace(_))) {
@@ -555,7 +581,8 @@ impl Emulator {
         let (n0, b0) = (Qdisc::len(l), l.bytes());
         let r = l.enqueue_at(pkt, cx, at);
         let (n1, b1) = (Qdisc::len(l), l.bytes());
-        // An enqueue only adds packets (the original and maybe a copy).
+        // what the enqueue added (the original, maybe a copy) less what a drop-head queue
+        // dropped to make room
         self.held = (self.held + n1).saturating_sub(n0);
         self.held_bytes = (self.held_bytes + b1).saturating_sub(b0);
         self.rekey(profile);
@@ -631,19 +658,21 @@ impl Qdisc for Emulator {
     #[inline]
     fn dequeue(&mut self, cx: &mut Ctx<'_>) -> Option<PktId> {
         // A slotted profile whose head was due may draw a later slot instead and return
-        // nothing (`slot.rs`, rule 2; at most once per head): then another profile may
-        // still be due now.
+        // nothing (`slot.rs`, rule 2; at most once per head), and a profile with CoDel may
+        // only judge (and drop) frames: then another profile may still be due now.
         for _ in 0..3 {
             let (t, i) = self.ready.peek()?;
             if t > cx.now.0 {
                 return None;
             }
             let i = i as usize;
-            let r = self.links[i].dequeue(cx);
-            if let Some(id) = r {
-                self.held -= 1;
-                self.held_bytes = self.held_bytes.saturating_sub(cx.pool.len(id) as u64);
-            }
+            let l = &mut self.links[i];
+            let (n0, b0) = (Qdisc::len(l), l.bytes());
+            let r = l.dequeue(cx);
+            // what left: the packet returned and any its CoDel dropped
+            let (n1, b1) = (Qdisc::len(l), l.bytes());
+            self.held = (self.held + n1).saturating_sub(n0);
+            self.held_bytes = (self.held_bytes + b1).saturating_sub(b0);
             self.rekey(i);
             if r.is_some() {
                 return r;

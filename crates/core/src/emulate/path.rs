@@ -27,6 +27,9 @@ use std::sync::Arc;
 
 use super::{EmuError, LossModel};
 
+/// The latest time a schedule or an outage may name: a year (ns).
+pub const MAX_TIME_NS: u64 = 365 * 86_400 * 1_000_000_000;
+
 /// Delay and loss schedules and outages; see the module comment. Empty by default.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Path {
@@ -67,6 +70,17 @@ impl Path {
     }
 
     pub fn validate(&self) -> Result<(), EmuError> {
+        let times = self
+            .delay
+            .iter()
+            .flat_map(|d| d.iter().map(|p| p.0))
+            .chain(self.loss.iter().flat_map(|l| l.iter().map(|p| p.0)))
+            .chain(self.outages.iter().map(|o| o.1));
+        if let Some(t) = times.into_iter().find(|&t| t > MAX_TIME_NS) {
+            return Err(EmuError::Schedule(format!(
+                "{t} ns is more than a year from the link's first frame"
+            )));
+        }
         if let Some(d) = &self.delay {
             check_times("delay schedule", d)?;
             if let Some(&(t, ns)) = d.iter().find(|p| p.1 > super::dist::MAX_DELAY_NS) {

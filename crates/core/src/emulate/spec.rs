@@ -249,18 +249,18 @@ pub fn parse_outages(s: &str) -> Result<Vec<(u64, u64)>, String> {
 
 /// `mm-link`'s queue options (`--uplink-queue=TYPE --uplink-queue-args="packets=N,
 /// bytes=M"`) applied to `cfg`: `infinite` (no limit), `droptail` and `drophead` (a
-/// packet and/or byte limit, at least one: `mm-link` refuses neither). Arguments are
-/// `NAME=NUMBER` separated by commas or spaces. `codel` and `pie` are not an emulated
-/// link's queue here: the error says where they are.
+/// packet and/or byte limit, at least one: `mm-link` refuses neither), `codel` (a
+/// drop-tail limit and CoDel with `target=MS` and `interval=MS`, all required as in
+/// `mm-link`). Arguments are `NAME=NUMBER` separated by commas or spaces. `pie` is
+/// refused: weir has no PIE.
 pub fn apply_mm_queue(cfg: &mut EmuConfig, kind: &str, args: &str) -> Result<(), String> {
     match kind {
-        "infinite" | "droptail" | "drophead" => {}
-        "codel" | "pie" => {
-            return Err(format!(
-                "'{kind}': an emulated link's queue is droptail, drophead or infinite here; \
-                 for CoDel use weir emu --aqm codel (or fq_codel, cobalt) with a fixed --rate, \
-                 or a policy's class queue; PIE is not in weir"
-            ))
+        "infinite" | "droptail" | "drophead" | "codel" => {}
+        "pie" => {
+            return Err(
+                "'pie': weir has no PIE; the queues are infinite, droptail, drophead and codel"
+                    .into(),
+            )
         }
         other => {
             return Err(format!(
@@ -270,6 +270,7 @@ pub fn apply_mm_queue(cfg: &mut EmuConfig, kind: &str, args: &str) -> Result<(),
     }
     let mut packets = None;
     let mut bytes = None;
+    let (mut target, mut interval) = (None, None);
     for arg in args
         .split([',', ' '])
         .map(str::trim)
@@ -287,6 +288,8 @@ pub fn apply_mm_queue(cfg: &mut EmuConfig, kind: &str, args: &str) -> Result<(),
                 packets = Some(u32::try_from(n).map_err(|_| format!("'{arg}': too many packets"))?)
             }
             "bytes" => bytes = Some(n),
+            "target" if kind == "codel" => target = Some(n),
+            "interval" if kind == "codel" => interval = Some(n),
             "target" | "interval" | "qdelay_ref" | "max_burst" => {
                 return Err(format!(
                     "'{arg}': a {kind} queue takes packets= and bytes= only"
@@ -306,6 +309,22 @@ pub fn apply_mm_queue(cfg: &mut EmuConfig, kind: &str, args: &str) -> Result<(),
             }
             cfg.limit_packets = Some(crate::queue::fifo::Limits::UNLIMITED_PACKETS);
             cfg.limit_bytes = None;
+        }
+        "codel" => {
+            let (Some(t), Some(i)) = (target, interval) else {
+                return Err("a codel queue needs target=MS and interval=MS (as mm-link)".into());
+            };
+            if packets.is_none() && bytes.is_none() {
+                return Err("a codel queue needs a limit: packets=N and/or bytes=N".into());
+            }
+            cfg.limit_packets = packets;
+            cfg.limit_bytes = bytes;
+            cfg.queue_drop = super::QueueDrop::Tail;
+            cfg.codel = Some(super::QueueCodel {
+                target: crate::time::Duration::from_millis(t),
+                interval: crate::time::Duration::from_millis(i),
+                ecn: false,
+            });
         }
         "droptail" | "drophead" => {
             if packets.is_none() && bytes.is_none() {
@@ -500,9 +519,14 @@ pub fn describe(c: &EmuConfig) -> String {
         } else {
             " (default)"
         };
-        let head = match c.queue_drop {
-            super::QueueDrop::Head => ", drop-head",
-            super::QueueDrop::Tail => "",
+        let head = match (c.codel, c.queue_drop) {
+            (Some(q), _) => format!(
+                ", CoDel target {} interval {}",
+                fmt_duration(q.target.0),
+                fmt_duration(q.interval.0)
+            ),
+            (None, super::QueueDrop::Head) => ", drop-head".into(),
+            (None, super::QueueDrop::Tail) => String::new(),
         };
         if !q.is_empty() {
             parts.push(format!("queue {}{origin}{head}", q.join(" / ")));
@@ -564,7 +588,14 @@ mod tests {
         assert!(e("droptail", "packets=x").contains("not a whole number"));
         assert!(e("droptail", "packet=3").contains("not a queue argument"));
         assert!(e("droptail", "packets").contains("NAME=NUMBER"));
-        assert!(e("codel", "target=5, interval=100").contains("--aqm codel"));
+        apply_mm_queue(&mut c, "codel", "target=5, interval=100, packets=100").unwrap();
+        let q = c.codel.unwrap();
+        assert_eq!((q.target.0, q.interval.0), (5_000_000, 100_000_000));
+        assert_eq!(c.limit_packets, Some(100));
+        assert!(e("codel", "target=5, packets=10").contains("needs target=MS and interval=MS"));
+        assert!(e("codel", "target=5, interval=100").contains("needs a limit"));
+        assert!(e("pie", "qdelay_ref=20, max_burst=100").contains("no PIE"));
+        assert!(e("droptail", "target=5").contains("packets= and bytes= only"));
         assert!(e("red", "").contains("not a queue type"));
         assert!(e("infinite", "packets=1").contains("no limit"));
     }

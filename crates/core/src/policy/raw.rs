@@ -123,6 +123,8 @@ pub(super) struct RawEmulate {
     // mm-link's
     pub(super) queue: Option<Spanned<String>>,
     pub(super) once: Option<Spanned<bool>>,
+    pub(super) target: Option<Spanned<Value>>,
+    pub(super) interval: Option<Spanned<Value>>,
     // time-varying paths
     pub(super) outages: Option<Spanned<Value>>,
     pub(super) description: Option<String>,

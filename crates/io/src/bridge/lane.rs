@@ -47,7 +47,7 @@ pub(super) fn receive(
     pool: &mut Pool,
     rng: &mut Rng,
     dropped: &mut Vec<(PktId, DropCause)>,
-    now: Instant,
+    now: &mut Instant,
     clock: &crate::clock::Clock,
     batch: usize,
 ) -> bool {
@@ -67,13 +67,20 @@ pub(super) fn receive(
         }
         // the kernel's receive timestamp: when the frame really arrived (the loop may read
         // it some microseconds later); bounded to the last second in case of a clock step
+        // A frame that came after the turn's clock reading (the loop was descheduled
+        // between reading the clock and the ring) moves the turn's time on: capped at the
+        // old reading it would be timed from before it arrived (an emulated delay cut short)
         let arrival = match f.ts_ns {
-            0 => now,
-            ts => clock
-                .from_unix_ns(ts)
-                .max(now.saturating_sub(Duration::from_secs(1)))
-                .min(now),
+            0 => *now,
+            ts => {
+                let at = clock.from_unix_ns(ts);
+                if at > *now {
+                    *now = clock.now().max(*now);
+                }
+                at.max(now.saturating_sub(Duration::from_secs(1))).min(*now)
+            }
         };
+        let now = *now;
         let mut sink = Sink {
             whole: lane.whole && lane.tx.sends_whole(),
             dir: lane.dir,

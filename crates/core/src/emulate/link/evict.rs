@@ -21,26 +21,36 @@ impl EmuLink {
     /// Drop the oldest waiting frame at `now` (after `retire(now)`) for `cause`; false when
     /// no frame waits (the arrival is then refused).
     pub(super) fn evict_head(&mut self, now: u64, cause: DropCause, cx: &mut Ctx<'_>) -> bool {
-        let Some(rate) = self.rate else {
-            return false;
-        };
-        if self.cfg.reorder {
-            return false;
-        }
         // the frame in transmission (if any) is the backlog's front; the waiting ones follow
         let h = match self.backlog.front() {
             Some(tx) if tx.start <= now => 1,
             Some(_) => 0,
             None => return false,
         };
-        if h >= self.backlog.len() || self.backlog.len() > self.line.len() {
+        self.evict(h, now, cause, cx)
+    }
+
+    /// Drop backlog frame `h` (not yet in transmission) at `now` for `cause`, the frames
+    /// behind it serialised again from its start; false when there is no such frame.
+    pub(super) fn evict(&mut self, h: usize, now: u64, cause: DropCause, cx: &mut Ctx<'_>) -> bool {
+        let Some(rate) = self.rate else {
+            return false;
+        };
+        if self.cfg.reorder || h >= self.backlog.len() || self.backlog.len() > self.line.len() {
             return false;
         }
-        // the backlog's frames are the delay line's last ones, in the same order
+        // the backlog's frames are the delay line's last ones, in the same order (checked:
+        // a reload that turned reordering off may have sorted the line otherwise)
         let base = self.line.len() - self.backlog.len();
+        if self.line[base + h].1 != self.backlog[h].id {
+            return false;
+        }
         let Some(gone) = self.backlog.remove(h) else {
             return false;
         };
+        if h < self.judged {
+            self.judged -= 1;
+        }
         let Some((_, id)) = self.line.remove(base + h) else {
             return false;
         };
@@ -48,7 +58,9 @@ impl EmuLink {
         self.held_bytes = self.held_bytes.saturating_sub(gone.len as u64);
         let q = &mut self.counters.queue_delay;
         q.frames = q.frames.saturating_sub(1);
-        q.sum_ns = q.sum_ns.saturating_sub(gone.start - gone.arrival);
+        q.sum_ns = q
+            .sum_ns
+            .saturating_sub(gone.start.saturating_sub(gone.arrival));
         // serialise the frames behind it again, from where it started
         self.busy_ns = gone.start;
         self.busy_ps = gone.start_ps;
@@ -61,12 +73,18 @@ impl EmuLink {
             0
         };
         for j in h..self.backlog.len() {
-            let (old_start, old_end, len) = {
+            let (old_start, old_end, len, arrival) = {
                 let tx = &self.backlog[j];
-                (tx.start, tx.end, tx.len)
+                (tx.start, tx.end, tx.len, tx.arrival)
             };
             let offset = self.line[base + j].0.saturating_sub(old_end);
-            let (s_ns, s_ps, cursor) = self.place(rate, self.busy_ns, self.busy_ps, len);
+            // never before the frame came (arrival times may run a little backwards)
+            let (b_ns, b_ps) = if (arrival, 0) > (self.busy_ns, self.busy_ps) {
+                (arrival, 0)
+            } else {
+                (self.busy_ns, self.busy_ps)
+            };
+            let (s_ns, s_ps, cursor) = self.place(rate, b_ns, b_ps, len);
             let end = self.busy_ns.saturating_add((self.busy_ps > 0) as u64);
             let tx = &mut self.backlog[j];
             tx.start = s_ns;
@@ -83,7 +101,11 @@ impl EmuLink {
         let len = gone.len;
         self.stats.dropped_later.add(len);
         self.stats.drops[cause.index()].add(len);
-        self.counters.queue_drops.add(len);
+        if cause == DropCause::Aqm {
+            self.counters.aqm_drops.add(len);
+        } else {
+            self.counters.queue_drops.add(len);
+        }
         self.log_event(|cfg| LinkEvent::Drop {
             ns: now,
             bytes: charged(cfg, len),

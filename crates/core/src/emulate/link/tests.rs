@@ -700,3 +700,40 @@ fn outages_hold_and_loss_schedules_switch() {
     assert_eq!(ms, vec![(0, 0), (1, 15), (2, 15)]);
     assert_eq!(lost, vec![3]);
 }
+
+/// `mm-link`'s CoDel queue, by hand (RFC 8289; target 4.5 ms, interval 100 ms): 200 frames
+/// of 1500 bytes at once on 12 Mbit/s (1 ms each); frame k starts at k ms (a few ps
+/// earlier each: the rate's fixed point), its sojourn k ms. Frame 5 is the first above
+/// target (first_above_time ≈ 105 ms); frame 105 is judged just before it, frame 106, at
+/// 106 ms > 105 ms, is dropped and CoDel enters its dropping state (next signal due at
+/// 206 ms); frame 107 takes its place at 106 ms and is sent; the queue empties at 199 ms,
+/// before the next drop is due. One drop; the others leave back to back.
+#[test]
+fn a_codel_queue_drops_as_rfc_8289_schedules() {
+    let cfg = EmuConfig {
+        rate_bps: Some(12_000_000),
+        limit_packets: Some(1000),
+        codel: Some(crate::emulate::QueueCodel {
+            target: Duration::from_micros(4500),
+            interval: Duration::from_millis(100),
+            ecn: false,
+        }),
+        ..EmuConfig::default()
+    };
+    let (out, lost) = path_run(cfg, &[0; 200], 1500);
+    assert!(lost.is_empty());
+    let ids: Vec<usize> = out.iter().map(|o| o.0).collect();
+    assert_eq!(ids.len(), 199);
+    let missing: Vec<usize> = (0..200).filter(|k| !ids.contains(k)).collect();
+    assert_eq!(missing, vec![106], "frame 106 dropped");
+    let at = |k: usize| out.iter().find(|o| o.0 == k).unwrap().1 / MS_NS;
+    assert_eq!((at(0), at(105), at(107), at(199)), (1, 106, 107, 199));
+    // the same on a link without CoDel: nothing dropped, the last at 200 ms
+    let plain = EmuConfig {
+        rate_bps: Some(12_000_000),
+        limit_packets: Some(1000),
+        ..EmuConfig::default()
+    };
+    let (out, _) = path_run(plain, &[0; 200], 1500);
+    assert_eq!((out.len(), out.last().unwrap().1 / MS_NS), (200, 200));
+}

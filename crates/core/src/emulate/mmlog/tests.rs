@@ -236,6 +236,46 @@ fn events_before_the_clock_zero_move_the_zero() {
     );
 }
 
+/// A link whose capacity changes while it logs (`weir emu set --rate`, a reload): the
+/// capacity lines start over from the new one at what was written — a trace's index is not
+/// read as a millisecond — and one flush writes at most `MAX_CAPACITY_LINES`.
+#[test]
+fn a_capacity_change_restarts_the_capacity_lines() {
+    let trace = EmuConfig {
+        capacity: Some(Capacity::parse_trace("1\n2\n").unwrap()),
+        ..EmuConfig::default()
+    };
+    let mut l = EmuLink::new(trace).unwrap();
+    l.set_logging(true);
+    let mut pool = Pool::new(8, 0);
+    let mut rng = Rng::new(1);
+    let mut dropped = Vec::new();
+    let mut cx = Ctx::new(Instant(0), &mut pool, &mut rng, &mut dropped);
+    let id = cx.pool.alloc().unwrap();
+    cx.pool.meta_mut(id).len = 1514;
+    l.enqueue(id, &mut cx).unwrap();
+    let mut w = MmLogWriter::new(head());
+    let mut out = String::new();
+    l.take_log(Instant(30 * MS_NS), w.pending());
+    w.flush(&l, Instant(30 * MS_NS), false, &mut out);
+    let before = body(&out).len();
+    // 12 Mbit/s from now on: 1500 bytes a ms from the 10 ms already written
+    l.reconfigure(EmuConfig {
+        rate_bps: Some(12_000_000),
+        ..EmuConfig::default()
+    })
+    .unwrap();
+    w.flush(&l, Instant(40 * MS_NS), false, &mut out);
+    let new: Vec<&str> = body(&out)[before..].to_vec();
+    assert_eq!(new.len(), 10, "{out}");
+    assert!(new.iter().all(|l| l.ends_with(" # 1500")), "{out}");
+    assert_eq!(new[0], "10 # 1500");
+    // a jump of a day writes no more than the cap
+    let mut big = String::new();
+    w.flush(&l, Instant(86_400_000 * MS_NS), false, &mut big);
+    assert_eq!(body(&big).len() as u64, MAX_CAPACITY_LINES);
+}
+
 /// The queue descriptions `mm-link` prints.
 #[test]
 fn queues_are_described_as_mm_link_does() {

@@ -1015,14 +1015,36 @@ fn compile_emulators(
                 None => {}
             }
         }
+        let duration = |src: &mut Src<'_>, key: &str, v: &Option<Spanned<Value>>, default: u64| {
+            v.as_ref()
+                .and_then(|v| parse_with(src, key, v, units::parse_duration))
+                .map_or(crate::time::Duration(default), crate::time::Duration)
+        };
         if let Some(q) = &e.queue {
             match q.get_ref().as_str() {
                 "droptail" => cfg.queue_drop = emulate::QueueDrop::Tail,
                 "drophead" => cfg.queue_drop = emulate::QueueDrop::Head,
+                "codel" => {
+                    cfg.codel = Some(emulate::QueueCodel {
+                        target: duration(src, "target", &e.target, 5_000_000),
+                        interval: duration(src, "interval", &e.interval, 100_000_000),
+                        ecn: false,
+                    })
+                }
                 other => src.err(
                     q.span(),
-                    format!("`queue`: '{other}' is not one of droptail, drophead"),
+                    format!("`queue`: '{other}' is not one of droptail, drophead, codel"),
                 ),
+            }
+        }
+        if cfg.codel.is_none() {
+            for (key, v) in [("target", &e.target), ("interval", &e.interval)] {
+                if let Some(v) = v {
+                    src.err(
+                        v.span(),
+                        format!("`{key}` is CoDel's: it needs `queue = \"codel\"`"),
+                    );
+                }
             }
         }
         cfg.once = e.once.as_ref().is_some_and(|v| *v.get_ref());
