@@ -289,12 +289,14 @@ pub(crate) fn run_with_stdin(cmd: &mut Command, text: String, what: &str) -> Res
 }
 
 /// What the control messages of one received datagram say: the kernel's receive time
-/// (`SO_TIMESTAMPNS`, ns of `CLOCK_REALTIME`) and the socket's drop counter (`SO_RXQ_OVFL`),
-/// when the socket asked for them.
+/// (`SO_TIMESTAMPNS`, ns of `CLOCK_REALTIME`), the socket's drop counter (`SO_RXQ_OVFL`)
+/// and the IPv4 TOS or IPv6 traffic class byte (`IP_RECVTOS`, `IPV6_RECVTCLASS`), when
+/// the socket asked for them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct RxMeta {
     pub(crate) rx_ns: Option<u64>,
     pub(crate) drops: Option<u32>,
+    pub(crate) tos: Option<u8>,
 }
 
 /// Reads the control messages of `hdr`, as `recvmsg`/`recvmmsg` filled them.
@@ -311,6 +313,13 @@ pub(crate) fn rx_meta(hdr: &libc::msghdr) -> RxMeta {
                 m.rx_ns = Some(weir_io::clock::timespec_ns(&ts));
             } else if level == libc::SOL_SOCKET && ty == libc::SO_RXQ_OVFL {
                 m.drops = Some(std::ptr::read_unaligned(libc::CMSG_DATA(c).cast()));
+            } else if level == libc::IPPROTO_IP && ty == libc::IP_TOS {
+                // one byte (ip_cmsg_recv_tos)
+                m.tos = Some(*libc::CMSG_DATA(c));
+            } else if level == libc::IPPROTO_IPV6 && ty == libc::IPV6_TCLASS {
+                // an int (ip6_datagram_recv_specific_ctl)
+                let v: libc::c_int = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                m.tos = Some(v as u8);
             }
             c = libc::CMSG_NXTHDR(hdr, c);
         }

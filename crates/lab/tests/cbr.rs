@@ -188,6 +188,26 @@ fn cbr_64b_40kpps_plain_veth() {
     assert_gone(&names);
 }
 
+/// The sink records each datagram's TOS byte as it arrived: the sender's DSCP and ECN
+/// field (EF, ECT(0): 0xba) on every record.
+#[test]
+fn cbr_sink_records_the_tos_byte() {
+    if skip_unless_root("cbr_sink_records_the_tos_byte") {
+        return;
+    }
+    let _g = serial();
+    let pair = pair("cbrtos");
+    let (sent, recs) = run_flow_with(&pair, 1000.0, 64, 50, |o| o.tos = Some(0xba));
+    assert_eq!(recs.records.len() as u64, sent.attempted);
+    assert!(
+        recs.records.iter().all(|x| x.tos == 0xba),
+        "{:?}",
+        recs.records.iter().map(|x| x.tos).collect::<Vec<_>>()
+    );
+    let (_, plain) = run_flow(&pair, 1000.0, 64, 10);
+    assert!(plain.records.iter().all(|x| x.tos == 0));
+}
+
 /// A sender without a count or duration runs until stopped; stop is prompt and the sink has
 /// every packet the sender reports.
 #[test]

@@ -26,6 +26,10 @@
 //!   the marginal is the distribution's, exactly), with `r` from
 //!   [`super::Jitter::copula_rho`] so the offsets' lag-1 autocorrelation is `ρ`.
 //!
+//! * [`lag1_autocorrelation`] (Pearson) and [`lag1_rank_autocorrelation`] (Spearman): the
+//!   statistic the setting names, measured on a sequence (the unit tests here and the live
+//!   measurement through `weir emu` use them).
+//!
 //! Invariants: no allocation, no panic; a correlation outside [0, 1] is refused by the
 //! configuration ([`super::EmuConfig::validate`]) and clamped here.
 
@@ -114,17 +118,63 @@ impl Ar1 {
     }
 }
 
+/// The lag-1 (Pearson) autocorrelation of a sequence, the statistic a correlation
+/// setting names: `Σᵢ (vᵢ − m)(vᵢ₊₁ − m) / Σᵢ (vᵢ − m)²`, `m` the mean of all of `v` (the
+/// standard estimator, Box & Jenkins, "Time Series Analysis", §2.1.5). For an AR(1)
+/// process of correlation ρ its standard error is about `√((1 − ρ²)/n)`. NaN for fewer
+/// than two values or a constant sequence (no variance).
+pub fn lag1_autocorrelation(v: &[f64]) -> f64 {
+    let m = v.iter().sum::<f64>() / v.len() as f64;
+    let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>();
+    let cov = v.windows(2).map(|w| (w[0] - m) * (w[1] - m)).sum::<f64>();
+    cov / var
+}
+
+/// The lag-1 rank (Spearman) autocorrelation: [`lag1_autocorrelation`] of the values'
+/// ranks (0 for the smallest, ties in sequence order) — the setting's statistic for the
+/// skewed distributions, and for any of them robust to a few outliers.
+pub fn lag1_rank_autocorrelation(v: &[f64]) -> f64 {
+    let mut idx: Vec<usize> = (0..v.len()).collect();
+    idx.sort_by(|&a, &b| v[a].total_cmp(&v[b]));
+    let mut r = vec![0.0; v.len()];
+    for (k, &i) in idx.iter().enumerate() {
+        r[i] = k as f64;
+    }
+    lag1_autocorrelation(&r)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::emulate::loss::mean_burst_of;
 
-    /// Lag-1 Pearson autocorrelation.
-    pub(crate) fn lag1(v: &[f64]) -> f64 {
-        let n = v.len() as f64;
-        let m = v.iter().sum::<f64>() / n;
-        let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>();
-        let cov = v.windows(2).map(|w| (w[0] - m) * (w[1] - m)).sum::<f64>();
-        cov / var
+    fn lag1(v: &[f64]) -> f64 {
+        lag1_autocorrelation(v)
+    }
+
+    /// By hand: `1 2 3 4` has mean 2.5, deviations ∓1.5, ∓0.5, squares summing to 5,
+    /// neighbour products 0.75 − 0.25 + 0.75 = 1.25: 0.25. `1 −1 1 −1`: −3/4.
+    #[test]
+    fn lag1_autocorrelation_by_hand() {
+        assert!((lag1(&[1.0, 2.0, 3.0, 4.0]) - 0.25).abs() < 1e-15);
+        assert!((lag1(&[1.0, -1.0, 1.0, -1.0]) + 0.75).abs() < 1e-15);
+        assert!(lag1(&[3.0, 3.0, 3.0]).is_nan());
+        assert!(lag1(&[1.0]).is_nan());
+        assert!(lag1(&[]).is_nan());
+    }
+
+    /// By hand: `10 30 20 40` has ranks `0 2 1 3`, mean 1.5, squares summing to 5,
+    /// neighbour products −0.75 − 0.25 − 0.75: −0.35; unchanged by a monotone map.
+    #[test]
+    fn lag1_rank_autocorrelation_by_hand() {
+        let v = [10.0, 30.0, 20.0, 40.0];
+        assert!((lag1_rank_autocorrelation(&v) + 0.35).abs() < 1e-15);
+        let exp: Vec<f64> = v.iter().map(|x: &f64| (x / 10.0).exp()).collect();
+        assert_eq!(
+            lag1_rank_autocorrelation(&exp),
+            lag1_rank_autocorrelation(&v)
+        );
+        assert!(lag1_rank_autocorrelation(&[1.0]).is_nan());
     }
 
     #[test]
@@ -143,17 +193,8 @@ mod tests {
             let r = lag1(&v);
             assert!((r - rho).abs() < 0.02, "p={p} rho={rho}: lag-1 {r}");
             // mean run of events 1/((1-p)(1-rho))
-            let mut runs = (0usize, 0usize);
-            let mut cur = 0;
-            for &x in &v {
-                if x > 0.0 {
-                    cur += 1;
-                } else if cur > 0 {
-                    runs = (runs.0 + cur, runs.1 + 1);
-                    cur = 0;
-                }
-            }
-            let mean = runs.0 as f64 / runs.1 as f64;
+            let events: Vec<bool> = v.iter().map(|&x| x > 0.0).collect();
+            let mean = mean_burst_of(&events).unwrap();
             let want = 1.0 / ((1.0 - p) * (1.0 - rho));
             assert!((mean / want - 1.0).abs() < 0.05, "run {mean} vs {want}");
         }

@@ -577,22 +577,7 @@ mod tests {
     /// setting (Pearson for uniform and normal, Spearman for all), the marginal kept.
     #[test]
     fn correlated_offsets_have_the_lag1_autocorrelation_asked_for() {
-        use crate::emulate::corr::Ar1;
-        let lag1 = |v: &[f64]| {
-            let n = v.len() as f64;
-            let m = v.iter().sum::<f64>() / n;
-            let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>();
-            v.windows(2).map(|w| (w[0] - m) * (w[1] - m)).sum::<f64>() / var
-        };
-        let ranks = |v: &[f64]| {
-            let mut idx: Vec<usize> = (0..v.len()).collect();
-            idx.sort_by(|&a, &b| v[a].total_cmp(&v[b]));
-            let mut r = vec![0.0; v.len()];
-            for (k, &i) in idx.iter().enumerate() {
-                r[i] = k as f64;
-            }
-            r
-        };
+        use crate::emulate::corr::{lag1_autocorrelation as lag1, lag1_rank_autocorrelation, Ar1};
         let table = DistTable::from_values(
             "skewed",
             (0..4096).map(|i| ((i * i) / 600 - 8000) as i16).collect(),
@@ -622,7 +607,7 @@ mod tests {
                 let v: Vec<f64> = (0..200_000)
                     .map(|_| j.sample_normal(ar.next(&mut rng)) as f64)
                     .collect();
-                let spearman = lag1(&ranks(&v));
+                let spearman = lag1_rank_autocorrelation(&v);
                 assert!(
                     (spearman - rho).abs() < 0.05,
                     "{j:?} {rho}: spearman {spearman}"

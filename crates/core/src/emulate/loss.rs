@@ -44,9 +44,10 @@
 //!   p14·p31·p23)` (the paper's eq. for `P_loss`). A run of losses is either one isolated
 //!   loss (state 4, followed by state 1) or a stay in state 3, geometric with mean
 //!   `1/(p31 + p32)`; the mean loss-burst length is `(π3 + π4)/(π3·(p31 + p32) + π4)`
-//!   ([`LossModel::mean_burst`]). With `p13` alone (iproute2's defaults `p31 = 1 − p13`,
-//!   `p32 = 0`, `p23 = 1`, `p14 = 0`) each packet is lost independently with probability
-//!   `p13` (Bernoulli). Each row must sum to at most 1 (`p13 + p14`, `p31 + p32`).
+//!   ([`LossModel::mean_burst`]; [`mean_burst_of`] measures it on a realised pattern).
+//!   With `p13` alone (iproute2's defaults `p31 = 1 − p13`, `p32 = 0`, `p23 = 1`, `p14 =
+//!   0`) each packet is lost independently with probability `p13` (Bernoulli). Each row
+//!   must sum to at most 1 (`p13 + p14`, `p31 + p32`).
 //!
 //! Correlated random loss (netem's `loss random P C`) is the simple Gilbert model
 //! [`LossModel::correlated`] (see [`super::corr`]): loss rate exactly `P`, lag-1
@@ -380,6 +381,20 @@ impl Loss {
     }
 }
 
+/// The realised mean loss-burst length of a loss pattern (`true` = lost, in sending
+/// order): the packets lost over the runs of consecutive losses — what
+/// [`LossModel::mean_burst`] is the expectation of. `None` when nothing was lost.
+pub fn mean_burst_of(lost: &[bool]) -> Option<f64> {
+    let n = lost.iter().filter(|&&x| x).count();
+    // a run starts at a loss that follows a delivery or opens the pattern
+    let runs = lost
+        .iter()
+        .enumerate()
+        .filter(|&(i, &x)| x && (i == 0 || !lost[i - 1]))
+        .count();
+    (runs > 0).then(|| n as f64 / runs as f64)
+}
+
 /// `true` with probability `p`, without a draw when `p` is 0 or 1 (or NaN: false).
 #[inline]
 fn draw(rng: &mut Rng, p: f64) -> bool {
@@ -416,22 +431,15 @@ mod tests {
         (0..n).map(|_| l.lose(&mut rng)).collect()
     }
 
-    /// Lengths of runs of consecutive losses.
-    fn bursts(v: &[bool]) -> Vec<usize> {
-        let mut out = Vec::new();
-        let mut cur = 0;
-        for &x in v {
-            if x {
-                cur += 1;
-            } else if cur > 0 {
-                out.push(cur);
-                cur = 0;
-            }
-        }
-        if cur > 0 {
-            out.push(cur);
-        }
-        out
+    /// By hand: `LL.L..LLL` loses 6 packets in 3 runs (2.0); one run at the end counts.
+    #[test]
+    fn mean_burst_of_a_pattern_by_hand() {
+        let p = |s: &str| s.chars().map(|c| c == 'L').collect::<Vec<bool>>();
+        assert_eq!(mean_burst_of(&p("LL.L..LLL")), Some(2.0));
+        assert_eq!(mean_burst_of(&p(".L..L")), Some(1.0));
+        assert_eq!(mean_burst_of(&p("LLL")), Some(3.0));
+        assert_eq!(mean_burst_of(&p("....")), None);
+        assert_eq!(mean_burst_of(&[]), None);
     }
 
     #[test]
@@ -481,8 +489,7 @@ mod tests {
             let model = LossModel::gilbert(p, r);
             let n = 1_000_000;
             let v = run(model, n, seed);
-            let b = bursts(&v);
-            let mean_burst = b.iter().sum::<usize>() as f64 / b.len() as f64;
+            let mean_burst = mean_burst_of(&v).unwrap();
             let want = model.mean_bad_run().unwrap();
             assert!(
                 (mean_burst / want - 1.0).abs() < 0.05,
@@ -539,8 +546,7 @@ mod tests {
         let v = run(m, n, 12);
         let loss = v.iter().filter(|&&x| x).count() as f64 / n as f64;
         assert!((loss / want_loss - 1.0).abs() < 0.05, "loss {loss}");
-        let b = bursts(&v);
-        let mean = b.iter().sum::<usize>() as f64 / b.len() as f64;
+        let mean = mean_burst_of(&v).unwrap();
         assert!((mean / want_burst - 1.0).abs() < 0.05, "burst {mean}");
         // p13 alone: Bernoulli
         let bern = LossModel::four_state(0.1, &[]);

@@ -7,7 +7,8 @@
 //!   rate in packets per second, each datagram padded so that its Ethernet frame has the
 //!   requested size, each carrying a flow id, a sequence number and its send time.
 //! - [`CbrSink`] receives them with kernel receive timestamps and records, per packet, the
-//!   sequence number, send time, receive time and size; [`CbrRecords`] computes delays, gaps,
+//!   sequence number, send time, receive time, size and TOS byte (its ECN field shows CE
+//!   marks); [`CbrRecords`] computes delays, gaps,
 //!   loss, duplicates, reordering and a [`CbrSummary`] with the seed's percentiles.
 //!
 //! # Frame size

@@ -23,6 +23,9 @@ pub struct CbrRecord {
     pub len: u32,
     /// Flow id.
     pub flow: u32,
+    /// The IPv4 TOS / IPv6 traffic class byte as received (DSCP << 2 | ECN): the ECN
+    /// field shows a CE mark set on the way.
+    pub tos: u8,
 }
 
 /// What a [`CbrSink`](super::CbrSink) received, in arrival order, and the statistics over
@@ -247,6 +250,7 @@ mod tests {
             rx_ns: rx,
             len: 22,
             flow: DEFAULT_FLOW,
+            tos: 0,
         }
     }
 

@@ -1,6 +1,7 @@
 //! The CBR receiver: [`CbrSink`] receives datagrams with kernel receive timestamps
 //! (`SO_TIMESTAMPNS`, taken when the packet enters the receiving stack) and records, per
-//! packet, the sequence number, send time, receive time and size, in arrival order. It reads
+//! packet, the sequence number, send time, receive time, size and TOS / traffic class
+//! byte (`IP_RECVTOS`, `IPV6_RECVTCLASS`: ECN marks), in arrival order. It reads
 //! only the header (`recvmmsg` with `MSG_TRUNC`), in batches, and counts the datagrams its
 //! socket dropped (`SO_RXQ_OVFL`).
 
@@ -197,6 +198,12 @@ fn open_sink(o: &CbrSinkOpts) -> Result<(Socket, usize)> {
         .map_err(|e| ctx("SO_TIMESTAMPNS", e))?;
     setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1)
         .map_err(|e| ctx("SO_RXQ_OVFL", e))?;
+    let (level, name, what) = if bind.is_ipv4() {
+        (libc::IPPROTO_IP, libc::IP_RECVTOS, "IP_RECVTOS")
+    } else {
+        (libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, "IPV6_RECVTCLASS")
+    };
+    setsockopt_int(fd, level, name, 1).map_err(|e| ctx(what, e))?;
     s.bind(&bind.into()).map_err(|e| ctx("bind", e))?;
     s.set_nonblocking(true).map_err(|e| ctx("O_NONBLOCK", e))?;
     Ok((s, rcvbuf))
@@ -205,8 +212,8 @@ fn open_sink(o: &CbrSinkOpts) -> Result<(Socket, usize)> {
 /// Bytes of each datagram copied out: the header is all the sink reads (`MSG_TRUNC` makes
 /// the kernel report the full length).
 const RX_PREFIX: usize = 64;
-/// Control buffer per datagram, in u64 words (alignment for `cmsghdr`): room for a timespec
-/// and the drop counter.
+/// Control buffer per datagram, in u64 words (alignment for `cmsghdr`): room for a timespec,
+/// the drop counter and the TOS byte (32 + 24 + 24 bytes).
 const CMSG_WORDS: usize = 16;
 
 fn sink_loop(
@@ -346,5 +353,6 @@ fn take_datagram(
         rx_ns,
         len: len.min(u32::MAX as usize) as u32,
         flow: h.flow,
+        tos: meta.tos.unwrap_or(0),
     });
 }
