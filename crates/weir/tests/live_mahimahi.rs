@@ -170,6 +170,16 @@ fn mm_link_traces_queues_once_and_logs_through_weir_emu() {
     });
     println!("datagrams received: {up_got} up, {down_got} down");
     let stderr = String::from_utf8_lossy(&out.stderr);
+    // the uplink's CoDel acted (under an unresponsive flood it cannot hold the sojourn
+    // down: the drop-tail limit keeps the queue full; it drops at its growing rate)
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let codel = &report["pipelines"]["outbound"]["emulators"][0]["counters"];
+    println!("uplink CoDel: {} drops", codel["aqm_drops"]["packets"]);
+    assert!(
+        codel["aqm_drops"]["packets"].as_u64().unwrap_or(0) > 100,
+        "{codel}"
+    );
     assert!(out.status.success(), "weir emu --once: {stderr}");
     assert!(
         stderr.contains("played once"),

@@ -129,14 +129,16 @@ fn contents(deb: &Path) {
     .into();
     // a manual page for weir and for each command and lab test its --help lists
     want.insert("/usr/share/man/man1/weir.1.gz".into());
+    // (and each subcommand: weir lab's tests, weir emu set)
     for c in commands(&[]) {
         want.insert(format!("/usr/share/man/man1/weir-{c}.1.gz"));
-    }
-    for t in commands(&["lab"]) {
-        want.insert(format!("/usr/share/man/man1/weir-lab-{t}.1.gz"));
+        for t in commands(&[c.as_str()]) {
+            want.insert(format!("/usr/share/man/man1/weir-{c}-{t}.1.gz"));
+        }
     }
     assert!(want.contains("/usr/share/man/man1/weir-run.1.gz"));
     assert!(want.contains("/usr/share/man/man1/weir-lab-basic.1.gz"));
+    assert!(want.contains("/usr/share/man/man1/weir-emu-set.1.gz"));
     // every document and example policy of the repository
     for (from, to) in [("docs", "docs"), ("examples", "examples")] {
         for e in std::fs::read_dir(format!("{ROOT}/{from}")).unwrap() {
