@@ -251,7 +251,11 @@ fn emu_refuses_bad_options_clearly() {
         ),
         (
             &["--up-rate", "1Mbit", "--uplink-queue", "codel"][..],
-            "--uplink-queue: 'codel': an emulated link's queue is droptail, drophead or infinite",
+            "--uplink-queue: a codel queue needs target=MS and interval=MS (as mm-link)",
+        ),
+        (
+            &["--up-rate", "1Mbit", "--uplink-queue", "pie"][..],
+            "--uplink-queue: 'pie': weir has no PIE",
         ),
         (
             &["--down-rate", "1Mbit", "--downlink-queue", "droptail"][..],
