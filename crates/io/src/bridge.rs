@@ -53,10 +53,12 @@ use weir_wire::gso::{GsoError, Segmenter};
 use weir_wire::pmtu::{self, NoReply};
 use weir_wire::vnet::{self, VnetHdr};
 
+mod emu_set;
 mod lane;
 mod linklog;
 mod report;
 mod workers;
+pub use emu_set::EmuSetFn;
 use lane::{receive, settle, transmit, Lane};
 pub use linklog::LinkLogSpec;
 pub use report::*;
@@ -150,20 +152,6 @@ pub struct BridgeConfig {
     /// `None`: such requests are refused.
     pub emu_set: Option<EmuSetFn>,
 }
-
-/// `weir emu set`: the new configuration of `dir`'s link (`None`: the options do not
-/// touch that direction) from its current one and the options, or what is wrong.
-pub type EmuSetFn = Box<
-    dyn Fn(
-            Direction,
-            &weir_core::emulate::EmuConfig,
-            &[String],
-        ) -> Result<Option<weir_core::emulate::EmuConfig>, String>
-        + Send,
->;
-
-/// The answer to `weir emu set` from a weir that is not a `weir emu`.
-const NOT_EMU: &str = r#"{"ok": false, "errors": "weir emu set changes a running weir emu; this weir runs a policy: change it with weir reload"}"#;
 
 impl BridgeConfig {
     pub fn new(lan: &str, wan: &str) -> Self {
@@ -753,20 +741,10 @@ impl Bridge {
             if let Ok(mut req) = rx.try_recv() {
                 if let Some(args) = req.emu_set.take() {
                     let answer = match self.reload_gate.admit(now) {
-                        Ok(()) => self.emu_set(&args),
+                        Ok(()) => emu_set::apply(&mut self.device, self.emu_set.as_ref(), &args),
                         Err(refusal) => refusal,
                     };
-                    let asked = args.join(" ");
-                    match answer["ok"].as_bool() {
-                        Some(true) => log::info(&format!(
-                            "weir emu set {asked}:\n{}",
-                            answer["summary"].as_str().unwrap_or("")
-                        )),
-                        _ => log::warning(&format!(
-                            "weir emu set {asked}: refused ({}); the links stay as they were",
-                            answer["errors"].as_str().unwrap_or("?")
-                        )),
-                    }
+                    emu_set::log_answer(&args, &answer);
                     req.respond(answer.to_string());
                     return;
                 }
@@ -799,59 +777,6 @@ impl Bridge {
         let name = h.file().display().to_string();
         let answer = self.reload(&name, prepared, now);
         log_reload("SIGHUP", &name, &answer);
-    }
-
-    /// `weir emu set`: every emulated link the options touch gets its new configuration,
-    /// its packets kept with their release times ([`weir_core::emulate::EmuLink::reconfigure`]);
-    /// all or none. A link whose rate is a managed queue's (`weir emu --aqm`) keeps its
-    /// rate and queue. The answer is a JSON document, as a reload's.
-    fn emu_set(&mut self, args: &[String]) -> serde_json::Value {
-        let refused = |errors: String| serde_json::json!({ "ok": false, "errors": errors });
-        let Some(f) = &self.emu_set else {
-            return serde_json::from_str(NOT_EMU).unwrap_or_default();
-        };
-        let mut changes = Vec::new();
-        for dir in [Direction::Outbound, Direction::Inbound] {
-            let Some(link) = self.device.emu_link(dir) else {
-                continue;
-            };
-            let old = link.config();
-            let new = match f(dir, old, args) {
-                Ok(Some(c)) => c,
-                Ok(None) => continue,
-                Err(e) => return refused(e),
-            };
-            let managed = self
-                .device
-                .pipeline(dir)
-                .is_some_and(|p| p.shaper().is_some());
-            if managed
-                && (new.rate_bps != old.rate_bps
-                    || new.capacity != old.capacity
-                    || new.limits() != old.limits())
-            {
-                return refused(
-                    "the link's rate and queue are its managed queue's (--aqm): restart weir emu to change them".into(),
-                );
-            }
-            changes.push((dir, new));
-        }
-        if changes.is_empty() {
-            return refused("no emulated link in the direction asked".into());
-        }
-        let mut links = Vec::new();
-        for (dir, cfg) in changes {
-            let what = weir_core::emulate::spec::describe(&cfg);
-            if let Err(e) = self.device.reconfigure_emu_link(dir, cfg) {
-                return refused(e);
-            }
-            links.push(serde_json::json!({ "direction": dir.name(), "link": what }));
-        }
-        serde_json::json!({
-            "ok": true,
-            "summary": links.iter().map(|l| format!("{}: {}", l["direction"].as_str().unwrap_or(""), l["link"].as_str().unwrap_or(""))).collect::<Vec<_>>().join("\n"),
-            "links": links,
-        })
     }
 
     /// Put a prepared policy ([`crate::control`]) in place of the running one, keeping

@@ -983,4 +983,4 @@ mod codel;
 mod evict;
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

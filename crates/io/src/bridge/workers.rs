@@ -605,7 +605,7 @@ impl Workers {
         if let Some(rx) = &self.control {
             if let Ok(mut req) = rx.try_recv() {
                 if req.emu_set.is_some() {
-                    req.respond(NOT_EMU.to_string());
+                    req.respond(super::emu_set::NOT_EMU.to_string());
                     return;
                 }
                 let answer = match self.sup.gate.admit(now) {

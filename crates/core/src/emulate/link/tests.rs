@@ -551,10 +551,15 @@ fn a_drop_head_queue_on_a_trace_reuses_the_dropped_frames_opportunity() {
     l.check().unwrap();
 }
 
-/// Frames offered at the given ns (length `len`) to a link of `cfg`, drained at every
-/// wake-up: (index of the frame, departure ns) in departure order, and the indices lost.
-fn path_run(cfg: EmuConfig, at: &[u64], len: u32) -> (Vec<(usize, u64)>, Vec<usize>) {
-    let mut l = EmuLink::new(cfg).unwrap();
+/// Frames of `len` bytes offered to `l` at the given ns, the link drained at every wake-up
+/// up to `end` ns: (index of the frame, departure ns) in departure order, and the indices
+/// refused. (The mm-link log's tests drive a logging link with it too.)
+pub(in crate::emulate) fn drive(
+    l: &mut EmuLink,
+    at: &[u64],
+    len: u32,
+    end: u64,
+) -> (Vec<(usize, u64)>, Vec<usize>) {
     let mut pool = Pool::new(4096, 0);
     let mut rng = Rng::new(1);
     let mut dropped = Vec::new();
@@ -572,6 +577,9 @@ fn path_run(cfg: EmuConfig, at: &[u64], len: u32) -> (Vec<(usize, u64)>, Vec<usi
             (None, Some(b)) => b,
             (None, None) => break,
         };
+        if t > end {
+            break;
+        }
         cx.now = Instant(t);
         if t_in == Some(t) {
             let p = pkt(cx.pool, len);
@@ -588,8 +596,15 @@ fn path_run(cfg: EmuConfig, at: &[u64], len: u32) -> (Vec<(usize, u64)>, Vec<usi
             }
         }
     }
-    l.check().unwrap();
     (out, lost)
+}
+
+/// [`drive`] a new link of `cfg` to the end; its counters checked.
+fn path_run(cfg: EmuConfig, at: &[u64], len: u32) -> (Vec<(usize, u64)>, Vec<usize>) {
+    let mut l = EmuLink::new(cfg).unwrap();
+    let r = drive(&mut l, at, len, u64::MAX);
+    l.check().unwrap();
+    r
 }
 
 const MS_NS: u64 = 1_000_000;

@@ -16,41 +16,13 @@ fn head() -> LogHead {
     }
 }
 
-/// `frames` (arrival ns, frame length) offered to a logging link of `cfg`, drained at
+/// Frames of `len` bytes offered at the given ns to a logging link of `cfg`, drained at
 /// every wake-up until `end` ns; the log written at `end` in one final flush.
-fn log_of(cfg: EmuConfig, frames: &[(u64, u32)], end: u64) -> String {
+fn log_of(cfg: EmuConfig, at: &[u64], len: u32, end: u64) -> String {
     let mut l = EmuLink::new(cfg).unwrap();
     l.set_logging(true);
-    let mut pool = Pool::new(64, 0);
-    let mut rng = Rng::new(1);
-    let mut dropped = Vec::new();
-    let mut cx = Ctx::new(Instant(0), &mut pool, &mut rng, &mut dropped);
+    crate::emulate::link::tests::drive(&mut l, at, len, end);
     let mut w = MmLogWriter::new(head());
-    let mut next = 0;
-    loop {
-        let t_in = frames.get(next).map(|f| f.0);
-        let t_out = l.next_wakeup().map(|t| t.0);
-        let t = match (t_in, t_out) {
-            (Some(a), Some(b)) => a.min(b),
-            (Some(a), None) => a,
-            (None, Some(b)) => b,
-            (None, None) => break,
-        };
-        if t > end {
-            break;
-        }
-        cx.now = Instant(t);
-        if t_in == Some(t) {
-            let id = cx.pool.alloc().unwrap();
-            cx.pool.meta_mut(id).len = frames[next].1;
-            let _ = l.enqueue(id, &mut cx);
-            next += 1;
-        } else {
-            while let Some(p) = l.dequeue(&mut cx) {
-                cx.pool.free(p);
-            }
-        }
-    }
     l.take_log(Instant(end), w.pending());
     let mut out = String::new();
     w.flush(&l, Instant(end), true, &mut out);
@@ -70,7 +42,7 @@ fn a_trace_link_logs_as_mm_link() {
         capacity: Some(Capacity::parse_trace("1\n1\n3\n").unwrap()),
         ..EmuConfig::default()
     };
-    let log = log_of(cfg, &[(5 * MS_NS, 1514); 3], 10 * MS_NS);
+    let log = log_of(cfg, &[5 * MS_NS; 3], 1514, 10 * MS_NS);
     let header: Vec<&str> = log.lines().take(5).collect();
     assert_eq!(
         header,
@@ -112,7 +84,7 @@ fn a_rate_link_logs_its_capacity_and_drops() {
         limit_packets: Some(1),
         ..EmuConfig::default()
     };
-    let log = log_of(cfg, &[(0, 1514); 3], 3 * MS_NS);
+    let log = log_of(cfg, &[0; 3], 1514, 3 * MS_NS);
     assert!(log.contains("# queue: droptail [packets=1]"), "{log}");
     assert_eq!(
         body(&log),
@@ -132,7 +104,7 @@ fn a_rate_link_logs_its_capacity_and_drops() {
         rate_bps: Some(1_000_000),
         ..EmuConfig::default()
     };
-    let log = log_of(slow, &[(0, 100)], 3 * MS_NS);
+    let log = log_of(slow, &[0], 100, 3 * MS_NS);
     assert_eq!(
         body(&log),
         vec!["0 # 125", "0 + 100", "0 - 100 0", "1 # 125", "2 # 125"]
@@ -148,7 +120,7 @@ fn a_trace_played_once_logs_one_period() {
         once: true,
         ..EmuConfig::default()
     };
-    let log = log_of(cfg, &[(0, 1514); 3], 10 * MS_NS);
+    let log = log_of(cfg, &[0; 3], 1514, 10 * MS_NS);
     assert_eq!(
         body(&log),
         vec![
