@@ -1,22 +1,43 @@
 //! Writing a lab's outputs: files into a directory, results as JSON, and file names made
 //! from DUT names.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::flent::{series_files, Recording};
 use crate::{Error, Result};
 
-/// Write each `(name, contents)` into `dir` (created if needed); returns the paths.
-pub fn write_files(dir: &Path, files: &[(String, String)]) -> Result<Vec<PathBuf>> {
+/// Write each `(name, contents)` (text or bytes) into `dir` (created if needed); returns
+/// the paths.
+pub fn write_files<C: AsRef<[u8]>>(dir: &Path, files: &[(String, C)]) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
     let mut out = Vec::new();
     for (name, text) in files {
         let f = dir.join(name);
-        std::fs::write(&f, text).map_err(|e| Error::io(format!("write {}", f.display()), e))?;
+        std::fs::write(&f, text.as_ref())
+            .map_err(|e| Error::io(format!("write {}", f.display()), e))?;
         out.push(f);
     }
     Ok(out)
+}
+
+/// Write the text `files` and, beside them, the time series of `recs` as Flent data and
+/// `series.csv` ([`series_files`]; `lab` is the lab's title, `meta` its run metadata).
+pub fn write_with_series(
+    dir: &Path,
+    files: Vec<(String, String)>,
+    lab: &str,
+    meta: &BTreeMap<String, String>,
+    recs: &[Recording],
+) -> Result<Vec<PathBuf>> {
+    let mut all: Vec<(String, Vec<u8>)> = files
+        .into_iter()
+        .map(|(n, t)| (n, t.into_bytes()))
+        .collect();
+    all.extend(series_files(lab, meta, recs)?);
+    write_files(dir, &all)
 }
 
 /// `serde_json::to_string_pretty` with the error as a testbed error.

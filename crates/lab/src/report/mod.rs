@@ -1,6 +1,6 @@
 //! What the labs print and write: acceptance checks and their one PASS/FAIL form, plain-text
 //! tables, SVG charts (line, scatter, grouped bars), a self-contained HTML report, the run's
-//! metadata, and the output files.
+//! metadata, the output files, and the time series as Flent data and CSV.
 //!
 //! # Why hand-written SVG
 //!
@@ -19,11 +19,13 @@
 //! | `bar.rs` | [`bar_chart`] (grouped bars with error bars) |
 //! | `html.rs` | [`html_report`] of [`Section`]s |
 //! | `meta.rs` | [`meta`]: weir's version, kernel, machine, time, command line; [`cpu_steal`] |
-//! | `files.rs` | [`write_files`], [`to_json`], [`file_safe`] |
+//! | `files.rs` | [`write_files`], [`write_with_series`], [`to_json`], [`file_safe`] |
+//! | `flent.rs` | time series as Flent's `.flent.gz` ([`Recording`], [`series_files`]) and `series.csv` |
 
 mod bar;
 mod check;
 mod files;
+pub mod flent;
 mod html;
 mod line;
 mod meta;
@@ -32,11 +34,12 @@ mod table;
 
 pub use bar::{bar_chart, BarOpts};
 pub use check::{all_passed, checks_text, Check};
-pub use files::{file_safe, to_json, write_files};
+pub use files::{file_safe, to_json, write_files, write_with_series};
+pub use flent::{series_files, Recording, TimeSeries};
 pub use html::{html_report, Block, Section};
 pub use line::{decimate_minmax, line_chart, ChartOpts, Mark, Series};
 pub use meta::{cpu_steal, meta, meta_text, Steal, StealMeter};
 #[cfg(test)]
 pub(crate) use svg::check_xml;
 pub use svg::{escape, nice_ticks};
-pub use table::{fmt_opt, text_table};
+pub use table::{csv_field, fmt_opt, text_table};

@@ -8,6 +8,15 @@ pub fn fmt_opt(v: Option<f64>, decimals: usize) -> String {
     }
 }
 
+/// A CSV field: quoted (quotes doubled) when it contains a comma, quote or line break.
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
 /// A plain-text table: the first row the headings; the first `left` columns left-aligned,
 /// the others right-aligned; two spaces between columns, no trailing spaces. Rows may be
 /// shorter than others.

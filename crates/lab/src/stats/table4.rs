@@ -341,13 +341,7 @@ pub fn format_table(rows: &[(String, String, ClassStats)]) -> String {
 /// The same table as CSV (`class,dut,accuracy,…`), full precision, empty fields for
 /// missing values, fields quoted when they contain a comma, quote or newline.
 pub fn format_csv(rows: &[(String, String, ClassStats)]) -> String {
-    fn field(s: &str) -> String {
-        if s.contains([',', '"', '\n', '\r']) {
-            format!("\"{}\"", s.replace('"', "\"\""))
-        } else {
-            s.to_string()
-        }
-    }
+    use crate::report::csv_field as field;
     fn num(v: Option<f64>) -> String {
         v.filter(|x| x.is_finite())
             .map(|x| x.to_string())
