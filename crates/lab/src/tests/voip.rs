@@ -796,6 +796,30 @@ mod tests {
         }
     }
 
+    /// One link's runs as a finished result.
+    fn finished(
+        c: VoipConfig,
+        plan: Plan,
+        runs: Vec<RunOutcome>,
+        meta: BTreeMap<String, String>,
+    ) -> VoipResult {
+        let mut res = VoipResult {
+            kind: "voip".into(),
+            meta,
+            config: c,
+            parts: vec![VoipPart {
+                link: "125k".into(),
+                plan,
+                router_plan: None,
+                runs,
+                rows: Vec::new(),
+            }],
+            checks: Vec::new(),
+        };
+        finish(&mut res).unwrap();
+        res
+    }
+
     #[test]
     fn rows_checks_and_outputs_from_synthetic_calls() {
         let c = VoipConfig {
@@ -811,20 +835,7 @@ mod tests {
             run_with("weir:cbq", |i| Some(10 + (i * 7) % 100)),
             run_with("weir:cbq+pfq", |i| (i >= 150).then_some(10)),
         ];
-        let mut res = VoipResult {
-            kind: "voip".into(),
-            meta: BTreeMap::new(),
-            config: c,
-            parts: vec![VoipPart {
-                link: "125k".into(),
-                plan,
-                router_plan: None,
-                runs,
-                rows: Vec::new(),
-            }],
-            checks: Vec::new(),
-        };
-        finish(&mut res).unwrap();
+        let res = finished(c, plan, runs, BTreeMap::new());
         let rows = &res.parts[0].rows;
         // router: 20 % lost, never at 95 % of the rate
         assert!((rows[0].voice.net_loss - 0.2).abs() < 1e-12);
@@ -868,5 +879,60 @@ mod tests {
         let mut again = back.clone();
         finish(&mut again).unwrap();
         assert_eq!(text(&again), t);
+    }
+
+    /// The testbed's runs as Flent recordings (every testbed lab writes them the same
+    /// way), and the files `write_outputs` puts beside result.json.
+    #[test]
+    fn runs_become_flent_recordings() {
+        let c = VoipConfig {
+            links: vec!["125k".into()],
+            duts: vec!["weir:cbq".into()],
+            ..VoipConfig::quick()
+        };
+        let plan = plan("125k", false, &c).unwrap();
+        let runs = vec![run_with("weir:cbq", |i| Some(10 + i % 3))];
+        let meta = BTreeMap::from([("unix_time".to_string(), "1795728217".to_string())]);
+        let recs = crate::tests::testbed::recordings(&meta, &[(&plan, &runs[..])]);
+        assert_eq!(recs.len(), 1);
+        let r = &recs[0];
+        assert_eq!(
+            (r.test.as_str(), r.dut.as_str(), r.run),
+            ("tcp_nup", "weir:cbq", 0)
+        );
+        assert_eq!(r.test_parameters["upload_streams"], "1");
+        assert_eq!(r.start_unix_s, 1_795_728_217.0);
+        assert_eq!(r.step_s, plan.interval_ms as f64 / 1000.0);
+        assert_eq!(r.series[0].name, "TCP upload::1");
+        assert_eq!(r.series[0].label, "ftp-1 (ftp) goodput");
+        // 1000 B per bin, at each bin's end
+        let iv = plan.interval_ms as f64 / 1000.0;
+        assert_eq!(r.series[0].points[0], (iv, 1000.0 * 8.0 / iv / 1e6));
+        // the call: packet i sent 20 ms apart from the call's start, delay 10 + i % 3 ms
+        let call = &r.series[1];
+        assert_eq!(
+            (call.name.as_str(), call.units.as_str()),
+            ("VoIP delay (ms) call", "ms")
+        );
+        let start = plan.voice[0].start_s;
+        assert_eq!(call.points[0], (start, 10.0));
+        assert!((call.points[4].0 - (start + 0.08)).abs() < 1e-9);
+        assert_eq!(call.points[4].1, 11.0);
+
+        let res = finished(c, plan, runs, meta);
+        let dir = std::env::temp_dir().join(format!("weir-voip-flent-{}", std::process::id()));
+        let written = write_outputs(&res, &dir).unwrap();
+        let names: Vec<String> = written
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let flent = format!(
+            "{}-weir_cbq-run1.flent.gz",
+            crate::report::file_safe(&res.parts[0].plan.name)
+        );
+        for n in ["result.json", "series.csv", flent.as_str()] {
+            assert!(names.iter().any(|x| x == n), "{n} not in {names:?}");
+        }
     }
 }

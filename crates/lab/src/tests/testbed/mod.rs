@@ -901,7 +901,7 @@ pub fn run_each(
 }
 
 mod output;
-pub use output::Outputs;
+pub use output::{recordings, voice_delay_series, Outputs};
 mod udp;
 pub use udp::{DscpBytes, UdpOutcome, UdpPlan};
 

@@ -2,13 +2,14 @@
 
 use std::collections::BTreeMap;
 
-use super::{Plan, RunOutcome};
-use crate::report::{html_report, meta_text, write_files, Section};
+use super::{Plan, RunOutcome, VoiceOutcome};
+use crate::report::{html_report, meta_text, write_with_series, Recording, Section, TimeSeries};
 use crate::Result;
 
 /// The outputs every testbed test writes: `result.json` (the result, serialised),
-/// `table.txt` (`text`), any `extra` text files, the SVG `charts`, and `report.html` with
-/// the run's metadata, the text, the charts, the policies and what ran on each DUT.
+/// `table.txt` (`text`), any `extra` text files, the SVG `charts`, `report.html` with
+/// the run's metadata, the text, the charts, the policies and what ran on each DUT, and
+/// every run's time series ([`recordings`]) as Flent data and `series.csv`.
 pub struct Outputs<'a> {
     pub title: &'a str,
     pub meta: &'a BTreeMap<String, String>,
@@ -52,6 +53,79 @@ impl Outputs<'_> {
         ];
         files.extend(self.extra);
         files.extend(self.charts);
-        write_files(dir, &files)
+        let recs = recordings(self.meta, &self.parts);
+        write_with_series(dir, files, self.title, self.meta, &recs)
     }
+}
+
+/// A call's one-way delay per packet received, ms, at its send time: s since the run's
+/// start = `offset_s` + (send time − `origin_ns`).
+pub fn voice_delay_series(call: &VoiceOutcome, origin_ns: u64, offset_s: f64) -> TimeSeries {
+    let points = call
+        .packets
+        .iter()
+        .map(|p| {
+            let t = offset_s + (p.tx_ns as i128 - origin_ns as i128) as f64 / 1e9;
+            (t, p.delay_ns() as f64 / 1e6)
+        })
+        .collect();
+    TimeSeries::new(
+        format!("VoIP delay (ms) {}", call.name),
+        format!("{} one-way delay", call.name),
+        "ms",
+        points,
+    )
+}
+
+/// Every run's time series, one [`Recording`] per part, DUT and run, as Flent's `tcp_nup`
+/// test (N TCP upload streams with ping) names them: session k's goodput per interval as
+/// `TCP upload::k` (Mbit/s, at each interval's end; `upload_streams` = the sessions), and
+/// each voice call's one-way delay per packet as `VoIP delay (ms) NAME` (loaded, not in
+/// tcp_nup's plots). The grid's step is the plan's interval; TIME is the lab's start
+/// (`meta`'s `unix_time`: the runs do not record their own).
+pub fn recordings(
+    meta: &BTreeMap<String, String>,
+    parts: &[(&Plan, &[RunOutcome])],
+) -> Vec<Recording> {
+    let start = crate::report::flent::unix_time(meta);
+    let mut out = Vec::new();
+    for (plan, runs) in parts {
+        for r in runs.iter() {
+            let mut series: Vec<TimeSeries> = r
+                .sessions
+                .iter()
+                .enumerate()
+                .map(|(k, s)| {
+                    TimeSeries::goodput_mbps(
+                        format!("TCP upload::{}", k + 1),
+                        format!("{} ({}) goodput", s.name, s.class),
+                        &s.series,
+                        plan.interval_ms,
+                    )
+                })
+                .collect();
+            for (call, vp) in r.voice.iter().zip(&plan.voice) {
+                let origin = call
+                    .first_send_ns
+                    .or_else(|| call.packets.iter().map(|p| p.tx_ns).min())
+                    .unwrap_or(0);
+                series.push(voice_delay_series(call, origin, vp.start_s));
+            }
+            out.push(Recording {
+                part: plan.name.clone(),
+                dut: r.dut.clone(),
+                run: r.run,
+                test: "tcp_nup".into(),
+                test_parameters: BTreeMap::from([(
+                    "upload_streams".to_string(),
+                    r.sessions.len().to_string(),
+                )]),
+                start_unix_s: start,
+                length_s: plan.duration_s,
+                step_s: plan.interval_ms as f64 / 1000.0,
+                series,
+            });
+        }
+    }
+    out
 }
