@@ -39,7 +39,8 @@
 //!   rate for both directions: there the DUT shapes the uplink only (where an ACK filter
 //!   acts) and the downlink's queue is the line's.
 //! * **Measures** ([`measure`]) and **checks** ([`checks`]); tables, CSV and plots
-//!   ([`report`]); running ([`run`]).
+//!   ([`report`]); the time series in Flent's names, for `.flent.gz` files
+//!   ([`series`]); running ([`run`]).
 //!
 //! Every run builds a fresh topology and removes it afterwards, also on error.
 
@@ -49,6 +50,7 @@ pub mod measure;
 pub mod policy;
 pub mod report;
 mod run;
+pub mod series;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

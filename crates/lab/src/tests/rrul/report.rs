@@ -12,8 +12,8 @@ use super::measure::{rates_text, LatencyRow, RrulRow, CALL_BUFFER_MS};
 use super::policy::LINE_BUFFER_MS;
 use super::{RrulPart, RrulResult};
 use crate::report::{
-    self, checks_text, file_safe, fmt_opt, html_report, meta_text, text_table, write_files,
-    ChartOpts, Mark, Section, Series,
+    self, checks_text, file_safe, fmt_opt, html_report, meta_text, text_table, ChartOpts, Mark,
+    Section, Series,
 };
 use crate::Result;
 
@@ -497,8 +497,9 @@ pub fn charts(res: &RrulResult) -> Vec<(String, String)> {
     out
 }
 
-/// Writes result.json (compact), table.txt, flows.csv, latency.csv, the SVGs and
-/// report.html into `dir`.
+/// Writes result.json (compact), table.txt, flows.csv, latency.csv, the SVGs,
+/// report.html, and every run's time series as Flent data ([`super::series`]) and
+/// series.csv into `dir`.
 pub fn write_outputs(res: &RrulResult, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
     let json =
         serde_json::to_string(res).map_err(|e| crate::Error::Invalid(format!("serialise: {e}")))?;
@@ -542,5 +543,6 @@ pub fn write_outputs(res: &RrulResult, dir: &std::path::Path) -> Result<Vec<std:
         ),
     ];
     files.extend(charts);
-    write_files(dir, &files)
+    let recs = super::series::recordings(res);
+    report::write_with_series(dir, files, "weir lab rrul", &res.meta, &recs)
 }

@@ -431,3 +431,121 @@ fn plans_refuse_a_preset_the_compiler_does_not_know() {
     .validate()
     .is_err());
 }
+
+#[test]
+fn series_take_flents_names() {
+    let names = |test: &str, case: Case| {
+        series::flow_names(test, case.flows(3).iter().map(|f| (f.dir, f.dscp)))
+    };
+    assert_eq!(
+        names("rrul", Case::Rrul),
+        [
+            "TCP upload BE",
+            "TCP upload BK",
+            "TCP upload CS5",
+            "TCP upload EF",
+            "TCP download BE",
+            "TCP download BK",
+            "TCP download CS5",
+            "TCP download EF"
+        ]
+    );
+    assert_eq!(
+        names("rrul_be", Case::RrulBe)[..5],
+        [
+            "TCP upload BE",
+            "TCP upload BE2",
+            "TCP upload BE3",
+            "TCP upload BE4",
+            "TCP download BE"
+        ]
+    );
+    assert_eq!(
+        names("tcp_ndown", Case::TcpNdown),
+        ["TCP download::1", "TCP download::2", "TCP download::3"]
+    );
+    assert_eq!(
+        series::flow_names("rrul", [(Dir::Up, 24), (Dir::Up, 10)]),
+        ["TCP upload CS3", "TCP upload DSCP10"]
+    );
+    for (case, test) in [
+        (Case::Rrul, "rrul"),
+        (Case::RrulBe, "rrul_be"),
+        (Case::Voice, "rrul_be"),
+        (Case::TcpNup, "tcp_nup"),
+        (Case::Hosts, "tcp_nup"),
+        (Case::TcpNdown, "tcp_ndown"),
+    ] {
+        assert_eq!(series::flent_test(case), test);
+    }
+}
+
+/// The in-memory result's runs written as Flent files: names, grid, values.
+#[test]
+fn runs_become_flent_files() {
+    use std::io::Read as _;
+    let r = result();
+    let recs = series::recordings(&r);
+    assert_eq!(
+        recs.len(),
+        r.parts.iter().map(|p| p.runs.len()).sum::<usize>()
+    );
+    let be = &recs[0];
+    assert_eq!(
+        (be.test.as_str(), be.dut.as_str()),
+        ("rrul_be", "weir:cbq+pfq")
+    );
+    let names: Vec<&str> = be.series.iter().map(|s| s.name.as_str()).collect();
+    for n in [
+        "TCP upload BE4",
+        "TCP download BE",
+        "Ping (ms) UDP BE1",
+        "One-way delay (ms) UDP up",
+        "One-way delay (ms) UDP down",
+        "Ping (ms) ICMP",
+    ] {
+        assert!(names.contains(&n), "{n} missing: {names:?}");
+    }
+    let hosts = &recs[2];
+    assert_eq!(hosts.test, "tcp_nup");
+    assert_eq!(hosts.test_parameters["upload_streams"], "17");
+
+    let dir = std::env::temp_dir().join(format!("weir-rrul-flent-{}", std::process::id()));
+    let written = report::write_outputs(&r, &dir).unwrap();
+    let file = dir.join("rrul_be_10Mbit_50ms-weir_cbq_pfq-run1.flent.gz");
+    assert!(written.contains(&file), "{written:?}");
+    assert!(written.contains(&dir.join("series.csv")));
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&file).unwrap())
+        .read_to_string(&mut text)
+        .unwrap();
+    let csv = std::fs::read_to_string(dir.join("series.csv")).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(doc["metadata"]["NAME"], "rrul_be");
+    assert_eq!(doc["metadata"]["STEP_SIZE"], json!(0.1));
+    // 12 s of 100 ms bins: 120 grid points, the last bin ending at 12 s
+    let x = doc["x_values"].as_array().unwrap();
+    assert_eq!(x.len(), 120);
+    // a flow's fair share: carried rate / 4, from 2 s (the idle phase sends nothing)
+    let up = doc["results"]["TCP upload BE"].as_array().unwrap();
+    let per_bin = (fair(&Case::RrulBe.flows(1)[0]) / 8.0 * 0.1) as u64;
+    let want = per_bin as f64 * 8.0 / 0.1 / 1e6;
+    assert_eq!(up.len(), 120);
+    assert!((up[60].as_f64().unwrap() - want).abs() < 1e-9, "{}", up[60]);
+    assert_eq!(up[10].as_f64(), Some(0.0));
+    // probes every 10 ms: the loaded round trip 50 + 9 ms on the 100 ms grid
+    let ping = doc["results"]["Ping (ms) ICMP"].as_array().unwrap();
+    assert_eq!(ping[60].as_f64(), Some(59.0));
+    assert_eq!(
+        doc["raw_values"]["Ping (ms) ICMP"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1200
+    );
+    assert!(csv.starts_with("part,dut,run,series,label,units,t_s,value\n"));
+    assert!(
+        csv.contains("\nrrul_be 10Mbit 50ms,weir:cbq+pfq,1,TCP upload BE,up 1 goodput,Mbits/s,")
+    );
+}
