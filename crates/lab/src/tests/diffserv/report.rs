@@ -10,7 +10,7 @@ use super::{
 };
 use crate::report::{
     self, checks_text, fmt_opt, html_report, line_chart, meta_text, text_table, ChartOpts, Check,
-    Section, Series,
+    Recording, Section, Series, TimeSeries,
 };
 use crate::stats::skew::queueing_delay_ns;
 use crate::Result;
@@ -383,7 +383,63 @@ pub fn checks(res: &DiffservResult) -> Vec<Check> {
     v
 }
 
-/// Writes `result.json`, `table.txt`, the figures and `report.html` into `dir`.
+/// Every run's measured stream per 100 ms (the figures' points, at each interval's start)
+/// as Flent's `voip` test names a one-way stream: `VoIP::bitrate` (kbit/s), `VoIP::delay`
+/// and `VoIP::jitter` (ms), so Flent's `voip_delay` plots draw them (also for the TCP
+/// scenarios, whose records stand for the packets). One recording per run, the part
+/// being the scenario; TIME is the lab's start (`meta`'s `unix_time`).
+pub fn recordings(res: &DiffservResult) -> Vec<Recording> {
+    let start = report::flent::unix_time(&res.meta);
+    res.runs
+        .iter()
+        .map(|r| {
+            let col = |get: fn(&super::run::BinRow) -> Option<f64>| -> Vec<(f64, f64)> {
+                r.bins
+                    .iter()
+                    .map(|b| (b.t_s, get(b).unwrap_or(f64::NAN)))
+                    .collect()
+            };
+            let what = format!(
+                "{} {}",
+                r.scenario.service.name(),
+                r.scenario.transport.name()
+            );
+            Recording {
+                part: r.name.clone(),
+                dut: r.device.name().to_string(),
+                run: 0,
+                test: "voip".into(),
+                test_parameters: Default::default(),
+                start_unix_s: start,
+                length_s: r.duration_s,
+                step_s: 0.1,
+                series: vec![
+                    TimeSeries::new(
+                        "VoIP::bitrate",
+                        format!("{what} bandwidth"),
+                        "Kbits/s",
+                        col(|b| Some(b.bandwidth_bps / 1e3)),
+                    ),
+                    TimeSeries::new(
+                        "VoIP::delay",
+                        format!("{what} delay"),
+                        "ms",
+                        col(|b| b.delay_ms),
+                    ),
+                    TimeSeries::new(
+                        "VoIP::jitter",
+                        format!("{what} jitter"),
+                        "ms",
+                        col(|b| b.jitter_ms),
+                    ),
+                ],
+            }
+        })
+        .collect()
+}
+
+/// Writes `result.json`, `table.txt`, the figures, `report.html`, and the runs' series as
+/// Flent data ([`recordings`]) and `series.csv` into `dir`.
 pub fn write_outputs(res: &DiffservResult, dir: &Path) -> Result<Vec<PathBuf>> {
     let text = text(res);
     let charts = charts(res);
@@ -412,5 +468,5 @@ pub fn write_outputs(res: &DiffservResult, dir: &Path) -> Result<Vec<PathBuf>> {
         ),
     ];
     files.extend(charts);
-    report::write_files(dir, &files)
+    report::write_with_series(dir, files, "weir lab diffserv", &res.meta, &recordings(res))
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use super::{DeviceRun, LabResult};
 use crate::report::{
     self, checks_text, file_safe, html_report, line_chart, meta_text, text_table, ChartOpts,
-    Section, Series,
+    Recording, Section, Series, TimeSeries,
 };
 use crate::Result;
 
@@ -235,7 +235,72 @@ fn per_class(
         .collect()
 }
 
-/// Write result.json, table.txt, the SVGs and report.html into `dir`.
+/// Every device run's samples (at each sample period's end) as Flent's `tcp_ndown` test
+/// names N download streams (`download_streams` = the classes): class k's goodput at the
+/// clients as `TCP download::k` (Mbit/s; each class is 12 bulk flows in the paper), so
+/// Flent's `download` plots draw the classes; beside them, in weir's names (outside
+/// tcp_ndown's globs), `CBR goodput`, `Line throughput`, `Line capacity` and an adaptive
+/// device's `Device rate` (Mbit/s), and `ATU-C queueing delay` and the device's
+/// `Probe delay` (ms). The part is the scenario (`seed`, `varying`), the DUT the device;
+/// TIME is the lab's start (`meta`'s `unix_time`).
+pub fn recordings(r: &LabResult) -> Vec<Recording> {
+    let start = report::flent::unix_time(&r.meta);
+    let classes = r.config.classes;
+    r.runs
+        .iter()
+        .map(|x| {
+            let col = |f: &dyn Fn(&super::Sample) -> Option<f64>| -> Vec<(f64, f64)> {
+                x.samples
+                    .iter()
+                    .map(|s| (s.t_s, f(s).unwrap_or(f64::NAN)))
+                    .collect()
+            };
+            let mbps = |v: f64| Some(v / 1e6);
+            let mut series: Vec<TimeSeries> = (0..classes)
+                .map(|k| {
+                    TimeSeries::new(
+                        format!("TCP download::{}", k + 1),
+                        format!("class {k} goodput"),
+                        "Mbits/s",
+                        col(&|s| s.class_bps.get(k).copied().and_then(mbps)),
+                    )
+                })
+                .collect();
+            let weir = |name: &str, units: &str, pts| TimeSeries::new(name, name, units, pts);
+            series.extend([
+                weir(
+                    "CBR goodput",
+                    "Mbits/s",
+                    col(&|s| s.class_bps.get(classes).copied().and_then(mbps)),
+                ),
+                weir("Line throughput", "Mbits/s", col(&|s| mbps(s.line_bps))),
+                weir("Line capacity", "Mbits/s", col(&|s| mbps(s.capacity_bps))),
+                weir(
+                    "Device rate",
+                    "Mbits/s",
+                    col(&|s| s.rate_bps.and_then(mbps)),
+                ),
+                weir("ATU-C queueing delay", "ms", col(&|s| s.atu_delay_ms)),
+                weir("Probe delay", "ms", col(&|s| s.probe_delay_ms)),
+            ]);
+            series.retain(|s| s.points.iter().any(|p| p.1.is_finite()));
+            Recording {
+                part: x.scenario.clone(),
+                dut: x.name.clone(),
+                run: 0,
+                test: "tcp_ndown".into(),
+                test_parameters: [("download_streams".to_string(), classes.to_string())].into(),
+                start_unix_s: start,
+                length_s: x.duration_s,
+                step_s: r.config.sample_ms as f64 / 1000.0,
+                series,
+            }
+        })
+        .collect()
+}
+
+/// Write result.json, table.txt, the SVGs, report.html, and the runs' series as Flent
+/// data ([`recordings`]) and series.csv into `dir`.
 pub fn write_outputs(r: &LabResult, dir: &Path) -> Result<Vec<PathBuf>> {
     let charts = charts(r);
     let table = text(r);
@@ -265,5 +330,5 @@ pub fn write_outputs(r: &LabResult, dir: &Path) -> Result<Vec<PathBuf>> {
         ),
     ];
     files.extend(charts);
-    report::write_files(dir, &files)
+    report::write_with_series(dir, files, "weir lab postgate", &r.meta, &recordings(r))
 }
