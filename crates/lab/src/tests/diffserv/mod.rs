@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 
 pub use calibrate::{echo_probes, fit, Calibration, Estimate, Probes, ReceiverClock};
 pub use policy::{router_policy, Position};
-pub use report::{charts, checks, text, write_outputs};
+pub use report::{charts, checks, recordings, text, write_outputs};
 pub use run::{run, RunResult};
 
 use crate::report::Check;
@@ -516,5 +516,59 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("--duration"));
+    }
+
+    /// A run's 100 ms bins as Flent's voip test names a one-way stream.
+    #[test]
+    fn bins_become_flent_voip_series() {
+        let bin = |t_s: f64, delay_ms: Option<f64>| run::BinRow {
+            t_s,
+            bandwidth_bps: 5_000_000.0,
+            delay_ms,
+            jitter_ms: delay_ms.map(|d| d / 10.0),
+        };
+        let r = RunResult {
+            device: Device::Weir,
+            scenario: Scenario {
+                group: Group::EfUdp,
+                service: Service::Ef,
+                transport: Transport::Udp { payload: 1000 },
+                rate_bps: 5_000_000,
+                background: true,
+            },
+            name: "ef-udp-5M".into(),
+            sent: 0,
+            duration_s: 0.2,
+            records: Vec::new(),
+            received: 0,
+            loss_pct: 0.0,
+            bandwidth_bps: 0.0,
+            delay: None,
+            jitter: None,
+            bins: vec![bin(0.0, Some(4.0)), bin(0.1, None)],
+            retransmits: None,
+            background_pps: Vec::new(),
+            routers: Vec::new(),
+            errors: Vec::new(),
+        };
+        let meta = BTreeMap::from([("unix_time".to_string(), "100".to_string())]);
+        let recs = recordings(&meta, &[r]);
+        let rec = &recs[0];
+        assert_eq!(
+            (rec.test.as_str(), rec.part.as_str(), rec.dut.as_str()),
+            ("voip", "ef-udp-5M", "weir")
+        );
+        assert_eq!((rec.start_unix_s, rec.step_s), (100.0, 0.1));
+        let names: Vec<&str> = rec.series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["VoIP::bitrate", "VoIP::delay", "VoIP::jitter"]);
+        assert_eq!(rec.series[0].units, "Kbits/s");
+        assert_eq!(rec.series[0].points, [(0.0, 5000.0), (0.1, 5000.0)]);
+        assert_eq!(rec.series[1].label, "EF UDP delay");
+        assert_eq!(rec.series[1].points[0], (0.0, 4.0));
+        assert!(
+            rec.series[1].points[1].1.is_nan(),
+            "a bin without packets is a gap"
+        );
+        assert_eq!(rec.series[2].points[0], (0.0, 0.4));
     }
 }

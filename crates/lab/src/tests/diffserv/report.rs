@@ -1,6 +1,7 @@
 //! `weir lab diffserv`'s outputs: the table of runs beside the seed's findings, the
 //! calibration, Figs. 8-25 as plots per device, and the acceptance checks.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::run::RunResult;
@@ -388,10 +389,9 @@ pub fn checks(res: &DiffservResult) -> Vec<Check> {
 /// and `VoIP::jitter` (ms), so Flent's `voip_delay` plots draw them (also for the TCP
 /// scenarios, whose records stand for the packets). One recording per run, the part
 /// being the scenario; TIME is the lab's start (`meta`'s `unix_time`).
-pub fn recordings(res: &DiffservResult) -> Vec<Recording> {
-    let start = report::flent::unix_time(&res.meta);
-    res.runs
-        .iter()
+pub fn recordings(meta: &BTreeMap<String, String>, runs: &[RunResult]) -> Vec<Recording> {
+    let start = report::flent::unix_time(meta);
+    runs.iter()
         .map(|r| {
             let col = |get: fn(&super::run::BinRow) -> Option<f64>| -> Vec<(f64, f64)> {
                 r.bins
@@ -468,5 +468,11 @@ pub fn write_outputs(res: &DiffservResult, dir: &Path) -> Result<Vec<PathBuf>> {
         ),
     ];
     files.extend(charts);
-    report::write_with_series(dir, files, "weir lab diffserv", &res.meta, &recordings(res))
+    report::write_with_series(
+        dir,
+        files,
+        "weir lab diffserv",
+        &res.meta,
+        &recordings(&res.meta, &res.runs),
+    )
 }

@@ -58,7 +58,7 @@ use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
-pub use report::{text, write_outputs};
+pub use report::{recordings, text, write_outputs};
 pub use run::run;
 
 use crate::report::Check;
@@ -709,5 +709,82 @@ mod tests {
         assert_eq!(weighted_percentile(v.clone(), 0.95), 10.0);
         assert_eq!(weighted_percentile(v, 0.05), 1.0);
         assert_eq!(weighted_percentile(vec![], 0.5), 0.0);
+    }
+
+    /// A device run's samples as Flent's tcp_ndown: classes as streams, the rest in
+    /// weir's names; series without a value (no adaptive rate) are left out.
+    #[test]
+    fn samples_become_flent_series() {
+        let config = LabConfig {
+            classes: 2,
+            ..LabConfig::quick()
+        };
+        let sample = |t_s: f64| Sample {
+            t_s,
+            atu_delay_ms: Some(12.5),
+            atu_frames: 10,
+            line_bps: 7_000_000.0,
+            capacity_bps: 8_000_000.0,
+            class_bps: vec![3_000_000.0, 2_000_000.0, 300_000.0],
+            rate_bps: None,
+            probe_delay_ms: Some(20.0),
+            weights: Vec::new(),
+        };
+        let run = DeviceRun {
+            device: Device::Sfq,
+            name: "sfq".into(),
+            scenario: "seed".into(),
+            duration_s: 0.5,
+            samples: vec![sample(0.25), sample(0.5)],
+            delay_p50_ms: 0.0,
+            delay_p95_ms: 0.0,
+            delay_p95_all_ms: 0.0,
+            delay_max_ms: 0.0,
+            utilisation: 0.0,
+            min_utilisation_10s: 0.0,
+            class_mean_bps: Vec::new(),
+            cbr: CbrStats::default(),
+            flows_ok: 0,
+            flows: 0,
+            policy: None,
+            description: String::new(),
+            dut_report: serde_json::Value::Null,
+            errors: Vec::new(),
+        };
+        let r = LabResult {
+            kind: "postgate".into(),
+            config,
+            meta: Default::default(),
+            runs: vec![run],
+            checks: Vec::new(),
+        };
+        let recs = report::recordings(&r);
+        assert_eq!(recs.len(), 1);
+        let rec = &recs[0];
+        assert_eq!(
+            (rec.test.as_str(), rec.part.as_str(), rec.dut.as_str()),
+            ("tcp_ndown", "seed", "sfq")
+        );
+        assert_eq!(rec.test_parameters["download_streams"], "2");
+        assert_eq!(rec.step_s, r.config.sample_ms as f64 / 1000.0);
+        let names: Vec<&str> = rec.series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "TCP download::1",
+                "TCP download::2",
+                "CBR goodput",
+                "Line throughput",
+                "Line capacity",
+                "ATU-C queueing delay",
+                "Probe delay"
+            ]
+        );
+        assert_eq!(rec.series[0].points, [(0.25, 3.0), (0.5, 3.0)]);
+        assert_eq!(rec.series[2].points[0], (0.25, 0.3));
+        assert_eq!(
+            (rec.series[5].units.as_str(), rec.series[5].points[1]),
+            ("ms", (0.5, 12.5))
+        );
     }
 }
