@@ -118,6 +118,9 @@ pub struct Recording {
     pub test: String,
     /// Flent's `TEST_PARAMETERS` (e.g. `upload_streams`).
     pub test_parameters: BTreeMap<String, String>,
+    /// Flent's `HOSTS`: the host the traffic went to (the receiver; Flent's test
+    /// configurations name some series after it, e.g. `10.77.0.2 UDP BE`).
+    pub hosts: Vec<String>,
     /// The run's start, s since the Unix epoch (TIME and T0).
     pub start_unix_s: f64,
     /// The run's planned length, s (LENGTH).
@@ -291,8 +294,8 @@ pub fn document(
         "LENGTH": rec.length_s.max(0.0).ceil() as u64,
         "TOTAL_LENGTH": num(step * (len - 1) as f64),
         "STEP_SIZE": num(step),
-        "HOST": null,
-        "HOSTS": [],
+        "HOST": rec.hosts.first(),
+        "HOSTS": rec.hosts,
         "LOCAL_HOST": meta.get("host").cloned().unwrap_or_default(),
         "IP_VERSION": 4,
         "FLENT_VERSION": format!("weir {}", env!("CARGO_PKG_VERSION")),

@@ -70,6 +70,7 @@ fn two_series() -> Recording {
         run: 0,
         test: "tcp_nup".into(),
         test_parameters: BTreeMap::from([("upload_streams".to_string(), "2".to_string())]),
+        hosts: vec!["10.77.0.2".into()],
         start_unix_s: 1_795_728_217.25,
         length_s: 1.5,
         step_s: 0.5,
@@ -125,7 +126,8 @@ fn document_fields_by_hand() {
     assert_eq!(m["TOTAL_LENGTH"], json!(1.5));
     assert_eq!(m["STEP_SIZE"], json!(0.5));
     assert_eq!(m["LOCAL_HOST"], "lab1");
-    assert_eq!(m["HOSTS"], json!([]));
+    assert_eq!(m["HOSTS"], json!(["10.77.0.2"]));
+    assert_eq!(m["HOST"], "10.77.0.2");
     assert_eq!(m["IP_VERSION"], json!(4));
     assert_eq!(m["DATA_FILENAME"], "f.flent.gz");
     assert_eq!(m["TEST_PARAMETERS"], json!({"upload_streams": "2"}));

@@ -410,6 +410,7 @@ pub fn recordings(meta: &BTreeMap<String, String>, runs: &[RunResult]) -> Vec<Re
                 run: 0,
                 test: "voip".into(),
                 test_parameters: Default::default(),
+                hosts: Vec::new(),
                 start_unix_s: start,
                 length_s: r.duration_s,
                 step_s: 0.1,

@@ -290,6 +290,7 @@ pub fn recordings(r: &LabResult) -> Vec<Recording> {
                 run: 0,
                 test: "tcp_ndown".into(),
                 test_parameters: [("download_streams".to_string(), classes.to_string())].into(),
+                hosts: Vec::new(),
                 start_unix_s: start,
                 length_s: x.duration_s,
                 step_s: r.config.sample_ms as f64 / 1000.0,

@@ -29,7 +29,7 @@ use crate::{Error, Result};
 
 /// The client's main address (probes and flows) and the server's.
 const CLIENT: Ipv4Addr = BridgeTopo::SND_ADDR;
-const SERVER: Ipv4Addr = BridgeTopo::RCV_ADDR;
+pub(super) const SERVER: Ipv4Addr = BridgeTopo::RCV_ADDR;
 /// The `hosts` case's two client hosts (aliases on the client's interface).
 pub const HOST_A: Ipv4Addr = Ipv4Addr::new(10, 77, 1, 1);
 pub const HOST_B: Ipv4Addr = Ipv4Addr::new(10, 77, 1, 2);

@@ -143,6 +143,7 @@ pub fn recording(part: &str, case: Case, r: &RrulRun) -> Recording {
         run: r.run,
         test: test.to_string(),
         test_parameters,
+        hosts: vec![super::run::SERVER.to_string()],
         start_unix_s: r.t0_ns as f64 / 1e9,
         length_s: r.seconds,
         step_s: BIN_MS as f64 / 1000.0,

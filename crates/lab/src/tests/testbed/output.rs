@@ -120,6 +120,7 @@ pub fn recordings(
                     "upload_streams".to_string(),
                     r.sessions.len().to_string(),
                 )]),
+                hosts: vec![crate::topo::BridgeTopo::RCV_ADDR.to_string()],
                 start_unix_s: start,
                 length_s: plan.duration_s,
                 step_s: plan.interval_ms as f64 / 1000.0,
