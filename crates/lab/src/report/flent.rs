@@ -98,10 +98,14 @@ impl TimeSeries {
         interval_ms: u64,
     ) -> Self {
         let iv = interval_ms as f64 / 1000.0;
+        // the end in whole ms, then s: 0.3, not 3 × 0.1 = 0.30000000000000004
         let points = bytes
             .iter()
             .enumerate()
-            .map(|(i, &b)| ((i + 1) as f64 * iv, b as f64 * 8.0 / iv / 1e6))
+            .map(|(i, &b)| {
+                let end_ms = (i as u64 + 1).saturating_mul(interval_ms);
+                (end_ms as f64 / 1000.0, b as f64 * 8.0 / iv / 1e6)
+            })
             .collect();
         Self::new(name, label, "Mbits/s", points)
     }

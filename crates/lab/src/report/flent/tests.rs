@@ -88,6 +88,14 @@ fn two_series() -> Recording {
 }
 
 #[test]
+fn goodput_at_each_bins_end() {
+    let s = TimeSeries::goodput_mbps("TCP upload::1", "s1", &[12_500, 0, 25_000], 100);
+    assert_eq!(s.units, "Mbits/s");
+    // 12 500 B in 0.1 s = 1 Mbit/s; times in whole ms (0.3, not 0.30000000000000004)
+    assert_eq!(s.points, [(0.1, 1.0), (0.2, 0.0), (0.3, 2.0)]);
+}
+
+#[test]
 fn document_fields_by_hand() {
     let rec = two_series();
     let meta = BTreeMap::from([("host".to_string(), "lab1".to_string())]);
