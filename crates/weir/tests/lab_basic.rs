@@ -121,6 +121,7 @@ fn quick_basic_compares_weir_and_htb() {
         "accuracy.svg",
         "fairness.svg",
         "report.html",
+        "series.csv",
     ] {
         assert!(dir.join(f).exists(), "{f} missing");
     }

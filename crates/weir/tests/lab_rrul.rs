@@ -94,6 +94,9 @@ fn quick_rrul_at_10mbit_50ms() {
         "cdf-rrul_be_10Mbit_50ms.svg",
         "rtt-rrul_be_10Mbit_50ms.svg",
         "tput-rrul_be_10Mbit_50ms.svg",
+        "rrul_be_10Mbit_50ms-weir_fq_cobalt-run1.flent.gz",
+        "ecn_ecn=1_10Mbit_50ms-kernel_bridge-run1.flent.gz",
+        "series.csv",
     ] {
         assert!(dir.0.join(f).exists(), "{f} missing");
     }
