@@ -392,8 +392,8 @@ struct FidelityArgs {
     /// Sending time per cell (e.g. 1s, 400ms).
     #[arg(long, value_parser = crate::sim::dur)]
     cell_time: Option<weir_core::Duration>,
-    /// Paths to run (comma-separated): veth, weir-0ms, weir-125ms, weir-125ms-155M,
-    /// weir-155M, tbf-155M, htb-155M. Default: all.
+    /// Paths to run (comma-separated): veth, weir-0ms, weir-125ms, weir-125ms-jitter,
+    /// weir-125ms-155M, weir-155M, tbf-155M, htb-155M. Default: all.
     #[arg(long, value_delimiter = ',')]
     paths: Option<Vec<String>>,
     /// Let weir's bridge sleep between packets instead of busy-polling.

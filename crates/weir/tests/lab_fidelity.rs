@@ -74,7 +74,11 @@ fn quick_fidelity_lab_meets_its_checks_and_reports() {
     let json = std::fs::read_to_string(dir.join("result.json")).unwrap();
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["kind"], "fidelity");
-    assert_eq!(v["cells"].as_array().unwrap().len(), 7 * 4);
+    assert_eq!(v["cells"].as_array().unwrap().len(), 8 * 4);
+    assert!(
+        last.contains("weir-125ms-jitter: delays' lag-1 autocorrelation within 0.05"),
+        "{last}"
+    );
     assert!(v["meta"]["kernel"].is_string());
     for f in [
         "tables.txt",

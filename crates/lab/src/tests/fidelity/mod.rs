@@ -78,11 +78,24 @@ pub enum PathKind {
     Weir {
         delay_ns: u64,
         rate_bps: Option<u64>,
+        /// Correlated jitter on the delay (the frames may reorder).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        jitter: Option<JitterSpec>,
     },
     /// The kernel bridge with a TBF on the egress port.
     KernelTbf { rate_bps: u64 },
     /// The kernel bridge with one HTB class on the egress port.
     KernelHtb { rate_bps: u64 },
+}
+
+/// Jitter with netem's correlation, as weir defines it: normally distributed offsets of
+/// standard deviation `sigma_ns` whose lag-1 autocorrelation is `correlation` (in [0, 1];
+/// `weir_core::emulate::corr`), frames free to reorder (`delay 125ms 5ms 50% distribution
+/// normal` in netem's words).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JitterSpec {
+    pub sigma_ns: u64,
+    pub correlation: f64,
 }
 
 /// A named path and the seed tables it reproduces.
@@ -117,6 +130,13 @@ impl Path {
 
 const R155: u64 = 155_000_000;
 const D125: u64 = 125_000_000;
+/// The jitter row's setting: σ 5 ms, lag-1 autocorrelation 0.5.
+const JITTER: JitterSpec = JitterSpec {
+    sigma_ns: 5_000_000,
+    correlation: 0.5,
+};
+/// How far the measured lag-1 autocorrelation of the delays may be from the setting.
+pub const CORRELATION_TOLERANCE: f64 = 0.05;
 
 /// The paths of the seed's tables plus the like-for-like weir row (see the module comment).
 pub fn standard_paths() -> Vec<Path> {
@@ -132,6 +152,7 @@ pub fn standard_paths() -> Vec<Path> {
             PathKind::Weir {
                 delay_ns: 0,
                 rate_bps: None,
+                jitter: None,
             },
             "IX-X",
         ),
@@ -140,14 +161,25 @@ pub fn standard_paths() -> Vec<Path> {
             PathKind::Weir {
                 delay_ns: D125,
                 rate_bps: None,
+                jitter: None,
             },
             "XI-XII",
+        ),
+        p(
+            "weir-125ms-jitter",
+            PathKind::Weir {
+                delay_ns: D125,
+                rate_bps: None,
+                jitter: Some(JITTER),
+            },
+            "-",
         ),
         p(
             "weir-125ms-155M",
             PathKind::Weir {
                 delay_ns: D125,
                 rate_bps: Some(R155),
+                jitter: None,
             },
             "XIII-XIV",
         ),
@@ -156,6 +188,7 @@ pub fn standard_paths() -> Vec<Path> {
             PathKind::Weir {
                 delay_ns: 0,
                 rate_bps: Some(R155),
+                jitter: None,
             },
             "-",
         ),
@@ -281,6 +314,10 @@ pub struct Cell {
     pub socket_drops: u64,
     pub ifg_us: Pcts,
     pub delay_us: Pcts,
+    /// The lag-1 autocorrelation of the one-way delays in sending order (consecutive
+    /// sequence numbers), the statistic netem's jitter correlation names.
+    #[serde(default)]
+    pub delay_lag1: Option<f64>,
     /// A window of consecutive inter-frame gaps (µs) from the middle of the run.
     pub gaps_window_us: Vec<f32>,
     /// weir's bridge counters for this cell's path (JSON), when weir ran it.
@@ -325,7 +362,7 @@ pub fn check(r: &FidelityResult) -> Vec<Check> {
     // 1. delay spread at 125 ms
     for p in
         r.config.paths.iter().filter(
-            |p| matches!(p.kind, PathKind::Weir { delay_ns, rate_bps: None } if delay_ns > 0),
+            |p| matches!(p.kind, PathKind::Weir { delay_ns, rate_bps: None, jitter: None } if delay_ns > 0),
         )
     {
         let all: Vec<&Cell> = r
@@ -394,13 +431,7 @@ pub fn check(r: &FidelityResult) -> Vec<Check> {
     }
     // 3. no artefact loss below the rate
     for p in r.config.paths.iter().filter(|p| p.is_weir()) {
-        let all: Vec<&Cell> = r
-            .cells
-            .iter()
-            .filter(|c| c.path == p.name && ran(c) && !c.over_path_rate)
-            .collect();
-        let cells: Vec<&Cell> = all.iter().copied().filter(|c| c.sustained()).collect();
-        let excluded = unsustained_note(&all);
+        let (cells, excluded) = sustained_below_rate(r, &p.name);
         let lossy: Vec<&&Cell> = cells.iter().filter(|c| c.loss_ratio > 0.0).collect();
         out.push(Check::new(
             format!("{}: zero loss below the link rate", p.name),
@@ -431,7 +462,8 @@ pub fn check(r: &FidelityResult) -> Vec<Check> {
             p.kind,
             PathKind::Weir {
                 delay_ns: 0,
-                rate_bps: Some(_)
+                rate_bps: Some(_),
+                jitter: None,
             }
         )
     });
@@ -487,7 +519,51 @@ pub fn check(r: &FidelityResult) -> Vec<Check> {
             },
         ));
     }
+    // 5. correlated jitter: the delays' lag-1 autocorrelation (in sending order) is the
+    //    setting
+    for p in &r.config.paths {
+        let PathKind::Weir {
+            jitter: Some(j), ..
+        } = p.kind
+        else {
+            continue;
+        };
+        let (cells, excluded) = sustained_below_rate(r, &p.name);
+        let worst = cells
+            .iter()
+            .map(|c| (c.delay_lag1.map(|m| (m - j.correlation).abs()), c))
+            .max_by(|a, b| {
+                a.0.unwrap_or(f64::INFINITY)
+                    .total_cmp(&b.0.unwrap_or(f64::INFINITY))
+            });
+        out.push(Check::new(
+            format!(
+                "{}: delays' lag-1 autocorrelation within {CORRELATION_TOLERANCE} of the setting {}",
+                p.name, j.correlation
+            ),
+            !cells.is_empty()
+                && worst.is_some_and(|(d, _)| d.is_some_and(|d| d <= CORRELATION_TOLERANCE)),
+            cells.len(),
+            "cells",
+            worst.map_or("no cells".into(), |(_, c)| {
+                let m = c.delay_lag1.map_or("-".into(), |m| format!("{m:.3}"));
+                format!("farthest {m} ({} B at {} pps){excluded}", c.size, c.pps)
+            }),
+        ));
+    }
     out
+}
+
+/// The cells of `path` that ran below its rate and that weir sustained, and the note
+/// naming those it did not ([`unsustained_note`]).
+fn sustained_below_rate<'a>(r: &'a FidelityResult, path: &str) -> (Vec<&'a Cell>, String) {
+    let all: Vec<&Cell> = r
+        .cells
+        .iter()
+        .filter(|c| c.path == path && ran(c) && !c.over_path_rate)
+        .collect();
+    let note = unsustained_note(&all);
+    (all.into_iter().filter(|c| c.sustained()).collect(), note)
 }
 
 /// "; excluded: ..." naming the cells where weir's receive ring overflowed, or "".
@@ -602,5 +678,61 @@ mod tests {
         let t = tables(&r);
         assert!(t.contains("== weir-155M"), "{t}");
         assert!(t.contains("78.35"), "{t}");
+    }
+
+    /// The jitter row's check: the delays' lag-1 autocorrelation within 0.05 of 0.5 in
+    /// every sustained cell below the rate; the delay-spread check leaves the row alone.
+    #[test]
+    fn the_jitter_row_checks_the_correlation() {
+        let mut cfg = FidelityConfig::quick();
+        cfg.paths.retain(|p| p.name == "weir-125ms-jitter");
+        let mut r = FidelityResult {
+            kind: "fidelity".into(),
+            meta: BTreeMap::new(),
+            config: cfg,
+            cells: vec![
+                cell(
+                    "weir-125ms-jitter",
+                    1518,
+                    8000,
+                    false,
+                    (124.0, 125.0, 126.0),
+                    12_000.0,
+                ),
+                cell(
+                    "weir-125ms-jitter",
+                    64,
+                    80000,
+                    false,
+                    (10.0, 12.5, 15.0),
+                    12_000.0,
+                ),
+            ],
+            checks: vec![],
+        };
+        r.cells[0].delay_lag1 = Some(0.47);
+        r.cells[1].delay_lag1 = Some(0.53);
+        let c = check(&r);
+        let names: Vec<&str> = c.iter().map(|c| c.name.as_str()).collect();
+        assert!(
+            !names.iter().any(|n| n.contains("delay p90 - p10")),
+            "{names:?}"
+        );
+        let corr = c
+            .iter()
+            .find(|c| c.name.contains("lag-1 autocorrelation"))
+            .expect("a correlation check");
+        assert!(corr.passed, "{corr:?}");
+        r.cells[1].delay_lag1 = Some(0.56);
+        let corr = check(&r)
+            .into_iter()
+            .find(|c| c.name.contains("lag-1 autocorrelation"))
+            .unwrap();
+        assert!(!corr.passed && corr.detail.contains("0.560"), "{corr:?}");
+        // a cell without the statistic fails the check
+        r.cells[1].delay_lag1 = None;
+        assert!(!check(&r)
+            .iter()
+            .any(|c| c.name.contains("lag-1") && c.passed));
     }
 }

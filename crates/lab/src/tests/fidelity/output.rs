@@ -35,7 +35,7 @@ pub fn tables(r: &FidelityResult) -> String {
         };
         s += &format!("\n== {title}\n");
         type Get = fn(&Cell) -> Option<f64>;
-        let tabs: [(&str, &[(&str, Get)]); 3] = [
+        let mut tabs: Vec<(&str, &[(&str, Get)])> = vec![
             (
                 "inter-frame gap (us)",
                 &[
@@ -55,6 +55,20 @@ pub fn tables(r: &FidelityResult) -> String {
             ),
             ("loss (%)", &[("loss", |c| Some(c.loss_ratio * 100.0))]),
         ];
+        if let super::PathKind::Weir {
+            jitter: Some(j), ..
+        } = p.kind
+        {
+            s += &format!(
+                "jitter: normal, sigma {} us, lag-1 autocorrelation set to {}\n",
+                j.sigma_ns / 1000,
+                j.correlation
+            );
+            tabs.push((
+                "delays' lag-1 autocorrelation",
+                &[("lag1", |c| c.delay_lag1)],
+            ));
+        }
         for (name, cols) in tabs {
             let w = if name.starts_with("delay") { 9 } else { 7 };
             s += &format!("{name}\n{:>7}", "pps");
@@ -84,7 +98,9 @@ pub fn tables(r: &FidelityResult) -> String {
                     for (_, f) in cols {
                         let cell = match avg(&cs, f) {
                             None => String::new(),
-                            Some(v) if name.starts_with("loss") => format!("{v:.3}"),
+                            Some(v) if name.starts_with("loss") || name.contains("lag-1") => {
+                                format!("{v:.3}")
+                            }
                             Some(v) => format!(
                                 "{v:.1}{}{}",
                                 if limited { "*" } else { "" },

@@ -5,8 +5,10 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use super::{check, Cell, CellStatus, FidelityConfig, FidelityResult, Path, PathKind, FCS};
-use crate::agents::cbr::{CbrSender, CbrSenderOpts, CbrSink, CbrSinkOpts};
+use super::{
+    check, Cell, CellStatus, FidelityConfig, FidelityResult, JitterSpec, Path, PathKind, FCS,
+};
+use crate::agents::cbr::{CbrRecords, CbrSender, CbrSenderOpts, CbrSink, CbrSinkOpts};
 use crate::dut::{bridge_config, BridgeThread};
 use crate::report;
 use crate::stats::dist::Pcts;
@@ -27,7 +29,12 @@ enum Dut<'a> {
 
 /// The policy that makes weir one emulated link (no shaping, every packet to the link
 /// profile).
-pub fn weir_policy(delay_ns: u64, rate_bps: Option<u64>, seed: u64) -> String {
+pub fn weir_policy(
+    delay_ns: u64,
+    rate_bps: Option<u64>,
+    jitter: Option<JitterSpec>,
+    seed: u64,
+) -> String {
     let mut s = format!(
         "[link]\nrate = \"10Gbit\"\ndirection = \"none\"\nemulate = \"wan\"\nseed = {seed}\n\n\
          [[emulate]]\nname = \"wan\"\ndelay = \"{}us\"\noverhead = {FCS}\n",
@@ -35,6 +42,13 @@ pub fn weir_policy(delay_ns: u64, rate_bps: Option<u64>, seed: u64) -> String {
     );
     if let Some(r) = rate_bps {
         s += &format!("rate = \"{r}bit\"\n");
+    }
+    if let Some(j) = jitter {
+        s += &format!(
+            "jitter = \"{}us\"\ndistribution = \"normal\"\njitter_correlation = \"{}%\"\nreorder = true\n",
+            j.sigma_ns / 1000,
+            j.correlation * 100.0
+        );
     }
     s
 }
@@ -65,8 +79,12 @@ impl<'a> Dut<'a> {
     fn start(path: &Path, topo: &'a BridgeTopo, cfg: &FidelityConfig) -> Result<Dut<'a>> {
         match &path.kind {
             PathKind::Veth => Err(Error::Invalid("veth path has no DUT".into())),
-            PathKind::Weir { delay_ns, rate_bps } => {
-                let text = weir_policy(*delay_ns, *rate_bps, cfg.seed);
+            PathKind::Weir {
+                delay_ns,
+                rate_bps,
+                jitter,
+            } => {
+                let text = weir_policy(*delay_ns, *rate_bps, *jitter, cfg.seed);
                 let policy = weir_core::policy::Policy::parse(&path.name, &text)
                     .map_err(|e| Error::Invalid(e.to_string()))?;
                 let mut bc =
@@ -195,6 +213,7 @@ fn measure(
     cell.socket_drops = sum.socket_drops;
     cell.ifg_us = Pcts::from(&sum.ifg_us);
     cell.delay_us = Pcts::from(&sum.delay_us);
+    cell.delay_lag1 = delay_lag1(&recs);
     let gaps = recs.gaps_ns();
     if !gaps.is_empty() {
         let n = cfg.keep_gaps.min(gaps.len());
@@ -310,6 +329,21 @@ pub fn run(cfg: &FidelityConfig, mut progress: impl FnMut(&str)) -> Result<Fidel
 }
 
 /// A cell of `path` with its offered load and nothing measured yet.
+/// The lag-1 autocorrelation of the delays in sequence-number order (the sending order:
+/// jitter may reorder arrivals). A lost frame makes its neighbours adjacent; the cells the
+/// check reads are below the rate, where none is lost.
+fn delay_lag1(recs: &CbrRecords) -> Option<f64> {
+    let mut by_seq: Vec<(u64, f64)> = recs
+        .records
+        .iter()
+        .map(|r| (r.seq, r.rx_ns as f64 - r.tx_ns as f64))
+        .collect();
+    by_seq.sort_by_key(|r| r.0);
+    by_seq.dedup_by_key(|r| r.0);
+    let delays: Vec<f64> = by_seq.into_iter().map(|r| r.1).collect();
+    (delays.len() >= 3).then(|| weir_core::emulate::corr::lag1_autocorrelation(&delays))
+}
+
 pub(super) fn measure_skeleton(path: &Path, size: u32, pps: u32, repeat: u32) -> Cell {
     Cell {
         path: path.name.clone(),
@@ -331,6 +365,7 @@ pub(super) fn measure_skeleton(path: &Path, size: u32, pps: u32, repeat: u32) ->
         socket_drops: 0,
         ifg_us: Pcts::default(),
         delay_us: Pcts::default(),
+        delay_lag1: None,
         gaps_window_us: Vec::new(),
         weir: None,
         dut_rx_drops: None,
@@ -381,15 +416,27 @@ mod tests {
 
     #[test]
     fn weir_policy_is_valid_and_counts_the_fcs() {
-        let p = weir_core::policy::Policy::parse("t", &weir_policy(D125, Some(R155), 3)).unwrap();
+        let p =
+            weir_core::policy::Policy::parse("t", &weir_policy(D125, Some(R155), None, 3)).unwrap();
         assert_eq!(p.seed, 3);
         let e = &p.emulators[0].cfg;
         assert_eq!(
             (e.rate_bps, e.framing.overhead(), e.delay.0),
             (Some(R155), 4, D125)
         );
-        let p0 = weir_core::policy::Policy::parse("t", &weir_policy(0, None, 1)).unwrap();
+        let p0 = weir_core::policy::Policy::parse("t", &weir_policy(0, None, None, 1)).unwrap();
         assert!(p0.emulators[0].cfg.is_transparent());
+        // the jitter row: normal, σ 5 ms, correlation 0.5, free to reorder
+        let j = super::super::JITTER;
+        let pj =
+            weir_core::policy::Policy::parse("t", &weir_policy(D125, None, Some(j), 1)).unwrap();
+        let e = &pj.emulators[0].cfg;
+        assert!(e.reorder);
+        assert_eq!(e.jitter_correlation, 0.5);
+        assert_eq!(
+            weir_core::emulate::spec::describe(e),
+            "delay 125ms σ 5ms normal, correlation 50%, may reorder"
+        );
     }
 
     #[test]
