@@ -458,6 +458,50 @@ fn rate_schedules_and_traces() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `delay_trace = "FILE"` and `loss_trace = "FILE"`: schedules from files beside the policy,
+/// their errors naming the policy's line, the file and the file's line and field.
+#[test]
+fn delay_and_loss_traces_from_files() {
+    use weir_core::emulate::LossModel;
+    let head = "[link]\nrate = \"100Mbit\"\ndirection = \"none\"\nemulate = \"line\"\n[[emulate]]\nname = \"line\"\nrate = \"10Mbit\"\n";
+    let dir = std::env::temp_dir().join(format!("weir-path-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = dir.join("p.toml");
+    let body = "delay_trace = \"rtt.txt\"\nloss_trace = \"loss.txt\"\n";
+    std::fs::write(&policy, format!("{head}{body}")).unwrap();
+    std::fs::write(dir.join("rtt.txt"), "0 20\n1000 80.5\n").unwrap();
+    std::fs::write(dir.join("loss.txt"), "0s 0%\n2s random 5%\n").unwrap();
+    let p = Policy::load(&policy).unwrap();
+    let path = &p.emulators[0].cfg.path;
+    assert_eq!(
+        path.delay.as_deref(),
+        Some(&vec![(0, 20_000_000), (1_000_000_000, 80_500_000)])
+    );
+    assert_eq!(
+        path.loss.as_deref(),
+        Some(&vec![
+            (0, LossModel::Bernoulli { p: 0.0 }),
+            (2_000_000_000, LossModel::Bernoulli { p: 0.05 })
+        ])
+    );
+    std::fs::write(dir.join("rtt.txt"), "0 20\n1000 80\n900 10\n").unwrap();
+    let e = Policy::load(&policy).unwrap_err().to_string();
+    assert!(
+        e.contains(":8:15:")
+            && e.contains("`delay_trace`")
+            && e.contains("rtt.txt: line 3: field 1 (TIME): 900ms is not after"),
+        "{e}"
+    );
+    std::fs::write(
+        &policy,
+        format!("{head}delay = \"5ms\"\ndelay_trace = \"rtt.txt\"\n"),
+    )
+    .unwrap();
+    let e = Policy::load(&policy).unwrap_err().to_string();
+    assert!(e.contains("give one"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `weir emu --aqm`: the rate moves to a shaper whose only leaf has the managed queue; the
 /// emulator behind it keeps the delay and loses its serialiser; the options' limit is the
 /// managed queue's; a schedule or no rate is refused.

@@ -126,8 +126,9 @@ pub struct BridgeConfig {
     pub socket_group: Option<u32>,
     /// Keep the interfaces' offloads as they are (default: turn GRO and LRO off).
     pub keep_offloads: bool,
-    /// The policy file SIGHUP re-reads (`weir run`); `None`: SIGHUP is not handled.
-    pub reload_file: Option<PathBuf>,
+    /// What SIGHUP reads again (`weir run`'s policy file, `weir emu`'s options); `None`:
+    /// SIGHUP is not handled.
+    pub reload: Option<crate::control::ReloadSource>,
     /// Packets the pool holds (queued in pipelines plus in flight).
     pub pool_packets: u32,
     pub seed: u64,
@@ -166,7 +167,7 @@ impl BridgeConfig {
             stats_socket: None,
             socket_group: None,
             keep_offloads: false,
-            reload_file: None,
+            reload: None,
             pool_packets: 65_536,
             seed: 1,
             catch_up: DEFAULT_CATCH_UP,
@@ -426,7 +427,7 @@ impl Bridge {
             None => stats.as_mut().and_then(StatsServer::take_control),
         };
         let reload_file = cfg
-            .reload_file
+            .reload
             .take()
             .map(|f| crate::control::HupReloads::new(f, crate::signals::install_hup(), 1));
         let slot = cfg.ring.frame_size as usize + VLAN_ROOM;
@@ -774,7 +775,7 @@ impl Bridge {
         let Some(prepared) = h.poll() else {
             return;
         };
-        let name = h.file().display().to_string();
+        let name = h.name().to_string();
         let answer = self.reload(&name, prepared, now);
         log_reload("SIGHUP", &name, &answer);
     }

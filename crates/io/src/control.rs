@@ -73,11 +73,51 @@ pub fn prepare_file(file: &Path, shards: usize) -> Prepared {
     prepare(&name, &text, shards)
 }
 
-/// SIGHUP: re-read the policy file on a thread of its own; the loop polls for the result.
+/// What SIGHUP reads again: a policy file (`weir run`) or whatever a command's options
+/// name (`weir emu`: its trace files), made ready for a number of workers.
+#[derive(Clone)]
+pub struct ReloadSource {
+    /// As messages name it (the file, or "weir emu's options").
+    pub name: String,
+    prepare: std::sync::Arc<dyn Fn(usize) -> Prepared + Send + Sync>,
+}
+
+impl ReloadSource {
+    /// The policy file `file`, read again.
+    pub fn file(file: PathBuf) -> Self {
+        ReloadSource {
+            name: file.display().to_string(),
+            prepare: std::sync::Arc::new(move |n| prepare_file(&file, n)),
+        }
+    }
+
+    /// `prepare(workers)` builds the policy again (reading what it reads again).
+    pub fn new(
+        name: impl Into<String>,
+        prepare: impl Fn(usize) -> Prepared + Send + Sync + 'static,
+    ) -> Self {
+        ReloadSource {
+            name: name.into(),
+            prepare: std::sync::Arc::new(prepare),
+        }
+    }
+
+    fn prepare(&self, shards: usize) -> Prepared {
+        (self.prepare)(shards)
+    }
+}
+
+impl std::fmt::Debug for ReloadSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ReloadSource({})", self.name)
+    }
+}
+
+/// SIGHUP: prepare the source again on a thread of its own; the loop polls for the result.
 /// One preparation at a time; a SIGHUP during one starts another once it is done (the
 /// file may have changed again).
 pub struct HupReloads {
-    file: PathBuf,
+    source: ReloadSource,
     shards: usize,
     flag: &'static AtomicBool,
     tx: Sender<Prepared>,
@@ -86,11 +126,11 @@ pub struct HupReloads {
 }
 
 impl HupReloads {
-    /// Re-read `file` on SIGHUP (`flag`), prepared for `shards` workers.
-    pub fn new(file: PathBuf, flag: &'static AtomicBool, shards: usize) -> Self {
+    /// Prepare `source` on SIGHUP (`flag`) for `shards` workers.
+    pub fn new(source: ReloadSource, flag: &'static AtomicBool, shards: usize) -> Self {
         let (tx, rx) = channel();
         HupReloads {
-            file,
+            source,
             shards,
             flag,
             tx,
@@ -99,9 +139,9 @@ impl HupReloads {
         }
     }
 
-    /// The file, as named.
-    pub fn file(&self) -> &Path {
-        &self.file
+    /// What is read again, as messages name it.
+    pub fn name(&self) -> &str {
+        &self.source.name
     }
 
     /// Start a preparation if SIGHUP came (and none is running); a finished one, if any.
@@ -111,16 +151,16 @@ impl HupReloads {
             self.busy = false;
         }
         if !self.busy && self.flag.swap(false, Ordering::SeqCst) {
-            let (file, tx, n) = (self.file.clone(), self.tx.clone(), self.shards);
+            let (source, tx, n) = (self.source.clone(), self.tx.clone(), self.shards);
             let spawned = std::thread::Builder::new()
                 .name("weir-reload".into())
                 .spawn(move || {
-                    let _ = tx.send(prepare_file(&file, n));
+                    let _ = tx.send(source.prepare(n));
                 });
             match spawned {
                 Ok(_) => self.busy = true,
                 // no thread to be had: prepare here rather than not at all
-                Err(_) => return Some(prepare_file(&self.file, self.shards)),
+                Err(_) => return Some(self.source.prepare(self.shards)),
             }
         }
         done
@@ -156,7 +196,7 @@ mod tests {
         std::fs::create_dir_all(&d).unwrap();
         let policy = d.join("p.toml");
         std::fs::write(&policy, "[link]\nrate = \"10Mbit\"\n").unwrap();
-        let mut h = HupReloads::new(policy, &FLAG, 1);
+        let mut h = HupReloads::new(ReloadSource::file(policy.clone()), &FLAG, 1);
         assert!(h.poll().is_none(), "no SIGHUP, nothing");
         FLAG.store(true, Ordering::SeqCst);
         let mut got = None;

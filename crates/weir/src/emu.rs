@@ -16,7 +16,7 @@ use weir_core::policy::{Policy, Shapes};
 use weir_core::units::{parse_duration, parse_limit, parse_rate, Limit};
 use weir_core::Duration;
 
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 pub struct Args {
     #[command(subcommand)]
     cmd: Option<EmuCmd>,
@@ -30,7 +30,7 @@ pub struct Args {
     /// /usr/lib/x86_64-linux-gnu/tc, or from the path given.
     #[arg(long, conflicts_with_all = ["rate", "rate_schedule", "trace", "overhead", "mpu",
         "atm", "ptm", "framing", "delay", "jitter", "reorder", "loss", "duplicate", "corrupt",
-        "limit", "delay_schedule", "loss_schedule", "outage"])]
+        "limit", "delay_schedule", "loss_schedule", "outage", "delay_trace", "loss_trace"])]
     netem: Option<String>,
     /// Link rate (e.g. 155Mbit); default: no rate limit (no serialisation, no queue).
     #[arg(long, conflicts_with_all = ["rate_schedule", "trace"])]
@@ -68,6 +68,15 @@ pub struct Args {
     /// overtake those in flight). Instead of --delay.
     #[arg(long, conflicts_with = "delay")]
     delay_schedule: Option<String>,
+    /// A delay trace file: one "TIME DELAY" line per step from the link's first frame,
+    /// bare numbers in ms (a ping log's two columns: "0 20.5"); instead of --delay.
+    /// SIGHUP reads it again.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["delay", "delay_schedule"])]
+    delay_trace: Option<std::path::PathBuf>,
+    /// A loss trace file: one "TIME LOSS" line per step ("10s random 5%"); instead of
+    /// --loss. SIGHUP reads it again.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["loss", "loss_schedule"])]
+    loss_trace: Option<std::path::PathBuf>,
     /// Loss that changes over time: TIME=LOSS points, e.g. "0s=0%,10s=random 5%".
     /// Instead of --loss.
     #[arg(long, conflicts_with = "loss")]
@@ -166,7 +175,7 @@ pub struct Args {
     seed: u64,
 }
 
-#[derive(clap::Subcommand)]
+#[derive(clap::Subcommand, Clone)]
 enum EmuCmd {
     /// Change a running weir emu's links in place (their packets kept): the options
     /// given, in the links of --direction (default: all).
@@ -306,6 +315,14 @@ pub fn config(a: &Args) -> anyhow::Result<EmuConfig> {
             spec::parse_loss_schedule(s),
         )?));
     }
+    if let Some(f) = &a.delay_trace {
+        let p = read_file("--delay-trace", f, spec::parse_delay_trace)?;
+        c.path.delay = Some(Arc::new(p));
+    }
+    if let Some(f) = &a.loss_trace {
+        let p = read_file("--loss-trace", f, spec::parse_loss_trace)?;
+        c.path.loss = Some(Arc::new(p));
+    }
     if let Some(s) = &a.outage {
         c.path.outages = Arc::new(opt("outage", spec::parse_outages(s))?);
     }
@@ -313,12 +330,20 @@ pub fn config(a: &Args) -> anyhow::Result<EmuConfig> {
     Ok(c)
 }
 
-/// A Mahimahi trace file, read and checked (errors name the option, the file and line).
-fn read_trace(option: &str, f: &std::path::Path) -> anyhow::Result<weir_core::emulate::Capacity> {
+/// A file an option names, read and parsed (errors name the option, the file and line).
+fn read_file<T>(
+    option: &str,
+    f: &std::path::Path,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> anyhow::Result<T> {
     let text = std::fs::read_to_string(f)
         .map_err(|e| anyhow::anyhow!("{option}: cannot read {}: {e}", f.display()))?;
-    weir_core::emulate::Capacity::parse_trace(&text)
-        .map_err(|e| anyhow::anyhow!("{option} {}: {e}", f.display()))
+    parse(&text).map_err(|e| anyhow::anyhow!("{option} {}: {e}", f.display()))
+}
+
+/// A Mahimahi trace file, read and checked.
+fn read_trace(option: &str, f: &std::path::Path) -> anyhow::Result<weir_core::emulate::Capacity> {
+    read_file(option, f, weir_core::emulate::Capacity::parse_trace)
 }
 
 /// Whether any per-direction option is given (two links, one each way).
@@ -381,17 +406,27 @@ fn log_source(trace: Option<&std::path::PathBuf>, c: &EmuConfig) -> String {
     }
 }
 
-pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    if let Some(EmuCmd::Set(s)) = a.cmd {
-        return crate::emu_set::run(s);
-    }
-    let c = config(&a)?;
+/// What the options make: the policy, the configuration of each link, and the start-up
+/// line describing it.
+struct Built {
+    policy: Policy,
+    /// The one link's configuration (without the per-direction options).
+    c: EmuConfig,
+    /// The uplink's and the downlink's (with them).
+    pair_cfgs: Option<(EmuConfig, EmuConfig)>,
+    seed: u64,
+    what: String,
+}
+
+/// The policy the options describe, every file they name read (again, on SIGHUP).
+fn build(a: &Args) -> anyhow::Result<Built> {
+    let c = config(a)?;
     // `seed N` inside --netem wins over --seed
     let seed = match &a.netem {
         Some(n) => netem_config(n, a.mtu)?.1.unwrap_or(a.seed),
         None => a.seed,
     };
-    let pair = per_direction(&a);
+    let pair = per_direction(a);
     if pair {
         if let Some(d) = &a.direction {
             anyhow::bail!("--direction {d}: the per-direction options (--up, --down, --up-rate, --down-rate, --uplink-*, --downlink-*) emulate both directions, each its own link");
@@ -452,6 +487,43 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         (None, Some(q)) => Policy::emulation_managed(c.clone(), direction, seed, q),
     }
     .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let queue = match managed {
+        None => String::new(),
+        Some(_) => format!(", bottleneck queue {}", a.aqm),
+    };
+    let what = match &pair_cfgs {
+        Some((up, down)) => format!(
+            "two emulated links (uplink {}; downlink {}; seed {seed})",
+            spec::describe(up),
+            spec::describe(down),
+        ),
+        None => format!(
+            "an emulated link ({} {}{queue}; seed {})",
+            a.direction.as_deref().unwrap_or("outbound"),
+            spec::describe(&c),
+            seed
+        ),
+    };
+    Ok(Built {
+        policy,
+        c,
+        pair_cfgs,
+        seed,
+        what,
+    })
+}
+
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    if let Some(EmuCmd::Set(s)) = a.cmd {
+        return crate::emu_set::run(s);
+    }
+    let Built {
+        policy,
+        c,
+        pair_cfgs,
+        seed,
+        what,
+    } = build(&a)?;
     // mm-link's logs: a log of a direction weir does not emulate is refused by the bridge
     let command_line = std::env::args().collect::<Vec<_>>().join(" ");
     let mut link_logs = Vec::new();
@@ -481,29 +553,20 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let device = policy
         .build_device(weir_core::Instant::ZERO)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let queue = match managed {
-        None => String::new(),
-        Some(_) => format!(", bottleneck queue {}", a.aqm),
-    };
-    let what = match &pair_cfgs {
-        Some((up, down)) => format!(
-            "two emulated links (uplink {}; downlink {}; seed {seed})",
-            spec::describe(up),
-            spec::describe(down),
-        ),
-        None => format!(
-            "an emulated link ({} {}{queue}; seed {})",
-            a.direction.as_deref().unwrap_or("outbound"),
-            spec::describe(&c),
-            seed
-        ),
-    };
+    // SIGHUP: the options again, with the files they name read again (an edited trace)
+    let again = a.clone();
+    let reload =
+        weir_io::control::ReloadSource::new("weir emu's options and files", move |shards| {
+            let b = build(&again).map_err(|e| e.to_string())?;
+            let now = weir_core::Instant(weir_io::clock::monotonic_ns());
+            weir_io::control::ready(&b.policy, shards, now)
+        });
     crate::run::bridge(
         &a.bridge,
         crate::run::Engine::One(Box::new(device)),
         seed,
         &what,
-        None,
+        Some(reload),
         false,
         crate::run::EmuExtras {
             link_logs,

@@ -17,7 +17,7 @@ use weir_core::units::{parse_duration, parse_limit, parse_rate, Limit};
 use weir_core::{Direction, Duration};
 
 /// The options `weir emu set` takes; the same parse in the running weir ([`apply`]).
-#[derive(clap::Args, Debug, Default)]
+#[derive(clap::Args, Debug, Default, Clone)]
 #[command(
     after_help = "Examples:\n  sudo weir emu set --delay 80ms\n  sudo weir emu set --direction inbound --rate 2Mbit --loss 1%"
 )]

@@ -10,7 +10,7 @@ use weir_io::log;
 use weir_io::pcap::PcapWriter;
 
 /// Options every bridging command shares (`weir run`, `weir emu`).
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 pub struct BridgeArgs {
     /// The LAN-side interface (outbound traffic enters here).
     /// (Required; an `Option` so that `weir emu set`, which names no interfaces, parses.)
@@ -210,7 +210,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         engine,
         seed,
         &what,
-        Some(a.policy.clone()),
+        Some(weir_io::control::ReloadSource::file(a.policy.clone())),
         true,
         EmuExtras::default(),
     )
@@ -247,14 +247,14 @@ pub struct EmuExtras {
 
 /// Bridge `b.lan` and `b.wan` through `device` until stopped, then print the report.
 /// `what` describes the configuration for the start-up line.
-/// `reload_file`: the policy file SIGHUP re-reads (`weir run`). `fail_open`: the
+/// `reload`: what SIGHUP reads again (`weir run`'s policy file, `weir emu`'s files). `fail_open`: the
 /// command's default (`--fail-open` / `--fail-closed` override it).
 pub fn bridge(
     b: &BridgeArgs,
     engine: Engine,
     seed: u64,
     what: &str,
-    reload_file: Option<PathBuf>,
+    reload: Option<weir_io::control::ReloadSource>,
     fail_open: bool,
     emu: EmuExtras,
 ) -> anyhow::Result<ExitCode> {
@@ -268,8 +268,8 @@ pub fn bridge(
             .map_err(|e| anyhow::anyhow!("{opt} {}: {e}", path.display()))
     };
     let mut cfg = BridgeConfig::new(b.lan(), b.wan());
-    let cfg_reload = reload_file.is_some();
-    cfg.reload_file = reload_file;
+    let hup_reads = reload.as_ref().map(|r| r.name.clone());
+    cfg.reload = reload;
     cfg.seed = seed;
     cfg.pcap = match (&b.pcap, &b.pcap_out, &b.pcap_in) {
         (Some(f), _, _) => PcapSpec::Both(writer("--pcap", f)?),
@@ -330,9 +330,9 @@ pub fn bridge(
     } else {
         log::info("fail-closed: while weir is not forwarding, nothing passes");
     }
-    if cfg_reload {
+    if let Some(what) = hup_reads {
         log::info(&format!(
-            "new policy: weir reload --socket {} FILE, or SIGHUP to re-read the file",
+            "new policy: weir reload --socket {} FILE, or SIGHUP to read {what} again",
             b.stats_socket.display()
         ));
     }

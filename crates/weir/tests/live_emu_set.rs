@@ -12,6 +12,9 @@ use std::time::Duration;
 use std::time::Instant;
 use weir_lab::topo::{skip_unless_root, BridgeTopo};
 
+/// The tests time echoes to a millisecond: one weir and one stream at a time on 2 cores.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// `n` UDP datagrams from snd to an echo on rcv, one every `every` (not waiting for the
 /// replies: a stream, some in the link at any time); each one's round-trip time in ms, or
 /// `None` if no reply came within a second of the last send.
@@ -69,33 +72,15 @@ fn echo_stream(t: &BridgeTopo, n: usize, every: Duration) -> Vec<Option<f64>> {
     })
 }
 
-#[test]
-fn weir_emu_set_changes_the_delay_in_place() {
-    if skip_unless_root("weir_emu_set_changes_the_delay_in_place") {
-        return;
-    }
-    let dir = TempDir(std::env::temp_dir().join(format!("weir-live-set-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).unwrap();
-    let t = BridgeTopo::new("set").unwrap();
-    let sock = dir.0.join("weir.sock");
-    let s = sock.to_str().unwrap().to_string();
-    let g = start_weir(&t, &["emu", "--delay", "20ms"], &sock);
-    // 60 echoes, one every 25 ms; the delay goes from 20 to 80 ms after 0.7 s
-    // 60 UDP echoes, one every 25 ms from 0.2 s; the delay goes from 20 to 80 ms at 0.7 s
-    let ms = std::thread::scope(|sc| {
-        let echoes = sc.spawn(|| echo_stream(&t, 60, Duration::from_millis(25)));
-        std::thread::sleep(Duration::from_millis(700));
-        let (code, out, err) = weir(&["emu", "set", "--socket", &s, "--delay", "80ms"]);
-        assert_eq!(code, 0, "{err}");
-        assert!(out.contains("outbound: delay 80ms"), "{out}");
-        echoes.join().unwrap()
-    });
+/// Every echo of [`echo_stream`] answered (none lost in a change), each with the old round
+/// trip (20 ms: the link delays one way) or the new (80 ms), and once the new, always the
+/// new; the change came 0.5 s into the stream.
+fn assert_step_20_to_80(ms: &[Option<f64>]) {
     let ms: Vec<f64> = ms
         .iter()
         .map(|r| r.expect("every echo answered: none lost in the change"))
         .collect();
     println!("RTTs (ms): {ms:.1?}");
-    // each echo had the old delay or the new one, and once the new, always the new
     let first_new = ms
         .iter()
         .position(|&r| r >= 79.0)
@@ -112,6 +97,31 @@ fn weir_emu_set_changes_the_delay_in_place() {
             "echo {i}: {r} ms, {ms:?}"
         );
     }
+}
+
+#[test]
+fn weir_emu_set_changes_the_delay_in_place() {
+    if skip_unless_root("weir_emu_set_changes_the_delay_in_place") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = TempDir(std::env::temp_dir().join(format!("weir-live-set-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let t = BridgeTopo::new("set").unwrap();
+    let sock = dir.0.join("weir.sock");
+    let s = sock.to_str().unwrap().to_string();
+    let g = start_weir(&t, &["emu", "--delay", "20ms"], &sock);
+    // 60 echoes, one every 25 ms; the delay goes from 20 to 80 ms after 0.7 s
+    // 60 UDP echoes, one every 25 ms from 0.2 s; the delay goes from 20 to 80 ms at 0.7 s
+    let ms = std::thread::scope(|sc| {
+        let echoes = sc.spawn(|| echo_stream(&t, 60, Duration::from_millis(25)));
+        std::thread::sleep(Duration::from_millis(700));
+        let (code, out, err) = weir(&["emu", "set", "--socket", &s, "--delay", "80ms"]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("outbound: delay 80ms"), "{out}");
+        echoes.join().unwrap()
+    });
+    assert_step_20_to_80(&ms);
     // the statistics show the new link
     let v = common::stats(&sock);
     assert_eq!(
@@ -166,4 +176,54 @@ fn weir_emu_set_changes_the_delay_in_place() {
     );
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(log.contains("weir emu set --delay 80ms"), "{log}");
+}
+
+/// SIGHUP on `weir emu --delay-trace FILE`: the file is read again and its delay applies
+/// to the next packets, none lost; a broken file is refused with its line, the link left
+/// as it was.
+#[test]
+fn weir_emu_reads_its_delay_trace_again_on_sighup() {
+    if skip_unless_root("weir_emu_reads_its_delay_trace_again_on_sighup") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = TempDir(std::env::temp_dir().join(format!("weir-live-hup-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let trace = dir.0.join("rtt.txt");
+    std::fs::write(&trace, "# time delay (ms)\n0 20\n").unwrap();
+    let t = BridgeTopo::new("hup").unwrap();
+    let sock = dir.0.join("weir.sock");
+    let g = start_weir(
+        &t,
+        &["emu", "--delay-trace", trace.to_str().unwrap()],
+        &sock,
+    );
+    let pid = g.0.as_ref().unwrap().id() as i32;
+    let hup = || {
+        // SAFETY: signalling our own child (ip netns exec runs weir in place).
+        unsafe { libc::kill(pid, libc::SIGHUP) };
+    };
+    // 60 UDP echoes, one every 25 ms from 0.2 s; the file says 80 ms from 0.7 s on
+    let ms = std::thread::scope(|sc| {
+        let echoes = sc.spawn(|| echo_stream(&t, 60, Duration::from_millis(25)));
+        std::thread::sleep(Duration::from_millis(700));
+        std::fs::write(&trace, "0 80\n").unwrap();
+        hup();
+        echoes.join().unwrap()
+    });
+    assert_step_20_to_80(&ms);
+    // a file that goes back in time: refused, the running link kept
+    std::fs::write(&trace, "0 80\n1000 30\n500 10\n").unwrap();
+    hup();
+    std::thread::sleep(Duration::from_millis(600));
+    let v = common::stats(&sock);
+    assert_eq!(v["policy"]["reloads"], 1, "{}", v["policy"]);
+    assert_eq!(v["policy"]["reloads_refused"], 1, "{}", v["policy"]);
+    let out = g.terminate();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(
+        log.contains("SIGHUP") && log.contains("line 3: field 1 (TIME): 500ms is not after"),
+        "{log}"
+    );
 }

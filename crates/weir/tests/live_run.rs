@@ -285,6 +285,14 @@ fn emu_refuses_bad_options_clearly() {
             &["--delay-schedule", "5s=10ms"][..],
             "delay schedule: must start at 0s",
         ),
+        (
+            &["--delay-trace", "/nonexistent/rtt.txt"][..],
+            "--delay-trace: cannot read /nonexistent/rtt.txt",
+        ),
+        (
+            &["--loss-trace", "{bad}"][..],
+            "bad.dist: line 2: field 2 (LOSS): ",
+        ),
     ] {
         let bad = std::env::temp_dir().join(format!("weir-netem-{}-bad.dist", std::process::id()));
         std::fs::write(&bad, "# a table\n1 2 3\n4 x12 5\n").unwrap();

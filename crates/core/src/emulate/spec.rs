@@ -232,6 +232,76 @@ pub fn parse_loss_schedule(s: &str) -> Result<Vec<(u64, LossModel)>, String> {
     parse_points(s, "TIME=LOSS, e.g. 10s=5%", parse_loss)
 }
 
+/// A schedule read from a file (`--delay-trace`, `--loss-trace`, `delay_trace = "FILE"`):
+/// one point per line, `TIME VALUE` (or `TIME=VALUE`, the schedule options' syntax), `#`
+/// comments and blank lines ignored. A bare number is milliseconds, as in Mahimahi's
+/// traces and a ping log's two columns (`0 20.5`, `1000 22`); times start at 0 and
+/// increase. Errors name the line and field (the caller adds the file).
+fn parse_points_file<T>(
+    text: &str,
+    what: &str,
+    value: impl Fn(&str) -> Result<T, String>,
+) -> Result<Vec<(u64, T)>, String> {
+    let mut points: Vec<(u64, T)> = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let n = i + 1;
+        let (t, v) = line
+            .split_once(|c: char| c == '=' || c.is_whitespace())
+            .map(|(t, v)| (t.trim(), v.trim()))
+            .filter(|(_, v)| !v.is_empty())
+            .ok_or_else(|| format!("line {n}: '{line}': expected TIME {what}, e.g. '30s 80ms'"))?;
+        let t = bare_ms(t).map_err(|e| format!("line {n}: field 1 (TIME): {e}"))?;
+        let v = value(v).map_err(|e| format!("line {n}: field 2 ({what}): {e}"))?;
+        match points.last() {
+            None if t != 0 => {
+                return Err(format!(
+                    "line {n}: field 1 (TIME): the first point must be at 0 (the link's first frame), not {}",
+                    crate::units::fmt_duration(t)
+                ))
+            }
+            Some(&(prev, _)) if t <= prev => {
+                return Err(format!(
+                    "line {n}: field 1 (TIME): {} is not after the line before's {}",
+                    crate::units::fmt_duration(t),
+                    crate::units::fmt_duration(prev)
+                ))
+            }
+            _ => {}
+        }
+        points.push((t, v));
+    }
+    if points.is_empty() {
+        return Err(format!("no points (expected lines of TIME {what})"));
+    }
+    Ok(points)
+}
+
+/// A delay trace file: `TIME DELAY` lines, bare numbers in ms (see [`parse_points_file`]).
+pub fn parse_delay_trace(text: &str) -> Result<Vec<(u64, u64)>, String> {
+    parse_points_file(text, "DELAY", bare_ms)
+}
+
+/// A duration where a bare number is milliseconds (`20.5` = `20.5ms`).
+fn bare_ms(f: &str) -> Result<u64, String> {
+    let bare = !f.is_empty() && f.chars().all(|c| c.is_ascii_digit() || c == '.');
+    let f = if bare {
+        format!("{f}ms")
+    } else {
+        f.to_string()
+    };
+    crate::units::parse_duration(&f).map_err(|e| e.to_string())
+}
+
+/// A loss trace file: `TIME LOSS` lines, each loss as [`parse_loss`] reads it
+/// (`0 0%`, `10s random 5%`, `20s gilbert 1% 30%`).
+pub fn parse_loss_trace(text: &str) -> Result<Vec<(u64, LossModel)>, String> {
+    parse_points_file(text, "LOSS", parse_loss)
+}
+
 /// Outages: `"10s-12s,30s-30.5s"`, each from its start to its end (times from the link's
 /// first frame).
 pub fn parse_outages(s: &str) -> Result<Vec<(u64, u64)>, String> {
@@ -539,6 +609,46 @@ pub fn describe(c: &EmuConfig) -> String {
 mod tests {
     use super::*;
     use crate::time::Duration;
+
+    /// Delay and loss trace files: a ping log's two columns (bare ms), the options'
+    /// syntax, comments; errors name the line and the field.
+    #[test]
+    fn path_trace_files() {
+        assert_eq!(
+            parse_delay_trace("# t delay\n0 20.5\n\n1000 22 # handover\n2.5s=80ms\n").unwrap(),
+            vec![
+                (0, 20_500_000),
+                (1_000_000_000, 22_000_000),
+                (2_500_000_000, 80_000_000)
+            ]
+        );
+        assert_eq!(
+            parse_loss_trace("0s 0%\n10s gilbert 1% 30%\n").unwrap(),
+            vec![
+                (0, LossModel::Bernoulli { p: 0.0 }),
+                (10_000_000_000, LossModel::gilbert(0.01, 0.3))
+            ]
+        );
+        let err = |t: &str| parse_delay_trace(t).unwrap_err();
+        assert_eq!(
+            err("0 20\n500 30\n400 10\n"),
+            "line 3: field 1 (TIME): 400ms is not after the line before's 500ms"
+        );
+        assert!(err("5 20\n").starts_with("line 1: field 1 (TIME): the first point must be at 0"));
+        assert!(
+            err("0 20\n-5 3\n").starts_with("line 2: field 1 (TIME): "),
+            "{}",
+            err("0 20\n-5 3\n")
+        );
+        assert!(err("0 20\n10 x\n").starts_with("line 2: field 2 (DELAY): "));
+        assert!(err("0\n").starts_with("line 1: '0': expected TIME DELAY"));
+        assert_eq!(
+            err("# nothing\n"),
+            "no points (expected lines of TIME DELAY)"
+        );
+        let e = parse_loss_trace("0 0%\n1s random 150%\n").unwrap_err();
+        assert!(e.starts_with("line 2: field 2 (LOSS): "), "{e}");
+    }
 
     /// Schedules and outages as the command line writes them.
     #[test]

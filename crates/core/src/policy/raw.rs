@@ -127,6 +127,8 @@ pub(super) struct RawEmulate {
     pub(super) interval: Option<Spanned<Value>>,
     // time-varying paths
     pub(super) outages: Option<Spanned<Value>>,
+    pub(super) delay_trace: Option<Spanned<String>>,
+    pub(super) loss_trace: Option<Spanned<String>>,
     pub(super) description: Option<String>,
 }
 

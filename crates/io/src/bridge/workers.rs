@@ -490,7 +490,7 @@ impl Workers {
         }
         let control = stats.as_mut().and_then(StatsServer::take_control);
         let hup = b
-            .reload_file
+            .reload
             .take()
             .map(|f| crate::control::HupReloads::new(f, crate::signals::install_hup(), n));
         let sup = Supervisor {
@@ -622,7 +622,7 @@ impl Workers {
         }
         if let Some(h) = &mut self.hup {
             if let Some(prepared) = h.poll() {
-                let name = h.file().display().to_string();
+                let name = h.name().to_string();
                 let answer = self.sup.reload(&name, "", prepared, &mut beat);
                 log_reload("SIGHUP", &name, &answer);
             }

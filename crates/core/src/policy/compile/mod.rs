@@ -941,6 +941,30 @@ fn compile_emulators(
                 }
             }
         }
+        if let Some(t) = &e.delay_trace {
+            if e.delay.is_some() {
+                src.err(
+                    t.span(),
+                    "`delay_trace` and `delay` both set the delay: give one",
+                );
+            } else if let Some(p) =
+                read_points(src, "delay_trace", t, emulate::spec::parse_delay_trace)
+            {
+                cfg.path.delay = Some(std::sync::Arc::new(p));
+            }
+        }
+        if let Some(t) = &e.loss_trace {
+            if e.loss.is_some() {
+                src.err(
+                    t.span(),
+                    "`loss_trace` and `loss` both set the loss: give one",
+                );
+            } else if let Some(p) =
+                read_points(src, "loss_trace", t, emulate::spec::parse_loss_trace)
+            {
+                cfg.path.loss = Some(std::sync::Arc::new(p));
+            }
+        }
         if let Some(v) = &e.outages {
             cfg.path.outages = match v.get_ref() {
                 Value::Array(points) => schedule_points(
@@ -1190,10 +1214,21 @@ pub(super) fn read_named(
     }
 }
 
+/// `key = "FILE"`, read relative to the policy's directory and parsed by `parse` (errors
+/// name the key, the file and its line).
+fn read_points<T>(
+    src: &mut Src<'_>,
+    key: &str,
+    t: &Spanned<String>,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Option<T> {
+    let (path, text) = read_named(src, key, t)?;
+    parse(&text)
+        .map_err(|e| src.err(t.span(), format!("`{key}` {path}: {e}")))
+        .ok()
+}
+
 /// `trace = "FILE"`: a Mahimahi delivery trace, read relative to the policy's directory.
 fn read_trace(src: &mut Src<'_>, t: &Spanned<String>) -> Option<emulate::Capacity> {
-    let (path, text) = read_named(src, "trace", t)?;
-    emulate::Capacity::parse_trace(&text)
-        .map_err(|e| src.err(t.span(), format!("`trace` {path}: {e}")))
-        .ok()
+    read_points(src, "trace", t, emulate::Capacity::parse_trace)
 }
