@@ -6,6 +6,7 @@
 //! | [`topo`] | network namespaces, veth pairs, addresses, the bridge topologies |
 //! | [`agents`] | traffic agents: bulk TCP sender and sink, CBR UDP sender and sink, ICMP echo, latency probes |
 //! | [`dut`] | devices under test: weir presets, the kernel's HTB (policy translator), scripts |
+//! | [`lab`] | the [`Lab`](lab::Lab) trait: the one shape every lab has, and how to add one |
 //! | [`tests`] | the labs (basic, robustness, advanced, voip, fidelity, aggregates, diffserv, postgate, rrul) and the testbed runner |
 //! | [`stats`] | Table 4, percentiles and distributions, byte series |
 //! | [`report`] | checks (PASS/FAIL), text tables, SVG charts, HTML, metadata, files |
@@ -14,6 +15,7 @@
 pub mod agents;
 pub mod dut;
 mod error;
+pub mod lab;
 pub mod mmlog;
 pub mod report;
 pub mod stats;

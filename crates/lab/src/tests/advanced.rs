@@ -46,6 +46,7 @@ use weir_core::policy::Policy;
 
 use super::basic::PAYLOAD_SHARE;
 use super::testbed::{self, HostTcp, Plan, RunOutcome, SessionPlan};
+use crate::lab::{Lab, Outline};
 use crate::report::{self, checks_text, fmt_opt, text_table, Check};
 use crate::stats::series::{last_byte_s, sliding_bps, sum_series, time_to_reach, window_goodput};
 use crate::{Error, Result};
@@ -376,6 +377,64 @@ pub fn run(c: &AdvancedConfig, progress: &mut dyn FnMut(&str)) -> Result<Advance
     };
     finish(&mut res)?;
     Ok(res)
+}
+
+/// The lab (`weir lab advanced`).
+pub struct Advanced;
+
+impl Lab for Advanced {
+    const NAME: &'static str = "advanced";
+    type Config = AdvancedConfig;
+    type Result = AdvancedResult;
+
+    fn paper() -> AdvancedConfig {
+        AdvancedConfig::paper()
+    }
+
+    fn quick() -> AdvancedConfig {
+        AdvancedConfig::quick()
+    }
+
+    fn plan(&self, c: &AdvancedConfig) -> Result<Outline> {
+        let plans = plans(c)?;
+        Ok(Outline {
+            what: format!(
+                "{} on {} DUT(s) x {} run(s) of {} s",
+                c.subtests.join(", "),
+                c.duts.len(),
+                c.runs,
+                c.duration_s
+            ),
+            estimate_s: Some(
+                (plans.len() * c.duts.len()) as f64 * c.runs as f64 * (c.duration_s + 3.0),
+            ),
+        })
+    }
+
+    fn run(
+        self,
+        c: &AdvancedConfig,
+        _out: &std::path::Path,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<AdvancedResult> {
+        run(c, progress)
+    }
+
+    fn finish(r: &mut AdvancedResult) -> Result<()> {
+        finish(r)
+    }
+
+    fn text(r: &AdvancedResult) -> String {
+        text(r)
+    }
+
+    fn checks(r: &AdvancedResult) -> &[Check] {
+        &r.checks
+    }
+
+    fn write_outputs(r: &AdvancedResult, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
+        write_outputs(r, dir)
+    }
 }
 
 /// Recompute the measures and checks from the runs (also for `weir lab report`).

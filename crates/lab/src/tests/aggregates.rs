@@ -55,6 +55,7 @@ use serde::{Deserialize, Serialize};
 use weir_core::stats::{jain, mean, std_pop};
 
 use super::testbed::{self, DscpBytes, HostTcp, Plan, RunOutcome, SessionPlan, UdpPlan};
+use crate::lab::{Lab, Outline};
 use crate::report::{self, checks_text, fmt_opt, text_table, Check};
 use crate::{Error, Result};
 
@@ -517,6 +518,68 @@ pub fn run(c: &AggregatesConfig, progress: &mut dyn FnMut(&str)) -> Result<Aggre
     };
     finish(&mut res);
     Ok(res)
+}
+
+/// The lab (`weir lab aggregates`).
+pub struct Aggregates;
+
+impl Lab for Aggregates {
+    const NAME: &'static str = "aggregates";
+    type Config = AggregatesConfig;
+    type Result = AggregatesResult;
+
+    fn paper() -> AggregatesConfig {
+        AggregatesConfig::paper()
+    }
+
+    fn quick() -> AggregatesConfig {
+        AggregatesConfig::quick()
+    }
+
+    fn plan(&self, c: &AggregatesConfig) -> Result<Outline> {
+        for &m in &c.markers {
+            plan(c, m)?;
+        }
+        let n = c.runs as f64 * c.markers.len() as f64;
+        Ok(Outline {
+            what: format!(
+                "{} run(s) of {} s for each of {} marker(s)",
+                c.runs,
+                c.duration_s,
+                c.markers.len()
+            ),
+            estimate_s: Some(n * (c.duration_s + 6.0)),
+        })
+    }
+
+    fn run(
+        self,
+        c: &AggregatesConfig,
+        _out: &std::path::Path,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<AggregatesResult> {
+        run(c, progress)
+    }
+
+    fn finish(r: &mut AggregatesResult) -> Result<()> {
+        finish(r);
+        Ok(())
+    }
+
+    fn text(r: &AggregatesResult) -> String {
+        text(r)
+    }
+
+    fn checks(r: &AggregatesResult) -> &[Check] {
+        &r.checks
+    }
+
+    fn write_outputs(
+        r: &AggregatesResult,
+        dir: &std::path::Path,
+    ) -> Result<Vec<std::path::PathBuf>> {
+        write_outputs(r, dir)
+    }
 }
 
 /// Recompute flows, tables, checks and goals from the runs (also for `weir lab report`).

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use weir_core::policy::Policy;
 
 use super::testbed::{self, HostTcp, Plan, RunOutcome, SessionPlan};
+use crate::lab::{Lab, Outline};
 use crate::report::{self, checks_text, fmt_opt, Check};
 use crate::stats::table4::{self, ClassStats};
 use crate::{Error, Result};
@@ -64,7 +65,17 @@ impl BasicConfig {
             ..Self::paper()
         }
     }
+
+    /// Runs of `duration_s` analysed in the paper's proportions ([`WINDOW_SHARE`]).
+    pub fn set_duration(&mut self, duration_s: f64) {
+        self.duration_s = duration_s;
+        self.window_s = (duration_s * WINDOW_SHARE.0, duration_s * WINDOW_SHARE.1);
+    }
 }
+
+/// The paper's analysis window as shares of the run: 30-230 s of 250 s skips the first
+/// 12 % and stops 8 % before the end.
+pub const WINDOW_SHARE: (f64, f64) = (0.12, 0.92);
 
 /// The plan: `sessions_per_class` sessions in every leaf class of the policy.
 pub fn plan(policy_file: &str, policy_text: &str, c: &BasicConfig) -> Result<Plan> {
@@ -146,6 +157,65 @@ pub fn run(
     };
     finish(&mut res)?;
     Ok(res)
+}
+
+/// The lab (`weir lab basic`): the policy every DUT enforces, by file name and text.
+pub struct Basic {
+    pub policy_file: String,
+    pub policy_text: String,
+}
+
+impl Lab for Basic {
+    const NAME: &'static str = "basic";
+    type Config = BasicConfig;
+    type Result = BasicResult;
+
+    fn paper() -> BasicConfig {
+        BasicConfig::paper()
+    }
+
+    fn quick() -> BasicConfig {
+        BasicConfig::quick()
+    }
+
+    fn plan(&self, c: &BasicConfig) -> Result<Outline> {
+        let plan = plan(&self.policy_file, &self.policy_text, c)?;
+        Ok(Outline {
+            what: format!(
+                "{} sessions, {} DUT(s) x {} run(s) of {} s",
+                plan.sessions.len(),
+                c.duts.len(),
+                c.runs,
+                c.duration_s
+            ),
+            estimate_s: Some(c.duts.len() as f64 * c.runs as f64 * (c.duration_s + 3.0)),
+        })
+    }
+
+    fn run(
+        self,
+        c: &BasicConfig,
+        _out: &std::path::Path,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<BasicResult> {
+        run(&self.policy_file, &self.policy_text, c, progress)
+    }
+
+    fn finish(r: &mut BasicResult) -> Result<()> {
+        finish(r)
+    }
+
+    fn text(r: &BasicResult) -> String {
+        text(r)
+    }
+
+    fn checks(r: &BasicResult) -> &[Check] {
+        &r.checks
+    }
+
+    fn write_outputs(r: &BasicResult, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
+        write_outputs(r, dir)
+    }
 }
 
 /// Recompute the statistics and checks from the runs (also for `weir lab report`).

@@ -12,6 +12,9 @@
 //! | [`rrul`] | Flent's Realtime Response Under Load against any DUT: idle and loaded latency (UDP one-way each way, ICMP), goodput and its share, Jain, each flow's smoothed RTT, the bufferbloat grade; host isolation, a voice call, ECN, an ACK filter | Flent |
 //! | [`postgate`] | moving the bottleneck off an ADSL line's ATU-C: 48 FTP flows and a CBR through none, partition, SFQ, Postgate, the autorate and HTB; ATU-C queueing delay, utilisation, per-class bandwidth, weights (Figs. 3-5); a varying line | 003 |
 //!
+//! Each implements [`crate::lab::Lab`] (the shape every lab has; how to add one) and holds
+//! its own presets, so that the command line only declares its flags.
+//!
 //! [`testbed`] is what the seed 000 labs share: a [`Plan`](testbed::Plan) of TCP sessions,
 //! its runner ([`testbed::run_plan`]: topology, DUT, WAN stage, agents) and the outputs
 //! every one of them writes.

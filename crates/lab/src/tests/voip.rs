@@ -40,6 +40,7 @@ use super::robustness::rate_text;
 use super::testbed::{self, HostTcp, Plan, RunOutcome, SessionPlan, VoicePlan};
 use crate::agents::voip::{g729_l2_bps, G729_FRAME, G729_PACKET_MS};
 use crate::dut::DutSpec;
+use crate::lab::{Lab, Outline};
 use crate::report::{self, checks_text, fmt_opt, text_table, Check};
 use crate::stats::emodel::Codec;
 use crate::stats::series::{sum_series, time_to_reach, window_goodput};
@@ -221,6 +222,26 @@ impl VoipConfig {
             codec: Codec::G729A,
         }
     }
+}
+
+/// The DUT list of `--compare` and `--dut`: the testbed's ([`testbed::dut_list`]) with
+/// [`ROUTER`] first when it is named or compared, and [`CLAMPED`] added by `--compare`;
+/// `None` for the default.
+pub fn dut_list(compare: bool, dut: Vec<String>) -> Result<Option<Vec<String>>> {
+    // the router is this test's own DUT; the rest are the testbed's
+    let (router, others): (Vec<String>, Vec<String>) = dut.into_iter().partition(|d| d == ROUTER);
+    Ok(match testbed::dut_list(compare, others)? {
+        Some(mut d) => {
+            if compare || !router.is_empty() {
+                d.insert(0, ROUTER.into());
+            }
+            if compare && !d.iter().any(|x| x == CLAMPED) {
+                d.push(CLAMPED.into());
+            }
+            Some(d)
+        }
+        None => (!router.is_empty()).then_some(router),
+    })
 }
 
 /// What runs for a DUT name, and whether it is the router (its own policy).
@@ -429,6 +450,64 @@ pub fn row(link: &str, c: &VoipConfig, r: &RunOutcome) -> Result<VoipRow> {
         ftp_goodput_bps: window_goodput(&ftp, ESTABLISH_BIN_MS, (c.voice_start_s, c.voice_stop_s)),
         agent_problems: call.send_errors + call.late_sends + call.socket_drops,
     })
+}
+
+/// The lab (`weir lab voip`).
+pub struct Voip;
+
+impl Lab for Voip {
+    const NAME: &'static str = "voip";
+    type Config = VoipConfig;
+    type Result = VoipResult;
+
+    fn paper() -> VoipConfig {
+        VoipConfig::paper()
+    }
+
+    fn quick() -> VoipConfig {
+        VoipConfig::quick()
+    }
+
+    fn plan(&self, c: &VoipConfig) -> Result<Outline> {
+        let plans = plans(c)?;
+        Ok(Outline {
+            what: format!(
+                "links {} on {} DUT(s) x {} run(s) of {} s",
+                c.links.join(", "),
+                c.duts.len(),
+                c.runs,
+                c.duration_s
+            ),
+            estimate_s: Some(
+                (plans.len() * c.duts.len()) as f64 * c.runs as f64 * (c.duration_s + 4.0),
+            ),
+        })
+    }
+
+    fn run(
+        self,
+        c: &VoipConfig,
+        _out: &std::path::Path,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<VoipResult> {
+        run(c, progress)
+    }
+
+    fn finish(r: &mut VoipResult) -> Result<()> {
+        finish(r)
+    }
+
+    fn text(r: &VoipResult) -> String {
+        text(r)
+    }
+
+    fn checks(r: &VoipResult) -> &[Check] {
+        &r.checks
+    }
+
+    fn write_outputs(r: &VoipResult, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
+        write_outputs(r, dir)
+    }
 }
 
 /// Recompute the measures and checks from the runs (also for `weir lab report`).
@@ -703,6 +782,27 @@ mod tests {
     use super::*;
     use crate::stats::voice::VoicePacket;
     use crate::tests::testbed::{SessionOutcome, VoiceOutcome};
+
+    #[test]
+    fn the_dut_list_puts_the_router_first() {
+        let v = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(dut_list(false, Vec::new()).unwrap(), None);
+        assert_eq!(dut_list(false, v(&[ROUTER])).unwrap(), Some(v(&[ROUTER])));
+        assert_eq!(
+            dut_list(false, v(&["kernel:htb", ROUTER])).unwrap(),
+            Some(v(&[ROUTER, "kernel:htb"]))
+        );
+        assert_eq!(
+            dut_list(false, v(&["weir:cbq"])).unwrap(),
+            Some(v(&["weir:cbq"]))
+        );
+        // --compare: the router, the testbed's eight, the clamped DUT
+        let c = dut_list(true, Vec::new()).unwrap().unwrap();
+        assert_eq!(c.len(), 10);
+        assert_eq!((c[0].as_str(), c[9].as_str()), (ROUTER, CLAMPED));
+        assert_eq!(dut_list(true, v(&[CLAMPED])).unwrap().unwrap().len(), 10);
+        assert!(dut_list(false, v(&["nope"])).is_err());
+    }
 
     #[test]
     fn policies_and_plans() {

@@ -43,6 +43,7 @@ pub use policy::{router_policy, Position};
 pub use report::{charts, checks, recordings, text, write_outputs};
 pub use run::{run, RunResult};
 
+use crate::lab::{Lab, Outline};
 use crate::report::Check;
 use crate::stats::skew::one_way;
 use crate::topo::ChainTopo;
@@ -415,6 +416,15 @@ impl DiffservConfig {
         Ok(())
     }
 
+    /// Run `groups`; the kernel peer too, except in a quick run (which keeps its peer's
+    /// own short list, filtered by `groups`).
+    pub fn set_groups(&mut self, groups: Vec<Group>) {
+        if !self.quick {
+            self.peer_groups = groups.clone();
+        }
+        self.groups = groups;
+    }
+
     /// The runs of `device`, in order.
     pub fn scenarios(&self, device: Device) -> Vec<Scenario> {
         let groups = match device {
@@ -449,6 +459,61 @@ pub struct DiffservResult {
     pub checks: Vec<Check>,
 }
 
+/// The lab (`weir lab diffserv`).
+pub struct Diffserv;
+
+impl Lab for Diffserv {
+    const NAME: &'static str = "diffserv";
+    type Config = DiffservConfig;
+    type Result = DiffservResult;
+
+    fn paper() -> DiffservConfig {
+        DiffservConfig::paper()
+    }
+
+    fn quick() -> DiffservConfig {
+        DiffservConfig::quick()
+    }
+
+    fn plan(&self, c: &DiffservConfig) -> Result<Outline> {
+        c.validate()?;
+        let runs: usize = c.devices.iter().map(|&d| c.scenarios(d).len()).sum();
+        Ok(Outline {
+            what: format!(
+                "{runs} run(s) of {} s and a {} s calibration",
+                c.duration_s, c.calibration_s
+            ),
+            estimate_s: Some(c.estimate_s()),
+        })
+    }
+
+    fn run(
+        self,
+        c: &DiffservConfig,
+        _out: &std::path::Path,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<DiffservResult> {
+        run(c, progress)
+    }
+
+    fn finish(r: &mut DiffservResult) -> Result<()> {
+        finish(r);
+        Ok(())
+    }
+
+    fn text(r: &DiffservResult) -> String {
+        text(r)
+    }
+
+    fn checks(r: &DiffservResult) -> &[Check] {
+        &r.checks
+    }
+
+    fn write_outputs(r: &DiffservResult, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
+        write_outputs(r, dir)
+    }
+}
+
 /// Recompute each run's figures from its records and the calibration, then the checks
 /// (also for `weir lab report`).
 pub fn finish(res: &mut DiffservResult) {
@@ -478,6 +543,23 @@ pub fn topology() -> Result<ChainTopo> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kernel_peer_runs_the_groups_asked_for_except_in_a_quick_run() {
+        let mut c = DiffservConfig::paper();
+        c.set_groups(vec![Group::EfUdp]);
+        assert_eq!(
+            (c.groups.clone(), c.peer_groups),
+            (vec![Group::EfUdp], vec![Group::EfUdp])
+        );
+        let mut c = DiffservConfig::quick();
+        c.set_groups(vec![Group::EfUdp, Group::AfTcp]);
+        assert_eq!(c.groups, [Group::EfUdp, Group::AfTcp]);
+        assert_eq!(c.peer_groups, [Group::Loaded, Group::EfUdp]);
+        // the peer runs what both lists hold
+        let n = |g: Group| g.scenarios().len();
+        assert_eq!(c.scenarios(Device::KernelHtb).len(), n(Group::EfUdp));
+    }
 
     #[test]
     fn the_udp_runs_send_1250_packets_a_second() {

@@ -55,6 +55,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::lab::{Lab, Outline};
 use crate::report::Check;
 use crate::stats::dist::Pcts;
 use crate::{Error, Result};
@@ -205,6 +206,26 @@ pub fn standard_paths() -> Vec<Path> {
     ]
 }
 
+/// The [`standard_paths`] named in `names`, in that order; the message of a refusal names
+/// the unknown path and the known ones.
+pub fn paths_named(names: &[String]) -> std::result::Result<Vec<Path>, String> {
+    let all = standard_paths();
+    names
+        .iter()
+        .map(|n| {
+            all.iter().find(|p| &p.name == n).cloned().ok_or_else(|| {
+                format!(
+                    "unknown path '{n}'; expected some of {}",
+                    all.iter()
+                        .map(|p| p.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })
+        })
+        .collect()
+}
+
 /// What to run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FidelityConfig {
@@ -344,6 +365,68 @@ pub struct FidelityResult {
     pub config: FidelityConfig,
     pub cells: Vec<Cell>,
     pub checks: Vec<Check>,
+}
+
+/// The lab (`weir lab fidelity`).
+pub struct Fidelity;
+
+impl Lab for Fidelity {
+    const NAME: &'static str = "fidelity";
+    // one line per cell
+    const EVERY_PROGRESS_LINE: bool = true;
+    type Config = FidelityConfig;
+    type Result = FidelityResult;
+
+    fn paper() -> FidelityConfig {
+        FidelityConfig::paper()
+    }
+
+    fn quick() -> FidelityConfig {
+        FidelityConfig::quick()
+    }
+
+    fn plan(&self, c: &FidelityConfig) -> Result<Outline> {
+        c.validate()?;
+        let cells = c.paths.len() * c.sizes.len() * c.rates.len() * c.repeats as usize;
+        Ok(Outline {
+            what: format!(
+                "{} paths x {} sizes x {} rates x {} repeats = {cells} cells of {} ms",
+                c.paths.len(),
+                c.sizes.len(),
+                c.rates.len(),
+                c.repeats,
+                c.cell_ms
+            ),
+            estimate_s: None,
+        })
+    }
+
+    fn run(
+        self,
+        c: &FidelityConfig,
+        _out: &std::path::Path,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<FidelityResult> {
+        run(c, progress)
+    }
+
+    fn finish(r: &mut FidelityResult) -> Result<()> {
+        r.checks = check(r);
+        Ok(())
+    }
+
+    /// The tables, a blank line, the checks.
+    fn text(r: &FidelityResult) -> String {
+        format!("{}\n{}", tables(r), crate::report::checks_text(&r.checks))
+    }
+
+    fn checks(r: &FidelityResult) -> &[Check] {
+        &r.checks
+    }
+
+    fn write_outputs(r: &FidelityResult, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
+        write_outputs(r, dir)
+    }
 }
 
 /// Serialisation time in µs of a frame of `size` bytes (FCS included) at `bps`.
@@ -594,6 +677,20 @@ fn unsustained_note(cells: &[&Cell]) -> String {
 mod tests {
     use super::run::measure_skeleton;
     use super::*;
+
+    #[test]
+    fn paths_are_chosen_by_name() {
+        let p = paths_named(&["weir-155M".into(), "veth".into()]).unwrap();
+        assert_eq!(
+            p.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+            ["weir-155M", "veth"]
+        );
+        let e = paths_named(&["veth".into(), "nowhere".into()]).unwrap_err();
+        assert!(
+            e.starts_with("unknown path 'nowhere'; expected some of veth, weir-0ms,"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn serialisation_times_of_the_seed() {

@@ -61,6 +61,7 @@ use serde::{Deserialize, Serialize};
 pub use report::{recordings, text, write_outputs};
 pub use run::run;
 
+use crate::lab::{Lab, Outline};
 use crate::report::Check;
 use crate::stats::dist::DistUs;
 use crate::{Error, Result};
@@ -338,6 +339,17 @@ impl LabConfig {
         self.flow_times(self.flows() - 1).2 + self.step_s
     }
 
+    /// An ADSL line of `bps`; the varying line keeps its shape relative to the line.
+    pub fn set_line(&mut self, bps: u64) {
+        let old = self.line_bps as f64;
+        self.varying_rates = self
+            .varying_rates
+            .iter()
+            .map(|&r| (r as f64 / old * bps as f64).round() as u64)
+            .collect();
+        self.line_bps = bps;
+    }
+
     /// Seconds the whole lab takes, about.
     pub fn estimate_s(&self) -> f64 {
         let per = 8.0;
@@ -492,6 +504,64 @@ pub struct LabResult {
     pub checks: Vec<Check>,
 }
 
+/// The lab (`weir lab postgate`).
+pub struct Postgate;
+
+impl Lab for Postgate {
+    const NAME: &'static str = "postgate";
+    type Config = LabConfig;
+    type Result = LabResult;
+
+    fn paper() -> LabConfig {
+        LabConfig::paper()
+    }
+
+    fn quick() -> LabConfig {
+        LabConfig::quick()
+    }
+
+    fn plan(&self, c: &LabConfig) -> Result<Outline> {
+        c.validate()?;
+        Ok(Outline {
+            what: format!(
+                "{} device(s) for {:.0} s, {} on the varying line for {:.0} s",
+                c.devices.len(),
+                c.duration_s(),
+                c.varying.len(),
+                c.varying_s
+            ),
+            estimate_s: Some(c.estimate_s()),
+        })
+    }
+
+    /// The varying line's trace goes into `out`.
+    fn run(
+        self,
+        c: &LabConfig,
+        out: &std::path::Path,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<LabResult> {
+        run(c, out, progress)
+    }
+
+    fn finish(r: &mut LabResult) -> Result<()> {
+        r.checks = checks(&r.runs, r.config.quick);
+        Ok(())
+    }
+
+    fn text(r: &LabResult) -> String {
+        text(r)
+    }
+
+    fn checks(r: &LabResult) -> &[Check] {
+        &r.checks
+    }
+
+    fn write_outputs(r: &LabResult, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
+        write_outputs(r, dir)
+    }
+}
+
 /// Frame-weighted percentile `q` (0..1) of `(value, weight)` pairs.
 pub fn weighted_percentile(mut v: Vec<(f64, u64)>, q: f64) -> f64 {
     v.retain(|x| x.1 > 0 && x.0.is_finite());
@@ -623,6 +693,23 @@ pub fn checks(runs: &[DeviceRun], quick: bool) -> Vec<Check> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_varying_line_keeps_its_shape_on_another_line() {
+        let mut c = LabConfig::paper();
+        c.set_line(10_000_000);
+        assert_eq!(c.line_bps, 10_000_000);
+        // 8, 4, 6, 3 Mbit/s of an 8 Mbit/s line
+        assert_eq!(
+            c.varying_rates,
+            [10_000_000, 5_000_000, 7_500_000, 3_750_000]
+        );
+        c.set_line(3_000_000);
+        assert_eq!(
+            c.varying_rates,
+            [3_000_000, 1_500_000, 2_250_000, 1_125_000]
+        );
+    }
 
     #[test]
     fn devices_parse_and_name_themselves() {

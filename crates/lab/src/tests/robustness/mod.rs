@@ -58,6 +58,7 @@ use serde::{Deserialize, Serialize};
 
 use super::basic::{self, BasicConfig};
 use super::testbed::{self, Plan, RunOutcome};
+use crate::lab::{Lab, Outline};
 use crate::report::{self, fmt_opt, Check};
 use crate::stats::series::{slope_bps, spread};
 use crate::stats::table4::ClassStats;
@@ -486,6 +487,76 @@ pub fn run(
     };
     finish(&mut res)?;
     Ok(res)
+}
+
+/// The lab (`weir lab robustness`): the policy of the delays subtest, by file name and
+/// text, and a Basic Test result to show beside it.
+pub struct Robustness {
+    pub policy_file: String,
+    pub policy_text: String,
+    pub baseline: Option<Baseline>,
+}
+
+impl Lab for Robustness {
+    const NAME: &'static str = "robustness";
+    type Config = RobustnessConfig;
+    type Result = RobustnessResult;
+
+    fn paper() -> RobustnessConfig {
+        RobustnessConfig::paper()
+    }
+
+    fn quick() -> RobustnessConfig {
+        RobustnessConfig::quick()
+    }
+
+    fn plan(&self, c: &RobustnessConfig) -> Result<Outline> {
+        plans(&self.policy_file, &self.policy_text, c)?;
+        let per_dut = c.seconds_per_dut() + 3.0 * c.runs_per_dut() as f64;
+        Ok(Outline {
+            what: format!(
+                "{} on {} DUT(s), {} run(s) per DUT",
+                c.subtests.join(", "),
+                c.duts.len(),
+                c.runs_per_dut()
+            ),
+            estimate_s: Some(per_dut * c.duts.len() as f64),
+        })
+    }
+
+    fn run(
+        self,
+        c: &RobustnessConfig,
+        _out: &std::path::Path,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<RobustnessResult> {
+        run(
+            &self.policy_file,
+            &self.policy_text,
+            c,
+            self.baseline,
+            progress,
+        )
+    }
+
+    fn finish(r: &mut RobustnessResult) -> Result<()> {
+        finish(r)
+    }
+
+    fn text(r: &RobustnessResult) -> String {
+        text(r)
+    }
+
+    fn checks(r: &RobustnessResult) -> &[Check] {
+        &r.checks
+    }
+
+    fn write_outputs(
+        r: &RobustnessResult,
+        dir: &std::path::Path,
+    ) -> Result<Vec<std::path::PathBuf>> {
+        write_outputs(r, dir)
+    }
 }
 
 /// The loss rows: per loss point and DUT, means over its runs.

@@ -64,6 +64,7 @@ pub use policy::{DutKind, Link, DEFAULT_DUTS, DEFAULT_MODERN, MODERN, ROUTER};
 pub use report::{text, write_outputs};
 
 use crate::agents::{InfoSample, ProbeKind};
+use crate::lab::{Lab, Outline};
 use crate::report::Check;
 use crate::tests::testbed::VoiceOutcome;
 use crate::{Error, Result};
@@ -472,6 +473,64 @@ pub fn run(c: &RrulConfig, progress: &mut dyn FnMut(&str)) -> Result<RrulResult>
     };
     finish(&mut res);
     Ok(res)
+}
+
+/// The lab (`weir lab rrul`).
+pub struct Rrul;
+
+impl Lab for Rrul {
+    const NAME: &'static str = "rrul";
+    type Config = RrulConfig;
+    type Result = RrulResult;
+
+    fn paper() -> RrulConfig {
+        RrulConfig::paper()
+    }
+
+    fn quick() -> RrulConfig {
+        RrulConfig::quick()
+    }
+
+    /// Also refuses a DUT whose policy weir's compiler refuses.
+    fn plan(&self, c: &RrulConfig) -> Result<Outline> {
+        let plans = c.plans()?;
+        Ok(Outline {
+            what: format!(
+                "{} part(s), {} run(s) in all of {} s idle + {} s load",
+                plans.len(),
+                plans.iter().map(|(_, d)| d.len()).sum::<usize>() * c.runs as usize,
+                c.idle_s,
+                c.load_s
+            ),
+            estimate_s: Some(c.estimate_s()),
+        })
+    }
+
+    fn run(
+        self,
+        c: &RrulConfig,
+        _out: &std::path::Path,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<RrulResult> {
+        run(c, progress)
+    }
+
+    fn finish(r: &mut RrulResult) -> Result<()> {
+        finish(r);
+        Ok(())
+    }
+
+    fn text(r: &RrulResult) -> String {
+        text(r)
+    }
+
+    fn checks(r: &RrulResult) -> &[Check] {
+        &r.checks
+    }
+
+    fn write_outputs(r: &RrulResult, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
+        write_outputs(r, dir)
+    }
 }
 
 /// Recomputes every measure and check from the raw runs (also for `weir lab report`).

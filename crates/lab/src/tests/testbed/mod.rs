@@ -882,6 +882,34 @@ pub fn dut_specs(duts: &[String]) -> Result<Vec<DutSpec>> {
     Ok(specs)
 }
 
+/// The DUTs `--compare` puts side by side in the seed 000 labs.
+pub const COMPARE: [&str; 8] = [
+    "weir:cbq",
+    "weir:cbq+pfq",
+    "weir:cbq+pfq+red",
+    "weir:tcr",
+    "weir:cbq+tcr",
+    "weir:cbq+pfq+tcr",
+    "kernel:htb",
+    "kernel:htb-perflow",
+];
+
+/// The DUT list of `--compare` ([`COMPARE`], when `compare`) and `--dut` (each parsed;
+/// one named twice runs once), or `None` for the lab's default.
+pub fn dut_list(compare: bool, dut: Vec<String>) -> Result<Option<Vec<String>>> {
+    let mut duts: Vec<String> = Vec::new();
+    if compare {
+        duts.extend(COMPARE.iter().map(|d| d.to_string()));
+    }
+    for d in dut {
+        DutSpec::parse(&d)?;
+        if !duts.contains(&d) {
+            duts.push(d);
+        }
+    }
+    Ok((!duts.is_empty()).then_some(duts))
+}
+
 /// Run `plan` `runs` times against each DUT in turn (all runs of the first DUT, then the
 /// next), stopping at a stop signal between runs.
 pub fn run_each(

@@ -84,3 +84,24 @@ fn line_policy_serialises_everything() {
     assert_eq!(p.rules[0].emulate, Some(0));
     assert!(p.rules[0].m.src.is_empty());
 }
+
+#[test]
+fn dut_list_puts_compare_first_and_names_each_dut_once() {
+    assert_eq!(dut_list(false, Vec::new()).unwrap(), None);
+    assert_eq!(
+        dut_list(false, vec!["kernel:htb".into(), "weir:cbq".into()]).unwrap(),
+        Some(vec!["kernel:htb".to_string(), "weir:cbq".to_string()])
+    );
+    // --compare and a --dut it already lists: eight; one it does not: appended
+    let c = dut_list(true, vec!["kernel:htb".into()]).unwrap().unwrap();
+    assert_eq!(c, COMPARE);
+    let c = dut_list(true, vec!["weir:cbq+pfq+mss256".into()])
+        .unwrap()
+        .unwrap();
+    assert_eq!(c.len(), 9);
+    assert_eq!(c[8], "weir:cbq+pfq+mss256");
+    let e = dut_list(true, vec!["weir:fast".into()])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unknown weir technique 'fast'"), "{e}");
+}
