@@ -32,10 +32,11 @@
 //! 2. `impl Lab for` a type of that module: a unit struct, or one holding what a run
 //!    needs beside its configuration and is not saved in it (`basic`'s policy,
 //!    `robustness`'s baseline). The impl only forwards to the module's functions.
-//! 3. In `crates/weir/src/lab.rs`: an arguments struct with `Common<Self>` (`--quick`,
-//!    `--out`, `--strict`) flattened and the lab's own flags, `impl LabArgs` for it
-//!    (the help of the common options; the flags applied to the configuration), a
-//!    `LabCmd` variant and the lab in `weir lab report`'s list.
+//! 3. In `crates/weir/src/lab/args.rs`: a `LabCmd` variant (the subcommand's help and
+//!    example) holding `WithCommon<YourArgs>` (`--quick`, `--out`, `--strict`, then the
+//!    lab's own flags), and `impl LabArgs for YourArgs` (the help of the common options,
+//!    `--out`'s default; the flags put into the configuration); in `crates/weir/src/lab.rs`
+//!    a line in `run`'s dispatch and one in `weir lab report`'s list (`REMAKE`).
 //! 4. A section in `docs/lab.md` and an end-to-end test `crates/weir/tests/lab_NAME.rs`
 //!    (bad input refused before anything runs; as root, a `--quick --strict` run).
 
