@@ -139,10 +139,10 @@ mod tests {
     #[test]
     fn every_lab_says_what_its_quick_run_runs() {
         // each by hand from the lab's quick preset; estimates as the labs count them
-        // 7 paths x 2 sizes x 2 rates x 1 repeat
+        // 8 paths x 2 sizes x 2 rates x 1 repeat
         assert_eq!(
             quick_outline(&Fidelity),
-            "7 paths x 2 sizes x 2 rates x 1 repeats = 28 cells of 400 ms"
+            "8 paths x 2 sizes x 2 rates x 1 repeats = 32 cells of 400 ms"
         );
         // 5 classes x 4 sessions; 1 x 2 x (45 + 3) s = 96 s
         let basic = Basic {

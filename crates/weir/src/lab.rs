@@ -41,7 +41,7 @@ trait LabArgs: clap::Args {
     /// `--out`'s default and help.
     const OUT: &'static str;
     const OUT_HELP: &'static str =
-        "Directory for result.json, table.txt, SVG charts and report.html";
+        "Directory for result.json, table.txt, SVG charts, report.html, Flent data (*.flent.gz) and series.csv";
     /// `--strict`'s help.
     const STRICT: &'static str = "Exit with status 3 when an acceptance check fails";
 

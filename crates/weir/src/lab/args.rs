@@ -90,7 +90,7 @@ pub(super) enum LabCmd {
 }
 
 /// `--out`'s help for a lab that also writes its table as CSV.
-const OUT_HELP_CSV: &str = "Directory for result.json, table.txt/csv, SVG charts and report.html";
+const OUT_HELP_CSV: &str = "Directory for result.json, table.txt/csv, SVG charts, report.html, Flent data (*.flent.gz) and series.csv";
 
 /// Options shared by the seed 000 tests (`basic`, `robustness`, `advanced`, `voip`).
 #[derive(clap::Args)]
@@ -555,7 +555,7 @@ impl LabArgs for PostgateArgs {
                                  postgate+tcr; a 20 s varying line with none and autorate+tcr";
     const OUT: &'static str = "weir-lab-postgate";
     const OUT_HELP: &'static str =
-        "Directory for result.json, table.txt, SVG charts, report.html and the trace";
+        "Directory for result.json, table.txt, SVG charts, report.html, the trace, Flent data (*.flent.gz) and series.csv";
 
     fn apply(self, c: &mut postgate::LabConfig) -> anyhow::Result<Postgate> {
         use postgate::Device;
@@ -632,7 +632,7 @@ impl LabArgs for RrulArgs {
                                  otherwise";
     const OUT: &'static str = "weir-lab-rrul";
     const OUT_HELP: &'static str =
-        "Directory for result.json, table.txt, CSVs, SVG charts and report.html";
+        "Directory for result.json, table.txt, CSVs, SVG charts, report.html, Flent data (*.flent.gz) and series.csv";
     const STRICT: &'static str = "Exit with status 3 when a check fails";
 
     fn apply(self, c: &mut RrulConfig) -> anyhow::Result<Rrul> {
