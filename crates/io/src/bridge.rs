@@ -39,7 +39,7 @@ use crate::failopen;
 use crate::log;
 use crate::pcap::PcapWriter;
 use crate::stats::{ControlRequest, StatsServer};
-use crate::wake::{self, WakeStats};
+use crate::wake::WakeStats;
 use std::collections::VecDeque;
 use std::os::fd::RawFd;
 use std::path::PathBuf;
@@ -53,14 +53,21 @@ use weir_wire::gso::{GsoError, Segmenter};
 use weir_wire::pmtu::{self, NoReply};
 use weir_wire::vnet::{self, VnetHdr};
 
+mod control;
+mod driver;
 mod emu_set;
 mod lane;
 mod linklog;
+mod publish;
 mod report;
 mod workers;
+use control::{BridgeApply, Control};
+use driver::{Driver, Engine};
 pub use emu_set::EmuSetFn;
-use lane::{receive, settle, transmit, Lane};
+use lane::Lane;
 pub use linklog::LinkLogSpec;
+pub use publish::PublishCost;
+use publish::Publisher;
 pub use report::*;
 pub use workers::{auto_workers, WorkerRole, Workers, WorkersConfig};
 
@@ -90,11 +97,6 @@ pub enum BridgeError {
     #[error("{0}")]
     Other(String),
 }
-
-/// Top talkers in the statistics, and the connection-table slots swept for them per
-/// publish (once a second): a default table of 65,536 slots is swept every 8 s.
-const TOP_TALKERS: usize = 10;
-const TALKER_SLOTS_PER_PUBLISH: usize = 8192;
 
 /// Reload requests through the statistics socket taken a second (more are refused).
 pub const RELOADS_PER_SECOND: u64 = 10;
@@ -197,34 +199,15 @@ pub enum PcapSpec {
 pub struct Bridge {
     lan: String,
     wan: String,
-    out: Lane,
-    inb: Lane,
-    device: Device,
-    pool: Pool,
-    rng: Rng,
-    dropped: Vec<(PktId, DropCause)>,
-    clock: Clock,
+    /// The engine and the lanes.
+    drv: Driver,
     busy_poll: bool,
     batch: usize,
-    stats: Option<StatsServer>,
-    /// Reload requests from `weir reload` (through the statistics socket).
-    control: Option<std::sync::mpsc::Receiver<ControlRequest>>,
-    /// The policy file SIGHUP re-reads (on a thread of its own).
-    reload_file: Option<crate::control::HupReloads>,
+    /// `weir reload`, `weir emu set` and SIGHUP.
+    control: Control,
     reloads_refused: u64,
-    reload_gate: ReloadGate,
-    /// Whether the adaptive controller was at its fallback at the last look (a change is
-    /// logged).
-    adapt_fallback: bool,
-    /// The autorate's reflector swaps at the last look (a change is logged).
-    adapt_swaps: u64,
-    /// How long publishing the statistics held the loop (snapshot and JSON).
-    publish_cost: PublishCost,
-    /// Top talkers, swept a bounded number of table slots per publish.
-    talkers: weir_core::conn::talkers::Talkers,
-    /// When the discovery tree's rates are next updated (every [`DISCOVER_RATE_WINDOW`]:
-    /// its rates are per second, the publisher runs every 250 ms).
-    discovery_due: Instant,
+    /// The statistics socket and the status document.
+    publisher: Publisher,
     /// A capture shared by both directions.
     pcap_both: Option<PcapWriter>,
     /// Timer wake-ups and the catch-up after late ones.
@@ -235,8 +218,6 @@ pub struct Bridge {
     /// The kernel bypass while fail-open.
     bypass: Option<failopen::Bypass>,
     fail_open: FailOpenDoc,
-    /// Captures whose stop was logged (by path).
-    captures_stopped: Vec<String>,
     /// systemd's watchdog, pinged from this loop (`WatchdogSec=` of the unit).
     watchdog: crate::notify::Watchdog,
     /// One of several workers: its part of the coordination ([`Workers`]).
@@ -441,32 +422,28 @@ impl Bridge {
         Ok(Bridge {
             lan: cfg.lan,
             wan: cfg.wan,
-            out,
-            inb,
-            device: cfg.device,
-            pool: Pool::with_whole(cfg.pool_packets, slot, WHOLE_SLOTS, COPY_BUF + 4),
-            rng: Rng::new(cfg.seed),
-            dropped: Vec::with_capacity(256),
-            clock,
+            drv: Driver {
+                eng: Engine {
+                    device: cfg.device,
+                    pool: Pool::with_whole(cfg.pool_packets, slot, WHOLE_SLOTS, COPY_BUF + 4),
+                    rng: Rng::new(cfg.seed),
+                    dropped: Vec::with_capacity(256),
+                    clock,
+                },
+                out,
+                inb,
+            },
             busy_poll: cfg.busy_poll,
             batch: cfg.batch.max(1),
-            stats,
-            control,
-            reload_file,
+            control: Control::new(control, reload_file),
             reloads_refused: 0,
-            reload_gate: ReloadGate::new(),
-            adapt_fallback: false,
-            adapt_swaps: 0,
-            publish_cost: PublishCost::default(),
-            talkers: weir_core::conn::talkers::Talkers::new(TOP_TALKERS),
-            discovery_due: Instant::ZERO,
+            publisher: Publisher::new(stats),
             pcap_both,
             wake: WakeStats::new(cfg.catch_up),
             catch_up: cfg.catch_up,
             last_poll: Instant::ZERO,
             bypass,
             fail_open,
-            captures_stopped: Vec::new(),
             watchdog: match worker {
                 Some(_) => crate::notify::Watchdog::off(),
                 None => crate::notify::Watchdog::from_env(),
@@ -482,55 +459,23 @@ impl Bridge {
     /// Bridge until `stop` is set; then discard what is queued (counted) and report.
     pub fn run(&mut self, stop: &AtomicBool) -> Result<BridgeReport, BridgeError> {
         let _ = set_timer_slack_1ns();
-        let start = self.clock.now();
+        let start = self.drv.eng.clock.now();
         let mut next_stats = start;
         while !stop.load(Ordering::Relaxed) {
             // (receive moves it on past a frame that came after it: see lane::receive)
-            let mut now = self.clock.now();
+            let mut now = self.drv.eng.clock.now();
             self.heartbeat(now);
             if let Some(w) = &mut self.worker {
-                w.turn(now, &mut self.out, &mut self.inb);
+                w.turn(now, &mut self.drv.out, &mut self.drv.inb);
             }
             self.watchdog.ping(now);
             self.catch_up(now);
-            let mut work = false;
-            for lane in [&mut self.out, &mut self.inb] {
-                work |= receive(
-                    lane,
-                    &mut self.device,
-                    &mut self.pool,
-                    &mut self.rng,
-                    &mut self.dropped,
-                    &mut now,
-                    &self.clock,
-                    self.batch,
-                );
-                let cap = match &mut self.pcap_both {
-                    Some(w) => Some(w),
-                    None => lane.pcap.as_mut(),
-                };
-                let ts = self.clock.to_unix_ns(now);
-                transmit(
-                    &mut self.device,
-                    lane.dir,
-                    lane.mtu,
-                    &mut lane.backlog,
-                    &mut lane.tx,
-                    &mut lane.stats,
-                    cap,
-                    &mut self.pool,
-                    &mut self.rng,
-                    &mut self.dropped,
-                    now,
-                    ts,
-                );
-            }
-            // ICMP replies leave by the interface the frame came in by: next turn
-            self.inb.backlog.extend(self.out.replies.drain(..));
-            self.out.backlog.extend(self.inb.replies.drain(..));
+            let work = self
+                .drv
+                .forward(&mut now, self.batch, self.pcap_both.as_mut());
             self.last_poll = now;
             if let Some(w) = &mut self.worker {
-                w.coordinate(&mut self.device, now);
+                w.coordinate(&mut self.drv.eng.device, now);
             }
             self.poll_control(now);
             if now >= next_stats {
@@ -545,30 +490,26 @@ impl Bridge {
                 }
                 self.publish(now, start);
                 for l in &mut self.link_logs {
-                    l.flush(&mut self.device, now, false);
+                    l.flush(&mut self.drv.eng.device, now, false);
                 }
-                if self.stop_when_played && self.device.emulation_played(now) {
+                if self.stop_when_played && self.drv.eng.device.emulation_played(now) {
                     log::notice("the trace has been played once (--once): stopping");
                     break;
                 }
-                // every 250 ms, or less often where a snapshot is costly (thousands of
-                // classes): publishing holds forwarding at most 1 % of the time
-                let cost_ns = (self.publish_cost.last_ms * 1e6) as u64;
-                next_stats =
-                    now + Duration::from_millis(250).max(Duration::from_nanos(cost_ns * 100));
+                next_stats = self.publisher.cost.next(now);
             }
             if work {
                 continue;
             }
             // frames the kernel has not sent yet (a kick stopped early): kick again, soon
             let mut unsent = false;
-            for lane in [&mut self.out, &mut self.inb] {
+            for lane in [&mut self.drv.out, &mut self.drv.inb] {
                 if lane.tx.outstanding() > 0 {
                     let _ = lane.tx.flush();
                     unsent |= lane.tx.outstanding() > 0;
                 }
             }
-            let due = self.device.next_wakeup();
+            let due = self.drv.eng.device.next_wakeup();
             let mut wake = due.unwrap_or(next_stats).min(next_stats);
             if let Some(b) = &self.bypass {
                 wake = wake.min(now + b.interval());
@@ -582,7 +523,7 @@ impl Bridge {
             }
             // unsent frames or a backlog: the TX ring's POLLOUT only reports a free head
             // slot, so wake soon to kick again rather than wait for it
-            let backlog = !self.out.backlog.is_empty() || !self.inb.backlog.is_empty();
+            let backlog = !self.drv.out.backlog.is_empty() || !self.drv.inb.backlog.is_empty();
             let wake = if unsent || backlog {
                 wake.min(now + Duration::from_micros(50))
             } else {
@@ -590,34 +531,35 @@ impl Bridge {
             };
             // a sleep that ended at the engine's own instant: how late did it come?
             if self.sleep_until(now, wake)? && due == Some(wake) {
-                self.wake.record(wake, self.clock.now());
+                self.wake.record(wake, self.drv.eng.clock.now());
             }
         }
-        let end = self.clock.now();
+        let end = self.drv.eng.clock.now();
         for l in &mut self.link_logs {
-            l.flush(&mut self.device, end, true);
+            l.flush(&mut self.drv.eng.device, end, true);
         }
         // hand the link to the kernel first: it forwards while the queues are purged
         hand_over_at_stop(self.bypass.as_mut(), &self.lan, &self.wan);
         self.shutdown(end);
         self.publish(end, start);
+        let device = &self.drv.eng.device;
         Ok(BridgeReport {
             lan: self.lan.clone(),
             wan: self.wan.clone(),
             seconds: (end - start).as_secs_f64(),
-            outbound: self.out.stats.clone(),
-            inbound: self.inb.stats.clone(),
-            policy_generation: self.device.generation(),
+            outbound: self.drv.out.stats.clone(),
+            inbound: self.drv.inb.stats.clone(),
+            policy_generation: device.generation(),
             reloads_refused: self.reloads_refused,
-            reloads_throttled: self.reload_gate.throttled,
-            admission: self.device.admission_report(),
-            adapt: self.device.adapt(),
+            reloads_throttled: self.control.gate.throttled,
+            admission: device.admission_report(),
+            adapt: device.adapt(),
             wake: self.wake.clone(),
             fail_open: self.fail_open.clone(),
             captures: self.captures(),
             pipelines: ReportPipelines {
-                outbound: self.device.snapshot(Direction::Outbound, end),
-                inbound: self.device.snapshot(Direction::Inbound, end),
+                outbound: device.snapshot(Direction::Outbound, end),
+                inbound: device.snapshot(Direction::Inbound, end),
             },
         })
     }
@@ -627,19 +569,19 @@ impl Bridge {
     /// that is merely down makes the loop back off for 10 ms instead of spinning.
     fn sleep_until(&mut self, now: Instant, wake: Instant) -> Result<bool, BridgeError> {
         let mut fds = [
-            pollfd(self.out.rx.fd(), libc::POLLIN),
-            pollfd(self.inb.rx.fd(), libc::POLLIN),
+            pollfd(self.drv.out.rx.fd(), libc::POLLIN),
+            pollfd(self.drv.inb.rx.fd(), libc::POLLIN),
             pollfd(
-                self.out.tx.fd(),
-                if self.out.backlog.is_empty() {
+                self.drv.out.tx.fd(),
+                if self.drv.out.backlog.is_empty() {
                     0
                 } else {
                     libc::POLLOUT
                 },
             ),
             pollfd(
-                self.inb.tx.fd(),
-                if self.inb.backlog.is_empty() {
+                self.drv.inb.tx.fd(),
+                if self.drv.inb.backlog.is_empty() {
                     0
                 } else {
                     libc::POLLOUT
@@ -689,8 +631,8 @@ impl Bridge {
         let Some(failopen::Beat::TookOver { before_realtime_ns }) = b.beat(now.0) else {
             return;
         };
-        self.out.skip_before = before_realtime_ns;
-        self.inb.skip_before = before_realtime_ns;
+        self.drv.out.skip_before = before_realtime_ns;
+        self.drv.inb.skip_before = before_realtime_ns;
         self.fail_open.handovers += 1;
         let (out, back) = b.forwarded();
         log::warning(&format!(
@@ -705,299 +647,24 @@ impl Bridge {
         if self.catch_up == Duration::ZERO {
             return;
         }
-        let Bridge {
-            device,
-            out,
-            inb,
-            pool,
-            rng,
-            dropped,
-            last_poll,
-            ..
-        } = self;
-        // what each step releases joins the lane's backlog, which `transmit` sends first:
-        // one ring kick for the whole replay, not one per step
-        let steps = wake::replay(
-            device,
-            |d| d.next_wakeup(),
-            |device, at| {
-                for lane in [&mut *out, &mut *inb] {
-                    let mut cx = Ctx::new(at, pool, rng, dropped);
-                    while let Some(id) = device.poll_transmit(lane.dir, &mut cx) {
-                        lane.backlog.push_back(id);
-                    }
-                    settle(&mut lane.stats, pool, dropped);
-                }
-            },
-            last_poll,
-            now,
-            self.catch_up,
-        );
+        let steps = self.drv.catch_up(&mut self.last_poll, now, self.catch_up);
         self.wake.catch_up_steps += steps as u64;
     }
 
     /// Reload requests: from `weir reload` (answered) and SIGHUP (logged).
     fn poll_control(&mut self, now: Instant) {
-        if let Some(rx) = &self.control {
-            if let Ok(mut req) = rx.try_recv() {
-                if let Some(args) = req.emu_set.take() {
-                    let answer = match self.reload_gate.admit(now) {
-                        Ok(()) => emu_set::apply(&mut self.device, self.emu_set.as_ref(), &args),
-                        Err(refusal) => refusal,
-                    };
-                    emu_set::log_answer(&args, &answer);
-                    req.respond(answer.to_string());
-                    return;
-                }
-                // (a worker's reloads come from its supervisor, which limits them)
-                let admitted = match self.worker {
-                    Some(_) => Ok(()),
-                    None => self.reload_gate.admit(now),
-                };
-                let answer = match admitted {
-                    Ok(()) => {
-                        let prepared = std::mem::replace(&mut req.prepared, Err(String::new()));
-                        let a = self.reload(&req.name, prepared, now);
-                        if self.worker.is_none() {
-                            // (a worker's supervisor logs the merged answer)
-                            log_reload("weir reload", &req.name, &a);
-                        }
-                        a
-                    }
-                    Err(refusal) => refusal,
-                };
-                req.respond(answer.to_string());
-            }
-        }
-        let Some(h) = &mut self.reload_file else {
-            return;
+        let mut to = BridgeApply {
+            drv: &mut self.drv,
+            worker: &mut self.worker,
+            emu_set: self.emu_set.as_ref(),
+            refused: &mut self.reloads_refused,
         };
-        let Some(prepared) = h.poll() else {
-            return;
-        };
-        let name = h.name().to_string();
-        let answer = self.reload(&name, prepared, now);
-        log_reload("SIGHUP", &name, &answer);
-    }
-
-    /// Put a prepared policy ([`crate::control`]) in place of the running one, keeping
-    /// every packet held (`Device::replace_policy`). The answer is a JSON document.
-    fn reload(
-        &mut self,
-        name: &str,
-        prepared: crate::control::Prepared,
-        now: Instant,
-    ) -> serde_json::Value {
-        let refused = |me: &mut Bridge, errors: String| {
-            me.reloads_refused += 1;
-            serde_json::json!({ "ok": false, "errors": errors })
-        };
-        let (cfg, shared) = match prepared {
-            Ok(r) => match r.configs.into_iter().next() {
-                Some(c) => (c, r.shared),
-                None => return refused(self, format!("{name}: no configuration")),
-            },
-            Err(e) => return refused(self, e),
-        };
-        let started = self.clock.now();
-        let mut cx = Ctx::new(now, &mut self.pool, &mut self.rng, &mut self.dropped);
-        let report = match self.device.replace_policy(cfg, &mut cx) {
-            Ok(r) => r,
-            Err(e) => return refused(self, format!("{name}: {e}")),
-        };
-        for (id, _) in self.dropped.drain(..) {
-            let lane = match self.pool.meta(id).dir {
-                Direction::Outbound => &mut self.out,
-                Direction::Inbound => &mut self.inb,
-            };
-            lane.stats.reload_drops.add(self.pool.len(id));
-            self.pool.free(id);
-        }
-        // the new stages count from zero: rates start afresh
-        self.out.meter = RateMeter::default();
-        self.inb.meter = RateMeter::default();
-        let mut report = serde_json::to_value(&report).unwrap_or_default();
-        if let Some(w) = &mut self.worker {
-            let before = w.wholes();
-            w.rebuild(&mut self.device, Some(shared));
-            w.unchanged_shared(&before, &mut report);
-        }
-        // how long forwarding waited for the swap (the policy was prepared elsewhere)
-        let applied_ms = (self.clock.now() - started).as_nanos() as f64 / 1e6;
-        let summary = reload_summary(&report, applied_ms);
-        serde_json::json!({ "ok": true, "report": report, "summary": summary, "applied_ms": applied_ms })
-    }
-
-    fn publish(&mut self, now: Instant, start: Instant) {
-        let adapt = self.device.adapt();
-        if let Some(a) = &adapt {
-            if a.counters.reflector_swaps != self.adapt_swaps {
-                self.adapt_swaps = a.counters.reflector_swaps;
-                let active: Vec<&str> = a
-                    .reflectors
-                    .iter()
-                    .filter(|r| r.active)
-                    .map(|r| r.address.as_str())
-                    .collect();
-                log::notice(&format!(
-                    "adapt: a reflector missed its replies or strayed from the others and was replaced ({} swaps); probing {}",
-                    self.adapt_swaps,
-                    active.join(", ")
-                ));
-            }
-            if a.fallback != self.adapt_fallback {
-                self.adapt_fallback = a.fallback;
-                if a.fallback {
-                    log::warning(&format!(
-                        "adapt: no reply from {} for the timeout: the link falls back to its floor, {} bit/s",
-                        a.target, a.rate_bps
-                    ));
-                } else {
-                    log::notice(&format!(
-                        "adapt: replies from {} again: the controller resumes",
-                        a.target
-                    ));
-                }
-            }
-        }
-        // the ICMP replies to one lane's oversize frames leave by the other
-        let replies = [self.inb.stats.pmtu.sent(), self.out.stats.pmtu.sent()];
-        for (lane, replies) in [&mut self.out, &mut self.inb].into_iter().zip(replies) {
-            lane.stats.kernel_rx_drops += lane.rx.kernel_drops();
-            lane.stats.duplicated = self.device.duplicated(lane.dir);
-            lane.stats.non_ip_bypassed = self.device.bypassed(lane.dir);
-            lane.stats.originated = self.device.originated(lane.dir) + replies;
-            lane.stats.consumed = self.device.consumed(lane.dir);
-            lane.stats.mss = self.device.mss_stats(lane.dir);
-            lane.stats.tcr = self.device.tcr_stats(lane.dir);
-            lane.stats.tx_rejected = lane.tx.rejected;
-            if let Some(b) = &self.bypass {
-                let (out, back) = b.forwarded();
-                let f = match lane.dir {
-                    Direction::Outbound => out,
-                    Direction::Inbound => back,
-                };
-                lane.stats.kernel_forwarded = Count {
-                    packets: f.packets,
-                    bytes: f.bytes,
-                };
-            }
-            if let Some(p) = &mut lane.pcap {
-                let _ = p.flush();
-            }
-        }
-        if let Some(p) = &mut self.pcap_both {
-            let _ = p.flush();
-        }
-        let captures = self.captures();
-        for c in &captures {
-            if let Some(why) = &c.stopped {
-                if !self.captures_stopped.contains(&c.path) {
-                    self.captures_stopped.push(c.path.clone());
-                    log::warning(&format!(
-                        "capture {} stopped ({why}) after {} frames; forwarding goes on, later frames are not captured",
-                        c.path, c.stats.written
-                    ));
-                }
-            }
-        }
-        if self.stats.is_none() && self.worker.is_none() {
-            return;
-        }
-        if now >= self.discovery_due {
-            self.device.discovery_tick(now);
-            self.discovery_due = now + DISCOVER_RATE_WINDOW;
-        }
-        if let Some(t) = self.device.connections() {
-            self.talkers.sweep(t, TALKER_SLOTS_PER_PUBLISH, now);
-        }
-        let device = &self.device;
-        let snap = |lane: &mut Lane| {
-            device.snapshot(lane.dir, now).map(|mut s| {
-                lane.meter.update(&mut s);
-                s
-            })
-        };
-        let mut out_snap = snap(&mut self.out);
-        let mut in_snap = snap(&mut self.inb);
-        if let Some(w) = &self.worker {
-            // a shared class's copy runs at its part: the document says the whole
-            w.whole_rates(0, out_snap.as_mut());
-            w.whole_rates(1, in_snap.as_mut());
-        }
-        let doc = StatusDoc {
-            lan: self.lan.clone(),
-            wan: self.wan.clone(),
-            uptime_s: (now - start).as_secs_f64(),
-            policy: PolicyDoc {
-                source: self.device.source().to_string(),
-                generation: self.device.generation(),
-                reloads: self.device.generation() - 1,
-                reloads_refused: self.reloads_refused,
-                reloads_throttled: self.reload_gate.throttled,
-            },
-            connections: self.device.connection_stats(),
-            top_talkers: self.talkers.top().to_vec(),
-            apps: self.device.app_stats(),
-            discovery: self.device.discovery(DISCOVER_APPS, DISCOVER_SERVERS),
-            admission: self.device.admission_report(),
-            adapt,
-            wake: self.wake.clone(),
-            publish: self.publish_cost,
-            fail_open: self.fail_open.clone(),
-            captures,
-            stats_clients_given_up: self.stats.as_ref().map_or(0, StatsServer::clients_given_up),
-            outbound: LaneDoc {
-                lane: self.out.stats.clone(),
-                pipeline: out_snap,
-            },
-            inbound: LaneDoc {
-                lane: self.inb.stats.clone(),
-                pipeline: in_snap,
-            },
-        };
-        match (&self.worker, &self.stats) {
-            // the supervisor merges the workers' documents
-            (Some(w), _) => w.post(doc),
-            // the JSON (milliseconds for thousands of classes) is written by the client
-            (None, Some(server)) => server.publish_lazy(std::sync::Arc::new(move || {
-                serde_json::to_string(&doc).unwrap_or_default()
-            })),
-            (None, None) => {}
-        }
-        let ms = (self.clock.now() - now).as_nanos() as f64 / 1e6;
-        self.publish_cost.record(ms);
-    }
-
-    /// Every capture file's state.
-    fn captures(&self) -> Vec<crate::pcap::CaptureStatus> {
-        [&self.pcap_both, &self.out.pcap, &self.inb.pcap]
-            .into_iter()
-            .flatten()
-            .map(PcapWriter::status)
-            .collect()
+        self.control.poll(now, &mut to);
     }
 
     fn shutdown(&mut self, now: Instant) {
-        let mut cx = Ctx::new(now, &mut self.pool, &mut self.rng, &mut self.dropped);
-        self.device.purge(&mut cx, DropCause::Shutdown);
-        for lane in [&mut self.out, &mut self.inb] {
-            while let Some(id) = lane.backlog.pop_front() {
-                cx.drop_later(id, DropCause::Shutdown);
-            }
-            for id in lane.replies.drain(..) {
-                cx.drop_later(id, DropCause::Shutdown);
-            }
-        }
-        for (id, _) in self.dropped.drain(..) {
-            let lane = match self.pool.meta(id).dir {
-                Direction::Outbound => &mut self.out,
-                Direction::Inbound => &mut self.inb,
-            };
-            lane.stats.shutdown_drops.add(self.pool.len(id));
-            self.pool.free(id);
-        }
-        for lane in [&mut self.out, &mut self.inb] {
+        self.drv.shutdown(now);
+        for lane in [&mut self.drv.out, &mut self.drv.inb] {
             if let Some(p) = &mut lane.pcap {
                 let _ = p.flush();
             }
@@ -1005,49 +672,6 @@ impl Bridge {
         if let Some(p) = &mut self.pcap_both {
             let _ = p.flush();
         }
-    }
-}
-
-/// `weir reload` requests through the statistics socket: at most [`RELOADS_PER_SECOND`]
-/// (a token bucket, one byte a request); more are refused unread and counted, so that a
-/// flood of them never stalls forwarding, and the refusals logged a line a second at most.
-struct ReloadGate {
-    bucket: TokenBucket,
-    throttled: u64,
-    /// When a refusal was last logged.
-    logged: Instant,
-}
-
-impl ReloadGate {
-    fn new() -> ReloadGate {
-        ReloadGate {
-            // RELOADS_PER_SECOND bytes a second, as many deep
-            bucket: TokenBucket::new(
-                weir_core::Rate::from_bps(RELOADS_PER_SECOND * 8),
-                RELOADS_PER_SECOND as u32,
-                Instant::ZERO,
-            ),
-            throttled: 0,
-            logged: Instant::ZERO,
-        }
-    }
-
-    /// Take a request at `now`, or the answer that refuses it.
-    fn admit(&mut self, now: Instant) -> Result<(), serde_json::Value> {
-        if self.bucket.try_consume(1, now) {
-            return Ok(());
-        }
-        self.throttled += 1;
-        if now >= self.logged + Duration::from_secs(1) {
-            self.logged = now;
-            log::warning(&format!(
-                "weir reload: more than {RELOADS_PER_SECOND} requests a second; refused {} so far",
-                self.throttled
-            ));
-        }
-        Err(serde_json::json!({ "ok": false, "errors": format!(
-            "too many reload requests: at most {RELOADS_PER_SECOND} a second; try again"
-        ) }))
     }
 }
 
@@ -1058,53 +682,6 @@ fn hand_over_at_stop(bypass: Option<&mut failopen::Bypass>, lan: &str, wan: &str
         log::notice(&format!(
             "stopping: fail-open: the kernel forwards between {lan} and {wan} (unshaped) until weir runs again"
         ));
-    }
-}
-
-/// One line for a reload's report (`Device::replace_policy`'s, as JSON; the workers'
-/// merged): per direction what became of the held packets and of the classes.
-fn reload_summary(report: &serde_json::Value, applied_ms: f64) -> String {
-    let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
-    let len = |v: &serde_json::Value| v.as_array().map_or(0, Vec::len);
-    let summary = ["outbound", "inbound"]
-        .iter()
-        .map(|d| {
-            let r = &report[*d];
-            let mut line = format!(
-                "{d}: {} kept, {} reclassified, {} re-emulated, {} dropped",
-                n(&r["kept"]),
-                n(&r["reclassified"]),
-                n(&r["re_emulated"]),
-                n(&r["dropped"])
-            );
-            let (a, x, c) = (
-                len(&r["classes_added"]),
-                len(&r["classes_removed"]),
-                len(&r["classes_changed"]),
-            );
-            if a + x + c > 0 {
-                line += &format!("; classes {a} added, {x} removed, {c} changed");
-            }
-            line
-        })
-        .collect::<Vec<_>>()
-        .join("; ");
-    format!("{summary}; applied in {applied_ms:.1} ms")
-}
-
-/// Log a reload's outcome (`answer` as [`Bridge::reload`] makes it); `how`: "SIGHUP" or
-/// "weir reload".
-fn log_reload(how: &str, name: &str, answer: &serde_json::Value) {
-    match answer["ok"].as_bool() {
-        Some(true) => log::info(&format!(
-            "{how}: reloaded {name} (generation {}): {}",
-            answer["report"]["generation"],
-            answer["summary"].as_str().unwrap_or("")
-        )),
-        _ => log::warning(&format!(
-            "{how}: the new policy was refused; the running one stays:\n{}",
-            answer["errors"].as_str().unwrap_or("?")
-        )),
     }
 }
 

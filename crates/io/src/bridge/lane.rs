@@ -40,17 +40,15 @@ pub(super) struct Lane {
 }
 
 /// Read up to `batch` frames from the lane's RX ring into its pipeline. True if any came.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn receive(
-    lane: &mut Lane,
-    device: &mut Device,
-    pool: &mut Pool,
-    rng: &mut Rng,
-    dropped: &mut Vec<(PktId, DropCause)>,
-    now: &mut Instant,
-    clock: &crate::clock::Clock,
-    batch: usize,
-) -> bool {
+/// `now` is the turn's clock reading, moved on past a frame that came after it.
+pub(super) fn receive(lane: &mut Lane, eng: &mut Engine, now: &mut Instant, batch: usize) -> bool {
+    let Engine {
+        device,
+        pool,
+        rng,
+        dropped,
+        clock,
+    } = eng;
     let mut got = false;
     for _ in 0..batch {
         let Some(f) = lane.rx.peek() else { break };
@@ -448,23 +446,31 @@ pub(super) fn settle(
     }
 }
 
-/// Move released packets into the TX ring (frames over `mtu` dropped as `oversize`); keep
-/// what does not fit in the backlog.
-#[allow(clippy::too_many_arguments)]
+/// Move released packets into the TX ring (frames over the lane's MTU dropped as
+/// `oversize`), captured into `both` (a capture of both directions) or else the lane's
+/// own; keep what does not fit in the backlog.
 pub(super) fn transmit(
-    device: &mut Device,
-    dir: Direction,
-    mtu: u32,
-    backlog: &mut VecDeque<PktId>,
-    tx: &mut TxRing,
-    stats: &mut LaneStats,
-    mut pcap: Option<&mut PcapWriter>,
-    pool: &mut Pool,
-    rng: &mut Rng,
-    dropped: &mut Vec<(PktId, DropCause)>,
+    lane: &mut Lane,
+    eng: &mut Engine,
+    both: Option<&mut PcapWriter>,
     now: Instant,
-    unix_ns: u64,
 ) {
+    let unix_ns = eng.clock.to_unix_ns(now);
+    let (device, pool, rng, dropped) = eng.split();
+    let Lane {
+        dir,
+        mtu,
+        backlog,
+        tx,
+        stats,
+        pcap,
+        ..
+    } = lane;
+    let (dir, mtu) = (*dir, *mtu);
+    let mut pcap = match both {
+        Some(w) => Some(w),
+        None => pcap.as_mut(),
+    };
     let mut sent = false;
     loop {
         let id = match backlog.pop_front() {

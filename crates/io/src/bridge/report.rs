@@ -2,6 +2,7 @@
 //! final report of a run ([`BridgeReport`]) and the document `weir stats` reads
 //! ([`StatusDoc`], published on the statistics socket every 250 ms).
 
+use super::PublishCost;
 use crate::wake::WakeStats;
 use serde::Serialize;
 use weir_core::snapshot::PipelineSnapshot;
@@ -251,28 +252,6 @@ pub(super) struct StatusDoc {
     pub(super) stats_clients_given_up: u64,
     pub(super) outbound: LaneDoc,
     pub(super) inbound: LaneDoc,
-}
-
-/// How long the loop spent publishing the statistics (snapshotting every class; the JSON
-/// is written by the client's thread): forwarding waits meanwhile. It grows with the
-/// classes (a subscriber table's thousands of circuits).
-#[derive(Serialize, Default, Clone, Copy, Debug)]
-pub struct PublishCost {
-    pub publications: u64,
-    /// The last one, and the longest, ms.
-    pub last_ms: f64,
-    pub max_ms: f64,
-    /// Their mean, ms.
-    pub mean_ms: f64,
-}
-
-impl PublishCost {
-    pub fn record(&mut self, ms: f64) {
-        self.publications += 1;
-        self.last_ms = ms;
-        self.max_ms = self.max_ms.max(ms);
-        self.mean_ms += (ms - self.mean_ms) / self.publications as f64;
-    }
 }
 
 /// Which policy runs: where it came from, its generation (1 + reloads) and the reloads.

@@ -41,8 +41,10 @@
 //! Pinning: with no more workers than CPUs weir may use, worker i runs on the i-th of
 //! them (`sched_setaffinity`); the supervisor and the statistics thread are not pinned.
 
+use super::control::{reload_summary, Apply, ReloadGate};
+use super::publish::{kernel_count, PUBLISH_EVERY};
 use super::*;
-use crate::control::Ready;
+use crate::control::{Prepared, Ready};
 use crate::fanout::{Side, Steering};
 use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::{Receiver, Sender};
@@ -400,8 +402,9 @@ pub struct Workers {
     bypass: Option<failopen::Bypass>,
     handovers: u64,
     stats: Option<StatsServer>,
-    control: Option<Receiver<ControlRequest>>,
-    hup: Option<crate::control::HupReloads>,
+    /// `weir reload` and SIGHUP, limited by one gate for all workers, so that they all
+    /// take the same reloads.
+    control: Control,
     sup: Supervisor,
     _offloads: Vec<OffloadGuard>,
 }
@@ -502,7 +505,6 @@ impl Workers {
             wan: b.wan.clone(),
             timeout_ms: b.fail_open.map_or(0.0, |d| d.as_secs_f64() * 1e3),
             refused: 0,
-            gate: ReloadGate::new(),
         };
         Ok(Workers {
             shared,
@@ -511,8 +513,7 @@ impl Workers {
             bypass,
             handovers,
             stats,
-            control,
-            hup,
+            control: Control::new(control, hup),
             sup,
             _offloads: offloads,
         })
@@ -542,9 +543,11 @@ impl Workers {
             }
             self.poll_control(now);
             if now >= next_publish {
-                next_publish = now + Duration::from_millis(250);
+                next_publish = now + PUBLISH_EVERY;
                 if let Some(s) = &self.stats {
-                    self.sup.publish(s, self.handovers, self.bypass.as_ref());
+                    let throttled = self.control.gate.throttled;
+                    self.sup
+                        .publish(s, self.handovers, self.bypass.as_ref(), throttled);
                 }
             }
             match self.ended.recv_timeout(tick) {
@@ -593,7 +596,7 @@ impl Workers {
         for dir in ["outbound", "inbound"] {
             kernel_forwarded(&mut report[dir], dir, forwarded);
         }
-        add_refusals(&mut report, (self.sup.refused, self.sup.gate.throttled));
+        add_refusals(&mut report, (self.sup.refused, self.control.gate.throttled));
         Ok(report)
     }
 
@@ -602,31 +605,38 @@ impl Workers {
     fn poll_control(&mut self, now: Instant) {
         let (bypass, shared, handovers) = (&mut self.bypass, &self.shared, &mut self.handovers);
         let mut beat = || supervise_beat(bypass, shared, handovers);
-        if let Some(rx) = &self.control {
-            if let Ok(mut req) = rx.try_recv() {
-                if req.emu_set.is_some() {
-                    req.respond(super::emu_set::NOT_EMU.to_string());
-                    return;
-                }
-                let answer = match self.sup.gate.admit(now) {
-                    Ok(()) => {
-                        let prepared = std::mem::replace(&mut req.prepared, Err(String::new()));
-                        let a = self.sup.reload(&req.name, &req.text, prepared, &mut beat);
-                        log_reload("weir reload", &req.name, &a);
-                        a
-                    }
-                    Err(refusal) => refusal,
-                };
-                req.respond(answer.to_string());
-            }
-        }
-        if let Some(h) = &mut self.hup {
-            if let Some(prepared) = h.poll() {
-                let name = h.name().to_string();
-                let answer = self.sup.reload(&name, "", prepared, &mut beat);
-                log_reload("SIGHUP", &name, &answer);
-            }
-        }
+        let mut to = SupervisorApply {
+            sup: &mut self.sup,
+            beat: &mut beat,
+        };
+        self.control.poll(now, &mut to);
+    }
+}
+
+/// The supervisor as what applies control requests: reloads handed to every worker
+/// (beating the heartbeat meanwhile: `beat`); no `weir emu set`.
+struct SupervisorApply<'a> {
+    sup: &'a mut Supervisor,
+    beat: &'a mut dyn FnMut(),
+}
+
+impl Apply for SupervisorApply<'_> {
+    fn emu_set(&mut self, _: &[String], _: &mut ReloadGate, _: Instant) -> String {
+        super::emu_set::NOT_EMU.to_string()
+    }
+
+    fn gated(&self) -> bool {
+        true
+    }
+
+    fn reload(
+        &mut self,
+        name: &str,
+        text: &str,
+        prepared: Prepared,
+        _: Instant,
+    ) -> serde_json::Value {
+        self.sup.reload(name, text, prepared, self.beat)
     }
 }
 
@@ -652,8 +662,6 @@ struct Supervisor {
     timeout_ms: f64,
     /// Reloads refused (the policy did not prepare, or the workers refused it).
     refused: u64,
-    /// One gate for all workers, so that they all take the same reloads.
-    gate: ReloadGate,
 }
 
 impl Supervisor {
@@ -665,7 +673,7 @@ impl Supervisor {
         &mut self,
         name: &str,
         text: &str,
-        prepared: crate::control::Prepared,
+        prepared: Prepared,
         beat: &mut dyn FnMut(),
     ) -> serde_json::Value {
         let ready = match prepared {
@@ -753,8 +761,15 @@ impl Supervisor {
 
     /// Publish the workers' status documents as one: what is the supervisor's is taken
     /// now, the merging (milliseconds for thousands of classes) is done by the thread of
-    /// a client that asks ([`StatsServer::publish_lazy`]).
-    fn publish(&self, server: &StatsServer, handovers: u64, bypass: Option<&failopen::Bypass>) {
+    /// a client that asks ([`StatsServer::publish_lazy`]). `throttled`: the reload
+    /// requests refused for their rate.
+    fn publish(
+        &self,
+        server: &StatsServer,
+        handovers: u64,
+        bypass: Option<&failopen::Bypass>,
+        throttled: u64,
+    ) {
         let docs: Vec<Option<Arc<StatusDoc>>> = lock(&self.shared.docs).clone();
         let extra = serde_json::json!({
             "fail_open": self.fail_open(handovers, bypass),
@@ -768,7 +783,7 @@ impl Supervisor {
             "wan": self.wan,
         });
         let forwarded = bypass.map(|b| b.forwarded());
-        let refused = (self.refused, self.gate.throttled);
+        let refused = (self.refused, throttled);
         server.publish_lazy(Arc::new(move || {
             let docs: Vec<serde_json::Value> = docs
                 .iter()
@@ -813,9 +828,14 @@ fn kernel_forwarded(
     dir: &str,
     forwarded: Option<(failopen::Forwarded, failopen::Forwarded)>,
 ) {
-    let Some((out, back)) = forwarded else { return };
+    let Some(forwarded) = forwarded else { return };
     if lane.is_object() {
-        let f = if dir == "outbound" { out } else { back };
+        let d = if dir == "outbound" {
+            Direction::Outbound
+        } else {
+            Direction::Inbound
+        };
+        let f = kernel_count(d, forwarded);
         lane["kernel_forwarded"] = serde_json::json!({ "packets": f.packets, "bytes": f.bytes });
     }
 }
