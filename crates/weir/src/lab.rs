@@ -11,7 +11,7 @@ use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use weir_lab::lab::Lab;
-use weir_lab::report::{self, Check};
+use weir_lab::report;
 use weir_lab::tests::advanced::Advanced;
 use weir_lab::tests::aggregates::Aggregates;
 use weir_lab::tests::basic::Basic;
@@ -23,6 +23,7 @@ use weir_lab::tests::rrul::Rrul;
 use weir_lab::tests::voip::Voip;
 
 mod args;
+mod sweep;
 
 use args::{LabCmd, ReportArgs};
 
@@ -69,8 +70,22 @@ struct Common<A: LabArgs> {
     out: PathBuf,
     #[arg(long, help = A::STRICT)]
     strict: bool,
+    /// Run the lab once per combination of values: FLAG=V1,V2,… names one of the lab's
+    /// options (without its dashes), e.g. `--sweep rate=10,100 rtt=0,50ms cc=cubic,bbr`;
+    /// each run's outputs go into OUT/FLAG=V,…, and OUT/sweep.txt and sweep.json combine
+    /// them.
+    #[arg(long, num_args = 1.., value_name = "FLAG=V1,V2")]
+    sweep: Vec<String>,
     #[arg(skip)]
     lab: PhantomData<A>,
+}
+
+/// One lab subcommand parsed alone (a sweep parses each combination's arguments again).
+#[derive(clap::Parser)]
+#[command(no_binary_name = true)]
+struct Alone<A: LabArgs> {
+    #[command(flatten)]
+    w: WithCommon<A>,
 }
 
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
@@ -108,6 +123,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
 /// Every lab the same way (see `weir_lab::lab`): preset, flags, plan (a refusal before
 /// root), root, what will run, the run with progress, text, outputs, exit status.
 fn run_lab<A: LabArgs>(a: WithCommon<A>) -> anyhow::Result<ExitCode> {
+    if !a.common.sweep.is_empty() {
+        return sweep::run::<A>(&a.common.sweep, &a.common.out, a.common.strict);
+    }
     let Common {
         quick, strict, out, ..
     } = a.common;
@@ -136,12 +154,18 @@ fn run_lab<A: LabArgs>(a: WithCommon<A>) -> anyhow::Result<ExitCode> {
 /// Print `r`, write its outputs into `out`, say which; status 3 under `strict` when a check
 /// failed.
 fn finish<L: Lab>(r: &L::Result, out: &Path, strict: bool) -> anyhow::Result<ExitCode> {
-    print!("{}", L::text(r));
-    conclude(L::write_outputs(r, out)?, L::checks(r), strict)
+    finish_text::<L>(r, out)?;
+    if strict && !report::all_passed(L::checks(r)) {
+        return Ok(ExitCode::from(3));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
-/// Say which files were written; status 3 under `--strict` when a check failed.
-fn conclude(files: Vec<PathBuf>, checks: &[Check], strict: bool) -> anyhow::Result<ExitCode> {
+/// Print `r`'s text, write its outputs into `out` and say which; the text.
+fn finish_text<L: Lab>(r: &L::Result, out: &Path) -> anyhow::Result<String> {
+    let text = L::text(r);
+    print!("{text}");
+    let files = L::write_outputs(r, out)?;
     eprintln!(
         "weir lab: wrote {}",
         files
@@ -150,10 +174,7 @@ fn conclude(files: Vec<PathBuf>, checks: &[Check], strict: bool) -> anyhow::Resu
             .collect::<Vec<_>>()
             .join(", ")
     );
-    if strict && !report::all_passed(checks) {
-        return Ok(ExitCode::from(3));
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(text)
 }
 
 /// `weir lab report` for one lab: the result read back from `v` (the JSON of `file`), its

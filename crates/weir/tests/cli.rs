@@ -183,3 +183,51 @@ fn version_names_the_commit() {
     );
     assert!(v.ends_with(')') && v.len() > "weir 0.1.0 ()".len(), "{v}");
 }
+
+/// `weir lab … --sweep`: every combination is checked before anything runs (no root
+/// needed to be refused), each refusal naming the flag or the combination.
+#[test]
+fn lab_sweeps_refuse_bad_axes_before_running() {
+    for (args, want) in [
+        (
+            &["lab", "rrul", "--quick", "--sweep", "speed=10,100"][..],
+            "--sweep speed: weir lab rrul has no --speed option; it can sweep case, dut, rate",
+        ),
+        (
+            &[
+                "lab",
+                "rrul",
+                "--quick",
+                "--rate",
+                "10",
+                "--sweep",
+                "rate=10,100",
+            ][..],
+            "--sweep rate: --rate is given too",
+        ),
+        (
+            &["lab", "rrul", "--quick", "--sweep", "busy-poll=1,2"][..],
+            "--busy-poll takes no value",
+        ),
+        (
+            &["lab", "rrul", "--quick", "--sweep", "rate=10,fast"][..],
+            "--sweep rate=fast: --rate fast: invalid rate 'fast'",
+        ),
+        (
+            &["lab", "rrul", "--quick", "--sweep", "cc=cubic,vegas"][..],
+            "--sweep cc=vegas: invalid argument: --cc vegas: expected one of",
+        ),
+        (
+            &["lab", "fidelity", "--sweep", "out=a,b"][..],
+            "--sweep out: not an option to sweep",
+        ),
+        (
+            &["lab", "basic", "--sweep", "runs"][..],
+            "--sweep runs: expected FLAG=V1,V2",
+        ),
+    ] {
+        let (code, _, err) = weir(args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}

@@ -17,8 +17,12 @@ fn run(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// The timing checks want the machine to themselves: one test at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn quick_fidelity_lab_meets_its_checks_and_reports() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (code, _, err) = run(&["lab", "fidelity", "--paths", "veth,nowhere"]);
     assert_ne!(code, 0);
     assert!(err.contains("unknown path 'nowhere'"), "{err}");
@@ -99,5 +103,66 @@ fn quick_fidelity_lab_meets_its_checks_and_reports() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(stdout, last, "the report re-made from JSON is the same");
     assert!(again.join("report.html").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--sweep` (one mechanism for every lab; fidelity's calibration path keeps it short): one
+/// run per value, each in its own directory, and the combined sweep.txt and sweep.json.
+#[test]
+fn a_sweep_runs_every_combination_into_its_own_directory() {
+    if skip_unless_root("a_sweep_runs_every_combination_into_its_own_directory") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("weir-fid-sweep-{}", std::process::id()));
+    let (code, stdout, err) = run(&[
+        "lab",
+        "fidelity",
+        "--quick",
+        "--paths",
+        "veth",
+        "--rates",
+        "8000",
+        "--sweep",
+        "sizes=64,1518",
+        "repeats=1,2",
+        "--out",
+        dir.to_str().unwrap(),
+        "--strict",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("a sweep of 4 runs (sizes 64/1518 x repeats 1/2)"),
+        "{err}"
+    );
+    assert!(stdout.contains("== sweep: 4 runs"), "{stdout}");
+    let combos = [
+        "sizes=64,repeats=1",
+        "sizes=64,repeats=2",
+        "sizes=1518,repeats=1",
+        "sizes=1518,repeats=2",
+    ];
+    for (i, c) in combos.iter().enumerate() {
+        let r: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join(c).join("result.json")).unwrap(),
+        )
+        .unwrap();
+        let size = if i < 2 { 64 } else { 1518 };
+        let repeats = 1 + i as u64 % 2;
+        assert_eq!(r["config"]["sizes"][0], size, "{c}");
+        assert_eq!(r["cells"].as_array().unwrap().len() as u64, repeats, "{c}");
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("sweep.json")).unwrap()).unwrap();
+    assert_eq!(v["kind"], "sweep");
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4);
+    assert_eq!(runs[3]["params"]["repeats"], "2");
+    assert_eq!(runs[3]["dir"], combos[3]);
+    let txt = std::fs::read_to_string(dir.join("sweep.txt")).unwrap();
+    assert!(
+        txt.contains("######## sizes=1518,repeats=2 ########"),
+        "{txt}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -40,7 +40,7 @@ pub use probe::{
     UdpReflector, ICMP_PROBE_PAYLOAD, UDP_PROBE_LEN,
 };
 pub use tcp_info::{tcp_info, TcpInfo};
-pub use tcp_sender::{InfoSample, SenderOpts, SenderReport, TcpSender};
+pub use tcp_sender::{check_cc, InfoSample, SenderOpts, SenderReport, TcpSender};
 pub use tcp_sink::{ConnReport, SinkOpts, SinkReport, TcpSink};
 pub use tcp_stamped::{
     StampedSender, StampedSenderOpts, StampedSenderReport, StampedSink, StampedSinkReport,

@@ -231,6 +231,24 @@ pub(super) fn drain(
     }
 }
 
+/// Refuse a congestion control the kernel does not offer (read from
+/// `tcp_available_congestion_control`; reno, cubic and bbr where that cannot be read),
+/// before a run rather than at its first connection.
+pub fn check_cc(cc: &str) -> Result<()> {
+    let available = available_cc();
+    let known: Vec<&str> = match available.as_str() {
+        "?" => vec!["reno", "cubic", "bbr"],
+        a => a.split_whitespace().collect(),
+    };
+    if known.contains(&cc) {
+        return Ok(());
+    }
+    Err(Error::Invalid(format!(
+        "--cc {cc}: expected one of {} (the congestion controls this kernel offers)",
+        known.join(", ")
+    )))
+}
+
 pub(super) fn available_cc() -> String {
     std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
         .map(|s| s.trim().to_string())

@@ -407,12 +407,7 @@ impl DiffservConfig {
                 "nothing to run: no device or no group".into(),
             ));
         }
-        if !["reno", "cubic", "bbr"].contains(&self.cc.as_str()) {
-            return Err(Error::Invalid(format!(
-                "--cc {}: expected reno, cubic or bbr",
-                self.cc
-            )));
-        }
+        crate::agents::check_cc(&self.cc)?;
         Ok(())
     }
 

@@ -189,6 +189,7 @@ impl RrulConfig {
         if !(1..=64).contains(&self.streams) {
             return bad(format!("{} streams (1 to 64)", self.streams));
         }
+        crate::agents::check_cc(&self.cc)?;
         let mut seen = std::collections::HashSet::new();
         for d in &self.duts {
             DutKind::parse(d)?;
