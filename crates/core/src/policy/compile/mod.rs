@@ -3,23 +3,22 @@
 //! One function per section of the file, in the order [`compile`] runs them: `[link]`,
 //! class names, parents and cycles, the tree order, each class (rates, priority, sizes,
 //! queue keys, per-session settings), depths, assured-rate sums and default quanta, the
-//! default class, `[[emulate]]` profiles, `[link] emulate` and `seed`, the rules, and the
-//! warning for classes no rule feeds. Every problem is recorded in `Src` with its
+//! default class, `[[emulate]]` profiles (`emulators.rs`), `[link] emulate` and `seed`,
+//! the rules, and the warning for classes no rule feeds. Every problem is recorded in `Src` with its
 //! position and compiling goes on where it can, so one run reports all of them
 //! ([`Policy::parse`] sorts them by position).
 
 use super::raw::{
-    parse_direction, parse_list, parse_mtu, parse_ports, parse_with, RawClass, RawEmulate, RawLink,
-    RawPolicy, RawRule, Src,
+    parse_direction, parse_list, parse_mtu, parse_ports, parse_with, RawClass, RawLink, RawPolicy,
+    RawRule, Src,
 };
 use super::{
-    ClassDef, DirRates, EmuDef, MssCap, Policy, PolicyError, QueueKind, RuleDef, SessionSpec,
-    Shapes, Technique, Written, DEFAULT_BUCKETS, DEFAULT_FIFO_LIMIT, DEFAULT_FLOW_LIMIT,
-    DEFAULT_SEED, ROOT,
+    ClassDef, DirRates, MssCap, Policy, PolicyError, QueueKind, RuleDef, SessionSpec, Shapes,
+    Technique, Written, DEFAULT_BUCKETS, DEFAULT_FIFO_LIMIT, DEFAULT_FLOW_LIMIT, DEFAULT_SEED,
+    ROOT,
 };
 use crate::classify::{parse_dscp, parse_vlan, IpNet, Match, Proto};
 use crate::diffserv::Role;
-use crate::emulate::{self, EmuConfig};
 use crate::framing::Framing;
 use crate::sched::linkshare::MAX_LEVEL;
 use crate::units::{self, fmt_rate, Limit};
@@ -31,6 +30,7 @@ mod adapt;
 mod app;
 mod class;
 mod diffserv;
+mod emulators;
 mod framing;
 mod netem;
 mod subscribers;
@@ -39,6 +39,7 @@ use class::compile_class;
 use diffserv::{
     check_interior_rule, compile_meters, compile_role, meter_ref, rule_mark, warn_unused_meters,
 };
+use emulators::{compile_emulators, emulate_profile};
 use framing::{compile_framing, FramingKeys};
 
 /// Largest default quantum (bytes) when quanta are derived from rates.
@@ -682,26 +683,6 @@ fn leaf_class(
     }
 }
 
-/// An `emulate` key (`[link]`'s or a rule's): the index of the `[[emulate]]` profile it
-/// names; an unknown name is an error.
-fn emulate_profile(
-    src: &mut Src<'_>,
-    e: &Spanned<String>,
-    emu_index: &HashMap<String, usize>,
-) -> Option<usize> {
-    let i = emu_index.get(e.get_ref()).copied();
-    if i.is_none() {
-        src.err(
-            e.span(),
-            format!(
-                "`emulate`: '{}' is not a defined [[emulate]] profile",
-                e.get_ref()
-            ),
-        );
-    }
-    i
-}
-
 /// `[link] seed`.
 fn compile_seed(src: &mut Src<'_>, link: &RawLink) -> u64 {
     match &link.seed {
@@ -868,231 +849,6 @@ fn warn_classes_without_rules(
     }
 }
 
-/// Compile the `[[emulate]]` profiles; returns them and a name → index map.
-fn compile_emulators(
-    src: &mut Src<'_>,
-    raw: &[Spanned<RawEmulate>],
-    link_mtu: u32,
-) -> (Vec<EmuDef>, HashMap<String, usize>) {
-    let mut out = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
-    let mut spans: Vec<std::ops::Range<usize>> = Vec::new();
-    for e in raw {
-        let span = e.span();
-        let e = e.get_ref();
-        let _ = &e.description;
-        let name = e.name.get_ref().clone();
-        if let Some(&first) = index.get(&name) {
-            let line = src.line(spans[first].clone());
-            src.err(
-                e.name.span(),
-                format!("duplicate [[emulate]] name '{name}' (first defined at line {line})"),
-            );
-            continue;
-        }
-        let mut cfg = EmuConfig {
-            mtu: link_mtu,
-            ..EmuConfig::default()
-        };
-        if let Some(v) = &e.rate {
-            match v.get_ref() {
-                Value::Array(points) => cfg.capacity = rate_schedule(src, v, points),
-                _ => cfg.rate_bps = parse_with(src, "rate", v, units::parse_rate),
-            }
-        }
-        if let Some(t) = &e.trace {
-            if e.rate.is_some() {
-                src.err(
-                    t.span(),
-                    "`trace` and `rate` both set the link's rate: give one",
-                );
-            } else {
-                cfg.capacity = read_trace(src, t);
-            }
-        }
-        let keys = FramingKeys {
-            framing: e.framing.as_ref(),
-            overhead: e.overhead.as_ref(),
-            mpu: e.mpu.as_ref(),
-            atm: e.atm.as_ref(),
-            ptm: e.ptm.as_ref(),
-        };
-        let max = EmuConfig::MAX_OVERHEAD;
-        cfg.framing = compile_framing(src, keys, -max..=max, Framing::MAX_MPU);
-        if let Some(m) = e.mtu.as_ref().and_then(|m| parse_mtu(src, m)) {
-            cfg.mtu = m;
-        }
-        if let Some(v) = &e.delay {
-            match v.get_ref() {
-                Value::Array(points) => {
-                    cfg.path.delay = schedule_points(
-                        src,
-                        ("delay", r#"["TIME", "DELAY"], e.g. ["30s", "80ms"]"#),
-                        v,
-                        points,
-                        |d| units::parse_duration(d).map_err(|e| e.to_string()),
-                    )
-                    .map(std::sync::Arc::new)
-                }
-                _ => {
-                    if let Some(ns) = parse_with(src, "delay", v, units::parse_duration) {
-                        cfg.delay = crate::time::Duration(ns);
-                    }
-                }
-            }
-        }
-        if let Some(t) = &e.delay_trace {
-            if e.delay.is_some() {
-                src.err(
-                    t.span(),
-                    "`delay_trace` and `delay` both set the delay: give one",
-                );
-            } else if let Some(p) =
-                read_points(src, "delay_trace", t, emulate::spec::parse_delay_trace)
-            {
-                cfg.path.delay = Some(std::sync::Arc::new(p));
-            }
-        }
-        if let Some(t) = &e.loss_trace {
-            if e.loss.is_some() {
-                src.err(
-                    t.span(),
-                    "`loss_trace` and `loss` both set the loss: give one",
-                );
-            } else if let Some(p) =
-                read_points(src, "loss_trace", t, emulate::spec::parse_loss_trace)
-            {
-                cfg.path.loss = Some(std::sync::Arc::new(p));
-            }
-        }
-        if let Some(v) = &e.outages {
-            cfg.path.outages = match v.get_ref() {
-                Value::Array(points) => schedule_points(
-                    src,
-                    ("outages", r#"["START", "END"], e.g. ["10s", "12s"]"#),
-                    v,
-                    points,
-                    |d| units::parse_duration(d).map_err(|e| e.to_string()),
-                )
-                .map(std::sync::Arc::new)
-                .unwrap_or_default(),
-                _ => {
-                    src.err(
-                        v.span(),
-                        "`outages`: expected [[\"START\", \"END\"], …], e.g. [[\"10s\", \"12s\"]]",
-                    );
-                    Default::default()
-                }
-            };
-        }
-        let jitter_ns = e
-            .jitter
-            .as_ref()
-            .and_then(|v| parse_with(src, "jitter", v, units::parse_duration));
-        match (&e.distribution, jitter_ns) {
-            (Some(d), None) if e.jitter.is_none() => {
-                src.err(d.span(), "`distribution`: needs a `jitter` width to shape")
-            }
-            (d, Some(ns)) => {
-                let (dist, dspan) = d.as_ref().map_or(("uniform", span.clone()), |d| {
-                    (d.get_ref().as_str(), d.span())
-                });
-                match emulate::spec::parse_jitter(ns, dist) {
-                    Ok(j) => cfg.jitter = j,
-                    Err(msg) => src.err(dspan, format!("`distribution`: {msg}")),
-                }
-            }
-            _ => {}
-        }
-        cfg.reorder = e.reorder.unwrap_or(false);
-        netem::netem_keys(src, e, jitter_ns, &mut cfg);
-        if let Some(v) = &e.loss {
-            match v.get_ref() {
-                Value::Array(points) => {
-                    cfg.path.loss = schedule_points(
-                        src,
-                        ("loss", r#"["TIME", "LOSS"], e.g. ["10s", "5%"]"#),
-                        v,
-                        points,
-                        emulate::spec::parse_loss,
-                    )
-                    .map(std::sync::Arc::new)
-                }
-                _ => {
-                    cfg.loss =
-                        parse_with(src, "loss", v, emulate::spec::parse_loss).unwrap_or_default()
-                }
-            }
-        }
-        if let Some(v) = &e.duplicate {
-            cfg.duplicate =
-                parse_with(src, "duplicate", v, emulate::spec::parse_prob).unwrap_or(0.0);
-        }
-        if let Some(v) = &e.corrupt {
-            cfg.corrupt = parse_with(src, "corrupt", v, emulate::spec::parse_prob).unwrap_or(0.0);
-        }
-        if let Some(v) = &e.limit {
-            match parse_with(src, "limit", v, units::parse_limit) {
-                Some(Limit::Packets(n)) if n > 0 => cfg.limit_packets = Some(n),
-                Some(Limit::Bytes(b)) if b > 0 => cfg.limit_bytes = Some(b),
-                Some(_) => src.err(v.span(), "`limit`: must be positive"),
-                None => {}
-            }
-        }
-        let duration = |src: &mut Src<'_>, key: &str, v: &Option<Spanned<Value>>, default: u64| {
-            v.as_ref()
-                .and_then(|v| parse_with(src, key, v, units::parse_duration))
-                .map_or(crate::time::Duration(default), crate::time::Duration)
-        };
-        if let Some(q) = &e.queue {
-            match q.get_ref().as_str() {
-                "droptail" => cfg.queue_drop = emulate::QueueDrop::Tail,
-                "drophead" => cfg.queue_drop = emulate::QueueDrop::Head,
-                "codel" => {
-                    cfg.codel = Some(emulate::QueueCodel {
-                        target: duration(src, "target", &e.target, 5_000_000),
-                        interval: duration(src, "interval", &e.interval, 100_000_000),
-                        ecn: false,
-                    })
-                }
-                other => src.err(
-                    q.span(),
-                    format!("`queue`: '{other}' is not one of droptail, drophead, codel"),
-                ),
-            }
-        }
-        if cfg.codel.is_none() {
-            for (key, v) in [("target", &e.target), ("interval", &e.interval)] {
-                if let Some(v) = v {
-                    src.err(
-                        v.span(),
-                        format!("`{key}` is CoDel's: it needs `queue = \"codel\"`"),
-                    );
-                }
-            }
-        }
-        cfg.once = e.once.as_ref().is_some_and(|v| *v.get_ref());
-        let direction = parse_direction(src, e.direction.as_ref(), false);
-        if let Err(err) = cfg.validate() {
-            src.err(span.clone(), format!("[[emulate]] '{name}': {err}"));
-        }
-        if cfg.is_transparent() {
-            src.warn(
-                span.clone(),
-                format!("[[emulate]] '{name}' changes nothing (no rate, delay, jitter, loss, duplication or corruption)"),
-            );
-        }
-        index.insert(name.clone(), out.len());
-        spans.push(span.clone());
-        out.push(EmuDef {
-            name,
-            cfg,
-            direction,
-        });
-    }
-    (out, index)
-}
-
 /// Warnings for leaves whose per-session settings the resolved queue cannot enforce.
 pub(super) fn session_warnings(p: &Policy) -> Vec<PolicyError> {
     let warn = |c: &ClassDef, msg: String| PolicyError {
@@ -1132,103 +888,4 @@ pub(super) fn session_warnings(p: &Policy) -> Vec<PolicyError> {
 /// Default bucket depth: one MTU plus 1 ms at the rate (tc's `rate/HZ + mtu`).
 pub(super) fn burst_for(rate: u64, mtu: u32) -> u32 {
     (mtu as u64 + rate / 8 / 1000).min(u32::MAX as u64 / 4) as u32
-}
-
-/// `rate = [["0s", "8Mbit"], ["30s", "2Mbit"], …]`: a rate schedule.
-fn rate_schedule(
-    src: &mut Src<'_>,
-    v: &Spanned<Value>,
-    points: &[Value],
-) -> Option<emulate::Capacity> {
-    let out = schedule_points(
-        src,
-        ("rate", r#"["TIME", "RATE"], e.g. ["30s", "2Mbit"]"#),
-        v,
-        points,
-        |r| units::parse_rate(r).map_err(|e| e.to_string()),
-    )?;
-    emulate::Capacity::schedule(out)
-        .map_err(|e| src.err(v.span(), format!("`rate`: {e}")))
-        .ok()
-}
-
-/// `key = [["TIME", "VALUE"], …]`: the points of a schedule (or outages), each value read
-/// by `value`; errors at the key's position name the point. `(key, shape)`: the key and
-/// what a point looks like, for the message.
-fn schedule_points<T>(
-    src: &mut Src<'_>,
-    (key, shape): (&str, &str),
-    v: &Spanned<Value>,
-    points: &[Value],
-    value: impl Fn(&str) -> Result<T, String>,
-) -> Option<Vec<(u64, T)>> {
-    let mut out = Vec::with_capacity(points.len());
-    for p in points {
-        let pair = p.as_array().filter(|a| a.len() == 2);
-        let parsed = pair.and_then(|a| {
-            let t = a[0]
-                .as_str()
-                .map(|t| units::parse_duration(t).map_err(|e| e.to_string()))?;
-            let r = a[1].as_str().map(&value)?;
-            Some((t, r))
-        });
-        match parsed {
-            Some((Ok(t), Ok(r))) => out.push((t, r)),
-            Some((Err(e), _)) | Some((_, Err(e))) => {
-                src.err(v.span(), format!("`{key}` point {p}: {e}"));
-                return None;
-            }
-            None => {
-                src.err(v.span(), format!("`{key}` point {p}: expected {shape}"));
-                return None;
-            }
-        }
-    }
-    Some(out)
-}
-
-/// A file a policy names under `key`, read relative to the policy's directory: its path
-/// as shown in messages, and its text.
-pub(super) fn read_named(
-    src: &mut Src<'_>,
-    key: &str,
-    t: &Spanned<String>,
-) -> Option<(String, String)> {
-    let Some(dir) = src.dir else {
-        src.err(
-            t.span(),
-            format!("`{key}`: this policy came from no file, so '{}' cannot be read (give the policy as a file)", t.get_ref()),
-        );
-        return None;
-    };
-    let path = dir.join(t.get_ref());
-    match std::fs::read_to_string(&path) {
-        Ok(text) => Some((path.display().to_string(), text)),
-        Err(e) => {
-            src.err(
-                t.span(),
-                format!("`{key}`: cannot read {}: {e}", path.display()),
-            );
-            None
-        }
-    }
-}
-
-/// `key = "FILE"`, read relative to the policy's directory and parsed by `parse` (errors
-/// name the key, the file and its line).
-fn read_points<T>(
-    src: &mut Src<'_>,
-    key: &str,
-    t: &Spanned<String>,
-    parse: impl Fn(&str) -> Result<T, String>,
-) -> Option<T> {
-    let (path, text) = read_named(src, key, t)?;
-    parse(&text)
-        .map_err(|e| src.err(t.span(), format!("`{key}` {path}: {e}")))
-        .ok()
-}
-
-/// `trace = "FILE"`: a Mahimahi delivery trace, read relative to the policy's directory.
-fn read_trace(src: &mut Src<'_>, t: &Spanned<String>) -> Option<emulate::Capacity> {
-    read_points(src, "trace", t, emulate::Capacity::parse_trace)
 }

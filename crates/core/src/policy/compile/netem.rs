@@ -7,7 +7,7 @@
 
 use super::super::raw::{parse_with, RawEmulate, Src};
 use super::super::PolicyError;
-use super::read_named;
+use super::emulators::read_named;
 use crate::emulate::dist::Jitter;
 use crate::emulate::slot::{Slot, SlotGap};
 use crate::emulate::table::DistTable;

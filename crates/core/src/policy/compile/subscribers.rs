@@ -28,7 +28,8 @@ use super::super::raw::{RawSubscribers, Src};
 use super::super::{
     ClassDef, DirRates, PolicyError, SubscriberClass, Subscribers, Technique, Written,
 };
-use super::{burst_for, read_named};
+use super::burst_for;
+use super::emulators::read_named;
 use crate::classify::lpm::{Nesting, PrefixTable};
 use crate::subscribers::{libreqos, Diag, Table};
 use crate::units::fmt_rate;
