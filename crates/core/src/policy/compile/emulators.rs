@@ -8,7 +8,7 @@ use super::super::raw::{parse_direction, parse_mtu, parse_with, RawEmulate, Src}
 use super::super::EmuDef;
 use super::framing::{compile_framing, FramingKeys};
 use super::netem;
-use crate::emulate::{self, EmuConfig};
+use crate::emulate::{self, spec, EmuConfig};
 use crate::framing::Framing;
 use crate::units::{self, Limit};
 use std::collections::HashMap;
@@ -67,14 +67,8 @@ pub(super) fn compile_emulators(
             }
         }
         if let Some(t) = &e.trace {
-            if e.rate.is_some() {
-                src.err(
-                    t.span(),
-                    "`trace` and `rate` both set the link's rate: give one",
-                );
-            } else {
-                cfg.capacity = read_trace(src, t);
-            }
+            let other = ("rate", e.rate.is_some(), "the link's rate");
+            cfg.capacity = file_instead(src, ("trace", t), other, emulate::Capacity::parse_trace);
         }
         let keys = FramingKeys {
             framing: e.framing.as_ref(),
@@ -108,26 +102,14 @@ pub(super) fn compile_emulators(
             }
         }
         if let Some(t) = &e.delay_trace {
-            if e.delay.is_some() {
-                src.err(
-                    t.span(),
-                    "`delay_trace` and `delay` both set the delay: give one",
-                );
-            } else if let Some(p) =
-                read_points(src, "delay_trace", t, emulate::spec::parse_delay_trace)
-            {
+            let other = ("delay", e.delay.is_some(), "the delay");
+            if let Some(p) = file_instead(src, ("delay_trace", t), other, spec::parse_delay_trace) {
                 cfg.path.delay = Some(std::sync::Arc::new(p));
             }
         }
         if let Some(t) = &e.loss_trace {
-            if e.loss.is_some() {
-                src.err(
-                    t.span(),
-                    "`loss_trace` and `loss` both set the loss: give one",
-                );
-            } else if let Some(p) =
-                read_points(src, "loss_trace", t, emulate::spec::parse_loss_trace)
-            {
+            let other = ("loss", e.loss.is_some(), "the loss");
+            if let Some(p) = file_instead(src, ("loss_trace", t), other, spec::parse_loss_trace) {
                 cfg.path.loss = Some(std::sync::Arc::new(p));
             }
         }
@@ -353,7 +335,21 @@ fn read_points<T>(
         .ok()
 }
 
-/// `trace = "FILE"`: a Mahimahi delivery trace, read relative to the policy's directory.
-fn read_trace(src: &mut Src<'_>, t: &Spanned<String>) -> Option<emulate::Capacity> {
-    read_points(src, "trace", t, emulate::Capacity::parse_trace)
+/// A file key that sets what another key sets (`trace` the rate, `delay_trace` the
+/// delay, `loss_trace` the loss): refused beside that key (`other`: its name, whether it
+/// is given, what both set), else [`read_points`].
+fn file_instead<T>(
+    src: &mut Src<'_>,
+    (key, t): (&str, &Spanned<String>),
+    (other, given, what): (&str, bool, &str),
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Option<T> {
+    if given {
+        src.err(
+            t.span(),
+            format!("`{key}` and `{other}` both set {what}: give one"),
+        );
+        return None;
+    }
+    read_points(src, key, t, parse)
 }
