@@ -143,12 +143,18 @@ fn run_lab<A: LabArgs>(a: WithCommon<A>) -> anyhow::Result<ExitCode> {
         A::Lab::NAME,
         out.display()
     );
-    let r = if A::Lab::EVERY_PROGRESS_LINE {
-        lab.run(&c, &out, &mut |line| eprintln!("{line}"))?
-    } else {
-        with_progress(|progress| lab.run(&c, &out, progress))?
-    };
+    let r = run_showing_progress(lab, &c, &out)?;
     finish::<A::Lab>(&r, &out, strict)
+}
+
+/// Run `lab` with `c` into `out`, showing its progress: every line for a lab that asks
+/// ([`Lab::EVERY_PROGRESS_LINE`]), else [`with_progress`]'s printer.
+fn run_showing_progress<L: Lab>(lab: L, c: &L::Config, out: &Path) -> anyhow::Result<L::Result> {
+    if L::EVERY_PROGRESS_LINE {
+        Ok(lab.run(c, out, &mut |line| eprintln!("{line}"))?)
+    } else {
+        with_progress(|progress| lab.run(c, out, progress))
+    }
 }
 
 /// Print `r`, write its outputs into `out`, say which; status 3 under `strict` when a check

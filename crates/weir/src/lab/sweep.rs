@@ -232,12 +232,7 @@ pub(super) fn run<A: LabArgs>(
             i + 1,
             p.outline
         );
-        let r = if A::Lab::EVERY_PROGRESS_LINE {
-            p.lab
-                .run(&p.config, &dir, &mut |line| eprintln!("{line}"))?
-        } else {
-            super::with_progress(|progress| p.lab.run(&p.config, &dir, progress))?
-        };
+        let r = super::run_showing_progress(p.lab, &p.config, &dir)?;
         let text = finish_text::<A::Lab>(&r, &dir)?;
         done.push((p.combo, text, A::Lab::checks(&r).to_vec()));
     }
