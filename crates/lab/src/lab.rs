@@ -117,6 +117,7 @@ mod tests {
     use crate::tests::robustness::Robustness;
     use crate::tests::rrul::Rrul;
     use crate::tests::voip::Voip;
+    use crate::tests::y1564::{self, Y1564};
 
     const POLICY: &str = include_str!("../../../examples/basic-test.toml");
 
@@ -196,6 +197,17 @@ mod tests {
         assert_eq!(
             quick_outline(&Rrul),
             "10 part(s), 46 run(s) in all of 2 s idle + 10 s load (about 14 min)"
+        );
+        // voice: 4 steps + policing; video, data: 4 steps + EIR + policing: 17 streams;
+        // 2 DUTs x (17 x (1.5 + 0.4) + 4 + 0.4 + 2) s = 77 s
+        let y = Y1564 {
+            policy_file: y1564::DEFAULT_POLICY.0.into(),
+            policy_text: y1564::DEFAULT_POLICY.1.into(),
+        };
+        assert_eq!(
+            quick_outline(&y),
+            "3 service(s) (voice, video, data), 17 configuration stream(s) of 1.5 s and a 4 s \
+             performance test on 2 DUT(s) (about 1 min)"
         );
     }
 

@@ -21,6 +21,7 @@ use weir_lab::tests::postgate::Postgate;
 use weir_lab::tests::robustness::Robustness;
 use weir_lab::tests::rrul::Rrul;
 use weir_lab::tests::voip::Voip;
+use weir_lab::tests::y1564::Y1564;
 
 mod args;
 mod sweep;
@@ -116,6 +117,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         LabCmd::Diffserv(a) => run_lab(a),
         LabCmd::Postgate(a) => run_lab(a),
         LabCmd::Rrul(a) => run_lab(a),
+        LabCmd::Y1564(a) => run_lab(a),
         LabCmd::Report(a) => report(a),
     }
 }
@@ -195,7 +197,7 @@ fn remake<L: Lab>(v: serde_json::Value, file: &Path, out: &Path) -> anyhow::Resu
 /// [`remake`] for one lab.
 type Remake = fn(serde_json::Value, &Path, &Path) -> anyhow::Result<ExitCode>;
 /// The labs `weir lab report` knows, by result kind.
-const REMAKE: [(&str, Remake); 9] = [
+const REMAKE: [(&str, Remake); 10] = [
     (Fidelity::NAME, remake::<Fidelity>),
     (Basic::NAME, remake::<Basic>),
     (Robustness::NAME, remake::<Robustness>),
@@ -205,6 +207,7 @@ const REMAKE: [(&str, Remake); 9] = [
     (Diffserv::NAME, remake::<Diffserv>),
     (Postgate::NAME, remake::<Postgate>),
     (Rrul::NAME, remake::<Rrul>),
+    (Y1564::NAME, remake::<Y1564>),
 ];
 
 fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {

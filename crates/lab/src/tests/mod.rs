@@ -10,6 +10,7 @@
 //! | [`diffserv`] | a chain of three DiffServ routers against 3 × 100 Mbit/s of background: EF and AF for UDP and TCP, one-way delay and jitter with clock-skew estimation (Figs. 8-25), beside the kernel's HTB | 004 |
 //! | [`aggregates`] | aggregate marking (trTCM) and three-colour RED: Aggr1 (8 TCP flows) vs Aggr2 (2), utilisation of CIR, Jain's index (Tables 2-4) | 001 |
 //! | [`rrul`] | Flent's Realtime Response Under Load against any DUT: idle and loaded latency (UDP one-way each way, ICMP), goodput and its share, Jain, each flow's smoothed RTT, the bufferbloat grade; host isolation, a voice call, ECN, an ACK filter | Flent |
+//! | [`y1564`] | ITU-T Y.1564 service activation: per service (a leaf class: CIR = rate, EIR = ceil − rate) the CIR step, EIR and traffic policing tests, then every service at its CIR at once; IR, FTD, FDV, FLR and availability against the SAC, pass/fail | ITU-T Y.1564 |
 //! | [`postgate`] | moving the bottleneck off an ADSL line's ATU-C: 48 FTP flows and a CBR through none, partition, SFQ, Postgate, the autorate and HTB; ATU-C queueing delay, utilisation, per-class bandwidth, weights (Figs. 3-5); a varying line | 003 |
 //!
 //! Each implements [`crate::lab::Lab`] (the shape every lab has; how to add one) and holds
@@ -17,7 +18,8 @@
 //!
 //! [`testbed`] is what the seed 000 labs share: a [`Plan`](testbed::Plan) of TCP sessions,
 //! its runner ([`testbed::run_plan`]: topology, DUT, WAN stage, agents) and the outputs
-//! every one of them writes.
+//! every one of them writes. [`streams`] is what the conformance labs share: constant-rate
+//! test streams through a DUT and their figures (IR, FTD, FDV, loss, availability).
 
 pub mod advanced;
 pub mod aggregates;
@@ -27,5 +29,7 @@ pub mod fidelity;
 pub mod postgate;
 pub mod robustness;
 pub mod rrul;
+pub mod streams;
 pub mod testbed;
 pub mod voip;
+pub mod y1564;

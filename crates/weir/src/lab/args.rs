@@ -13,6 +13,7 @@ use weir_lab::tests::robustness::{self, Robustness, RobustnessConfig};
 use weir_lab::tests::rrul::{Case, Rrul, RrulConfig};
 use weir_lab::tests::testbed;
 use weir_lab::tests::voip::{self, Voip, VoipConfig};
+use weir_lab::tests::y1564::{self, Y1564Config, Y1564};
 
 use super::{LabArgs, WithCommon};
 
@@ -84,6 +85,16 @@ pub(super) enum LabCmd {
         after_help = "Examples:\n  sudo weir lab rrul --quick --case rrul_be --dut kernel:bridge,router:fifo,weir:cbq+pfq --out /tmp/rrul\n  sudo weir lab rrul --case rrul_be,hosts --rate 10,100 --rtt 50 --dut kernel:htb,weir:cbq+pfq"
     )]
     Rrul(WithCommon<RrulArgs>),
+    /// ITU-T Y.1564 service activation test against any DUT: each service of the policy (a
+    /// leaf class: CIR = its rate, EIR = its ceil - rate) by a constant-rate UDP stream at
+    /// 25/50/75/100 % of its CIR, at CIR+EIR and 25 % over its profile (policing), then
+    /// every service at its CIR at once (service performance test); information rate, frame
+    /// delay, delay variation, loss and availability against the acceptance criteria, per
+    /// DUT side by side.
+    #[command(
+        after_help = "Examples:\n  sudo weir lab y1564 --quick --out /tmp/y1564\n  sudo weir lab y1564 --policy my-services.toml --dut weir,kernel:htb,cmd:./router.sh --sac 10ms/5ms/0.1% --sac voice:5ms/1ms/0.01%"
+    )]
+    Y1564(WithCommon<Y1564Args>),
     /// Re-make the tables, plots and HTML report of a result file.
     #[command(after_help = "Example:\n  weir lab report /tmp/basic/result.json")]
     Report(ReportArgs),
@@ -689,6 +700,89 @@ fn quantity(
         }
     }
     parse(t).map_err(|e| anyhow::anyhow!("{what} {t}: {e}"))
+}
+
+#[derive(clap::Args)]
+pub(super) struct Y1564Args {
+    /// Devices under test: weir (the policy as written), weir:TECHNIQUE, kernel:htb,
+    /// kernel:bridge, cmd:SCRIPT. Default: weir,kernel:htb.
+    #[arg(long, value_delimiter = ',')]
+    dut: Vec<String>,
+    /// The policy every DUT enforces; each leaf class is a service (default: the embedded
+    /// examples/y1564-services.toml, three services on 100 Mbit/s).
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// The classes to test (comma-separated). Default: every leaf class.
+    #[arg(long, value_delimiter = ',')]
+    services: Vec<String>,
+    /// Service acceptance criteria FTD/FDV/FLR[/AVAIL] of every service (default
+    /// 10ms/5ms/0.1%/99.9%), or CLASS:FTD/FDV/FLR[/AVAIL] for one; repeat for several.
+    #[arg(long)]
+    sac: Vec<String>,
+    /// Ethernet frame size of the test streams, bytes without FCS (default 1514).
+    #[arg(long)]
+    frame: Option<usize>,
+    /// Sending time of each configuration-test stream (paper: 60s; quick: 1.5s).
+    #[arg(long, value_parser = crate::sim::dur)]
+    step_time: Option<weir_core::Duration>,
+    /// Length of the service performance test (paper: 15min; quick: 4s).
+    #[arg(long, value_parser = crate::sim::dur)]
+    perf_time: Option<weir_core::Duration>,
+    /// The CIR step test's steps, percent of the CIR (default 25,50,75,100).
+    #[arg(long, value_delimiter = ',')]
+    steps: Vec<f64>,
+    /// The policing test sends CIR + OVERSHOOT x EIR (OVERSHOOT x CIR without EIR).
+    #[arg(long)]
+    overshoot: Option<f64>,
+    /// weir DUTs busy-poll.
+    #[arg(long)]
+    busy_poll: bool,
+}
+
+impl LabArgs for Y1564Args {
+    type Lab = Y1564;
+    const QUICK: &'static str =
+        "CI-sized run: 1.5 s per configuration stream, a 4 s performance test (paper: 60 s and 15 min)";
+    const OUT: &'static str = "weir-lab-y1564";
+    const OUT_HELP: &'static str =
+        "Directory for result.json, tables.txt, streams.csv, an IR chart per DUT (ir-DUT.svg) and report.html";
+
+    fn apply(self, c: &mut Y1564Config) -> anyhow::Result<Y1564> {
+        if !self.dut.is_empty() {
+            c.duts = self.dut.iter().map(|d| d.trim().to_string()).collect();
+        }
+        if !self.services.is_empty() {
+            c.services = self.services.iter().map(|d| d.trim().to_string()).collect();
+        }
+        for spec in &self.sac {
+            let sac_of = |t: &str| y1564::Sac::parse(t).map_err(|e| anyhow::anyhow!("--sac: {e}"));
+            match spec.split_once(':') {
+                Some((class, t)) => {
+                    c.sac_by_class.insert(class.trim().to_string(), sac_of(t)?);
+                }
+                None => c.sac = sac_of(spec)?,
+            }
+        }
+        set(&mut c.frame, self.frame);
+        set(&mut c.step_s, self.step_time.map(|d| d.as_secs_f64()));
+        set(&mut c.perf_s, self.perf_time.map(|d| d.as_secs_f64()));
+        if !self.steps.is_empty() {
+            c.steps = self.steps.iter().map(|p| p / 100.0).collect();
+        }
+        set(&mut c.overshoot, self.overshoot);
+        c.busy_poll = self.busy_poll;
+        let (policy_file, policy_text) = match &self.policy {
+            Some(_) => read_policy(self.policy.as_deref())?,
+            None => (
+                y1564::DEFAULT_POLICY.0.to_string(),
+                y1564::DEFAULT_POLICY.1.to_string(),
+            ),
+        };
+        Ok(Y1564 {
+            policy_file,
+            policy_text,
+        })
+    }
 }
 
 #[derive(clap::Args)]
