@@ -114,6 +114,7 @@ mod tests {
     use crate::tests::diffserv::Diffserv;
     use crate::tests::fidelity::Fidelity;
     use crate::tests::postgate::Postgate;
+    use crate::tests::rfc2544::{self, Rfc2544};
     use crate::tests::robustness::Robustness;
     use crate::tests::rrul::Rrul;
     use crate::tests::voip::Voip;
@@ -208,6 +209,17 @@ mod tests {
             quick_outline(&y),
             "3 service(s) (voice, video, data), 17 configuration stream(s) of 1.5 s and a 4 s \
              performance test on 2 DUT(s) (about 1 min)"
+        );
+        // per frame size: throughput log2(1 / 1 %) + 4 = 11 trials, latency 1, loss steps
+        // 9 + 2 = 11: 23 x (1 + 0.7) s; 8 bursts x (0.25 + 0.7) s; 2 sizes x 2 DUTs: 187 s
+        let r = Rfc2544 {
+            policy_file: rfc2544::DEFAULT_POLICY.0.into(),
+            policy_text: rfc2544::DEFAULT_POLICY.1.into(),
+        };
+        assert_eq!(
+            quick_outline(&r),
+            "class 'all' (100.000 Mbit/s) on a 1000 Mbit/s line: 2 frame size(s) x 2 DUT(s), \
+             trials of 1 s (about 3 min)"
         );
     }
 

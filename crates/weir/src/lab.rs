@@ -18,6 +18,7 @@ use weir_lab::tests::basic::Basic;
 use weir_lab::tests::diffserv::Diffserv;
 use weir_lab::tests::fidelity::Fidelity;
 use weir_lab::tests::postgate::Postgate;
+use weir_lab::tests::rfc2544::Rfc2544;
 use weir_lab::tests::robustness::Robustness;
 use weir_lab::tests::rrul::Rrul;
 use weir_lab::tests::voip::Voip;
@@ -118,6 +119,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         LabCmd::Postgate(a) => run_lab(a),
         LabCmd::Rrul(a) => run_lab(a),
         LabCmd::Y1564(a) => run_lab(a),
+        LabCmd::Rfc2544(a) => run_lab(a),
         LabCmd::Report(a) => report(a),
     }
 }
@@ -197,7 +199,7 @@ fn remake<L: Lab>(v: serde_json::Value, file: &Path, out: &Path) -> anyhow::Resu
 /// [`remake`] for one lab.
 type Remake = fn(serde_json::Value, &Path, &Path) -> anyhow::Result<ExitCode>;
 /// The labs `weir lab report` knows, by result kind.
-const REMAKE: [(&str, Remake); 10] = [
+const REMAKE: [(&str, Remake); 11] = [
     (Fidelity::NAME, remake::<Fidelity>),
     (Basic::NAME, remake::<Basic>),
     (Robustness::NAME, remake::<Robustness>),
@@ -208,6 +210,7 @@ const REMAKE: [(&str, Remake); 10] = [
     (Postgate::NAME, remake::<Postgate>),
     (Rrul::NAME, remake::<Rrul>),
     (Y1564::NAME, remake::<Y1564>),
+    (Rfc2544::NAME, remake::<Rfc2544>),
 ];
 
 fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{weir, TempDir};
+use common::{assert_report_remakes, check_names, lab_result, weir, TempDir};
 use weir_lab::topo::skip_unless_root;
 
 #[test]
@@ -74,25 +74,19 @@ fn quick_y1564_weir_beside_htb() {
     ]);
     eprintln!("{stdout}\n{err}");
     assert_eq!(code, 0, "the run broke or a check failed:\n{stdout}\n{err}");
-    for f in [
-        "result.json",
-        "tables.txt",
-        "streams.csv",
-        "ir-weir.svg",
-        "ir-kernel_htb.svg",
-        "report.html",
-    ] {
-        assert!(dir.0.join(f).exists(), "{f} missing");
-    }
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.0.join("result.json")).unwrap()).unwrap();
-    assert_eq!(v["kind"], "y1564");
-    let checks: Vec<&str> = v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
+    let v = lab_result(
+        &dir.0,
+        "y1564",
+        &[
+            "result.json",
+            "tables.txt",
+            "streams.csv",
+            "ir-weir.svg",
+            "ir-kernel_htb.svg",
+            "report.html",
+        ],
+    );
+    let checks = check_names(&v);
     assert_eq!(
         checks,
         [
@@ -135,17 +129,5 @@ fn quick_y1564_weir_beside_htb() {
         stdout.contains("kernel:htb: service performance test"),
         "{stdout}"
     );
-    let again = TempDir(dir.0.with_extension("again"));
-    let (code, restdout, err) = weir(&[
-        "lab",
-        "report",
-        dir.0.join("result.json").to_str().unwrap(),
-        "--out",
-        again.0.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        restdout,
-        std::fs::read_to_string(dir.0.join("tables.txt")).unwrap()
-    );
+    assert_report_remakes(&dir.0, "tables.txt");
 }

@@ -9,6 +9,7 @@ use weir_lab::tests::basic::{Basic, BasicConfig};
 use weir_lab::tests::diffserv::{self, Diffserv, DiffservConfig};
 use weir_lab::tests::fidelity::{self, Fidelity, FidelityConfig};
 use weir_lab::tests::postgate::{self, Postgate};
+use weir_lab::tests::rfc2544::{self, Rfc2544, Rfc2544Config};
 use weir_lab::tests::robustness::{self, Robustness, RobustnessConfig};
 use weir_lab::tests::rrul::{Case, Rrul, RrulConfig};
 use weir_lab::tests::testbed;
@@ -95,6 +96,14 @@ pub(super) enum LabCmd {
         after_help = "Examples:\n  sudo weir lab y1564 --quick --out /tmp/y1564\n  sudo weir lab y1564 --policy my-services.toml --dut weir,kernel:htb,cmd:./router.sh --sac 10ms/5ms/0.1% --sac voice:5ms/1ms/0.01%"
     )]
     Y1564(WithCommon<Y1564Args>),
+    /// RFC 2544 benchmarks against any DUT: throughput (the highest rate without loss, by
+    /// binary search), latency at that rate, frame loss rate from the maximum rate down in
+    /// 10 % steps, back-to-back frames, at the RFC's frame sizes (64-1518 bytes), weir
+    /// beside the kernel's HTB or a script.
+    #[command(
+        after_help = "Examples:\n  sudo weir lab rfc2544 --quick --out /tmp/rfc2544\n  sudo weir lab rfc2544 --policy examples/y1564-services.toml --class video --dut weir,kernel:htb --sizes 64,512,1518"
+    )]
+    Rfc2544(WithCommon<Rfc2544Args>),
     /// Re-make the tables, plots and HTML report of a result file.
     #[command(after_help = "Example:\n  weir lab report /tmp/basic/result.json")]
     Report(ReportArgs),
@@ -779,6 +788,88 @@ impl LabArgs for Y1564Args {
             ),
         };
         Ok(Y1564 {
+            policy_file,
+            policy_text,
+        })
+    }
+}
+
+#[derive(clap::Args)]
+pub(super) struct Rfc2544Args {
+    /// Devices under test: weir (the policy as written), weir:TECHNIQUE, kernel:htb,
+    /// kernel:bridge, cmd:SCRIPT. Default: weir,kernel:htb.
+    #[arg(long, value_delimiter = ',')]
+    dut: Vec<String>,
+    /// The policy every DUT enforces (default: the embedded examples/rfc2544-link.toml, one
+    /// class on 100 Mbit/s).
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// The class the test stream is classified into (default: the policy's default class).
+    #[arg(long)]
+    class: Option<String>,
+    /// Frame sizes in bytes, FCS included (comma-separated; paper: 64,128,256,512,1024,1280,1518;
+    /// quick: 512,1518).
+    #[arg(long, value_delimiter = ',')]
+    sizes: Vec<u32>,
+    /// The medium's maximum rate (default 1Gbit).
+    #[arg(long)]
+    line_rate: Option<String>,
+    /// Length of a throughput, latency or frame-loss trial (paper: 60s; quick: 1s).
+    #[arg(long, value_parser = crate::sim::dur)]
+    trial_time: Option<weir_core::Duration>,
+    /// The throughput search stops within this percent of its answer (paper: 0.1; quick: 1).
+    #[arg(long)]
+    resolution: Option<f64>,
+    /// Frame loss rate steps, percent of the maximum rate (default 10).
+    #[arg(long)]
+    loss_step: Option<f64>,
+    /// Longest back-to-back burst tried, as time at the maximum rate (paper: 2s; quick:
+    /// 500ms; 0 skips the test).
+    #[arg(long, value_parser = crate::sim::dur)]
+    b2b_time: Option<weir_core::Duration>,
+    /// Back-to-back searches per frame size, averaged (paper: 50; quick: 1).
+    #[arg(long)]
+    b2b_trials: Option<u32>,
+    /// weir DUTs busy-poll.
+    #[arg(long)]
+    busy_poll: bool,
+}
+
+impl LabArgs for Rfc2544Args {
+    type Lab = Rfc2544;
+    const QUICK: &'static str =
+        "CI-sized run: 512- and 1518-byte frames, 1 s trials, 1 % resolution, one back-to-back search of bursts up to 0.5 s";
+    const OUT: &'static str = "weir-lab-rfc2544";
+    const OUT_HELP: &'static str =
+        "Directory for result.json, tables.txt, trials.csv, throughput.svg, frame-loss.svg and report.html";
+
+    fn apply(self, c: &mut Rfc2544Config) -> anyhow::Result<Rfc2544> {
+        if !self.dut.is_empty() {
+            c.duts = self.dut.iter().map(|d| d.trim().to_string()).collect();
+        }
+        if self.class.is_some() {
+            c.class = self.class;
+        }
+        if !self.sizes.is_empty() {
+            c.sizes = self.sizes;
+        }
+        if let Some(r) = &self.line_rate {
+            c.line_bps = rate_arg(r, "--line-rate")?;
+        }
+        set(&mut c.trial_s, self.trial_time.map(|d| d.as_secs_f64()));
+        set(&mut c.resolution, self.resolution.map(|p| p / 100.0));
+        set(&mut c.loss_step, self.loss_step.map(|p| p / 100.0));
+        set(&mut c.b2b_s, self.b2b_time.map(|d| d.as_secs_f64()));
+        set(&mut c.b2b_trials, self.b2b_trials);
+        c.busy_poll = self.busy_poll;
+        let (policy_file, policy_text) = match &self.policy {
+            Some(_) => read_policy(self.policy.as_deref())?,
+            None => (
+                rfc2544::DEFAULT_POLICY.0.to_string(),
+                rfc2544::DEFAULT_POLICY.1.to_string(),
+            ),
+        };
+        Ok(Rfc2544 {
             policy_file,
             policy_text,
         })

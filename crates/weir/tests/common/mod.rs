@@ -334,3 +334,46 @@ pub fn probe_every_5ms(
     )
     .unwrap()
 }
+
+/// A lab's outputs in `dir`: every one of `files` exists; `result.json` parsed, its `kind`
+/// checked.
+#[allow(dead_code)]
+pub fn lab_result(dir: &Path, kind: &str, files: &[&str]) -> serde_json::Value {
+    for f in files {
+        assert!(dir.join(f).exists(), "{f} missing");
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("result.json")).unwrap()).unwrap();
+    assert_eq!(v["kind"], kind);
+    v
+}
+
+/// The names of a lab result's checks, in order.
+#[allow(dead_code)]
+pub fn check_names(v: &serde_json::Value) -> Vec<String> {
+    v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `weir lab report DIR/result.json` prints what the run wrote into `DIR/text_file`: the
+/// result alone re-makes it.
+#[allow(dead_code)]
+pub fn assert_report_remakes(dir: &Path, text_file: &str) {
+    let again = TempDir(dir.with_extension("again"));
+    let (code, restdout, err) = weir(&[
+        "lab",
+        "report",
+        dir.join("result.json").to_str().unwrap(),
+        "--out",
+        again.0.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        restdout,
+        std::fs::read_to_string(dir.join(text_file)).unwrap()
+    );
+}
