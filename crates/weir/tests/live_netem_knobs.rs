@@ -632,6 +632,9 @@ fn median(v: &mut [f64]) -> f64 {
 /// that level over the run, so `√2·σ / distance`. After the sender stops the host idles
 /// between releases and weir's timer wakes some 10 µs later than while it is busy: a
 /// step in `e` that is the host's, not the link rate's, so those frames are left out.
+/// The smallest relative tolerance of the ATM cell rate (30 ppm).
+const ATM_FLOOR: f64 = 30e-6;
+
 fn atm(lab: &mut Lab, rows: &mut Vec<Row>) {
     let args = "rate 1mbit 0 48 5";
     let cfg = netem(args);
@@ -658,16 +661,21 @@ fn atm(lab: &mut Lab, rows: &mut Vec<Row>) {
     let sigma = 1.4826 * median(&mut e.iter().map(|x| (x - mid).abs()).collect::<Vec<_>>());
     let se_ns = 2f64.sqrt() * sigma / distance;
     let want = rate / (8.0 * 53.0);
+    // relative errors of the time per frame and the rate agree; one run's SE understates
+    // the spread between runs (a CI run measured 10.6 ppm off against a 4-SE bound of
+    // 6 ppm), so at least ATM_FLOOR: still far below what any other cell arithmetic
+    // gives (one byte more per cell is 1.9 %)
+    let tol = (Z * want * se_ns / t).max(ATM_FLOOR * want);
     rows.push(row(
         "ATM cells: cell rate",
         args,
         want,
         cells as f64 * 1e9 / (t + delta),
-        // relative errors of the time per frame and the rate agree
-        Z * want * se_ns / t,
+        tol,
         |x| format!("{x:.3} cells/s"),
         format!(
-            "4 SE, end medians over {} frames of {frame} B (3 cells)",
+            "4 SE (at least {:.0} ppm), end medians over {} frames of {frame} B (3 cells)",
+            ATM_FLOOR * 1e6,
             e.len()
         ),
     ));
