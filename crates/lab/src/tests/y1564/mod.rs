@@ -59,9 +59,10 @@
 //! # Timing on a 2-core machine
 //!
 //! Senders and sinks run pinned to CPU 0 (a sink reads every 20 ms; the timestamps are the
-//! kernel's); weir's bridge thread is left to the scheduler, which runs it on the other core. `mod.rs` holds the configuration, the
-//! services and the verdicts; `run.rs` builds the testbed and sends the streams;
-//! `report.rs` prints the tables and writes the outputs.
+//! kernel's); weir's bridge thread is left to the scheduler, which runs it on the other
+//! core. `mod.rs` holds the configuration, the services and the verdicts; `run.rs` builds
+//! the testbed and sends the streams; `report.rs` prints the tables and writes the
+//! outputs.
 //!
 //! [`addresses_for_class`]: crate::tests::testbed::addresses_for_class
 
