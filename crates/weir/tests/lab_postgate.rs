@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{weir, TempDir};
+use common::{assert_report_remakes, weir, TempDir};
 use weir_lab::topo::skip_unless_root;
 
 #[test]
@@ -102,17 +102,5 @@ fn quick_postgate_moves_the_bottleneck() {
         }
     }
     // `weir lab report` re-makes the text from the JSON alone
-    let again = TempDir(dir.0.with_extension("again"));
-    let (code, restdout, err) = weir(&[
-        "lab",
-        "report",
-        dir.0.join("result.json").to_str().unwrap(),
-        "--out",
-        again.0.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        restdout,
-        std::fs::read_to_string(dir.0.join("table.txt")).unwrap()
-    );
+    assert_report_remakes(&dir.0, "table.txt");
 }

@@ -228,6 +228,46 @@ pub fn class_ceil(p: &weir_core::policy::Policy, i: usize) -> u64 {
     ceil
 }
 
+/// The leaf class `name` of `p` that a test stream goes to, and a source address the
+/// policy's own classifier puts in it (none of `used`). Errors begin with `what`
+/// (`service 'voice'`, `--class voice`); for a class with children they end with
+/// `leaf_why`.
+pub fn stream_class(
+    p: &weir_core::policy::Policy,
+    name: &str,
+    what: &str,
+    leaf_why: &str,
+    used: &[Ipv4Addr],
+) -> Result<(usize, Ipv4Addr)> {
+    let i = p.class_index(name).ok_or_else(|| {
+        Error::Invalid(format!(
+            "{what}: no such class in {} (classes: {})",
+            p.file,
+            p.classes
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    })?;
+    if !p.classes[i].leaf {
+        return Err(Error::Invalid(format!(
+            "{what}: class '{name}' (line {}) has children; {leaf_why}",
+            p.classes[i].line
+        )));
+    }
+    let src = crate::tests::testbed::addresses_for_class(p, name, 1, used)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "{what}: no IPv4 source address the policy classifies into it \
+                 (give the class a rule with an IPv4 `src` prefix)"
+            ))
+        })?;
+    Ok((i, src))
+}
+
 /// One stream to send: from `src` to the receiver's UDP `port`, `frame`-byte Ethernet
 /// frames (without FCS) at `bps` bit/s of frames, `count` of them.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -258,7 +258,8 @@ impl LabArgs for BasicArgs {
         if let Some(w) = &self.window {
             c.window_s = window_arg(w)?;
         }
-        let (policy_file, policy_text) = read_policy(self.policy.as_deref())?;
+        let (policy_file, policy_text) =
+            read_policy(self.policy.as_deref(), crate::DEFAULT_POLICY)?;
         Ok(Basic {
             policy_file,
             policy_text,
@@ -280,17 +281,14 @@ fn window_arg(w: &str) -> anyhow::Result<(f64, f64)> {
     Ok((p(x)?, p(y)?))
 }
 
-/// The policy file's name and text, or the embedded Basic Test policy.
-fn read_policy(path: Option<&Path>) -> anyhow::Result<(String, String)> {
+/// The policy file's name and text, or the lab's embedded `default` (name, text).
+fn read_policy(path: Option<&Path>, default: (&str, &str)) -> anyhow::Result<(String, String)> {
     Ok(match path {
         Some(p) => (
             p.display().to_string(),
             std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?,
         ),
-        None => (
-            crate::DEFAULT_POLICY.0.to_string(),
-            crate::DEFAULT_POLICY.1.to_string(),
-        ),
+        None => (default.0.to_string(), default.1.to_string()),
     })
 }
 
@@ -325,7 +323,8 @@ impl LabArgs for RobustnessArgs {
         if !self.only.is_empty() {
             c.subtests = self.only;
         }
-        let (policy_file, policy_text) = read_policy(self.policy.as_deref())?;
+        let (policy_file, policy_text) =
+            read_policy(self.policy.as_deref(), crate::DEFAULT_POLICY)?;
         let baseline = match &self.baseline {
             Some(p) => Some(robustness::load_baseline(p)?),
             None => None,
@@ -780,13 +779,8 @@ impl LabArgs for Y1564Args {
         }
         set(&mut c.overshoot, self.overshoot);
         c.busy_poll = self.busy_poll;
-        let (policy_file, policy_text) = match &self.policy {
-            Some(_) => read_policy(self.policy.as_deref())?,
-            None => (
-                y1564::DEFAULT_POLICY.0.to_string(),
-                y1564::DEFAULT_POLICY.1.to_string(),
-            ),
-        };
+        let (policy_file, policy_text) =
+            read_policy(self.policy.as_deref(), y1564::DEFAULT_POLICY)?;
         Ok(Y1564 {
             policy_file,
             policy_text,
@@ -862,13 +856,8 @@ impl LabArgs for Rfc2544Args {
         set(&mut c.b2b_s, self.b2b_time.map(|d| d.as_secs_f64()));
         set(&mut c.b2b_trials, self.b2b_trials);
         c.busy_poll = self.busy_poll;
-        let (policy_file, policy_text) = match &self.policy {
-            Some(_) => read_policy(self.policy.as_deref())?,
-            None => (
-                rfc2544::DEFAULT_POLICY.0.to_string(),
-                rfc2544::DEFAULT_POLICY.1.to_string(),
-            ),
-        };
+        let (policy_file, policy_text) =
+            read_policy(self.policy.as_deref(), rfc2544::DEFAULT_POLICY)?;
         Ok(Rfc2544 {
             policy_file,
             policy_text,

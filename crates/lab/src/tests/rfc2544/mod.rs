@@ -199,32 +199,14 @@ pub fn class_under_test(p: &Policy, c: &Rfc2544Config) -> Result<(String, u64, I
         .class
         .clone()
         .unwrap_or_else(|| p.classes[p.default_class].name.clone());
-    let i = p.class_index(&name).ok_or_else(|| {
-        Error::Invalid(format!(
-            "--class {name}: no such class in {} (classes: {})",
-            p.file,
-            p.classes
-                .iter()
-                .map(|c| c.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))
-    })?;
-    if !p.classes[i].leaf {
-        return Err(Error::Invalid(format!(
-            "--class {name}: class '{name}' (line {}) has children; the stream goes to a leaf",
-            p.classes[i].line
-        )));
-    }
+    let (i, src) = crate::tests::streams::stream_class(
+        p,
+        &name,
+        &format!("--class {name}"),
+        "the stream goes to a leaf",
+        &[],
+    )?;
     let ceil = crate::tests::streams::class_ceil(p, i);
-    let src = crate::tests::testbed::addresses_for_class(p, &name, 1, &[])?
-        .into_iter()
-        .next()
-        .ok_or_else(|| {
-            Error::Invalid(format!(
-                "class '{name}': no IPv4 source address the policy classifies into it"
-            ))
-        })?;
     Ok((name, ceil, src))
 }
 

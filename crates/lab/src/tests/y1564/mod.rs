@@ -314,33 +314,14 @@ pub fn services(p: &Policy, c: &Y1564Config) -> Result<Vec<Service>> {
     let mut used = Vec::new();
     let mut out = Vec::new();
     for (n, name) in names.iter().enumerate() {
-        let i = p.class_index(name).ok_or_else(|| {
-            Error::Invalid(format!(
-                "service '{name}': no such class in {} (classes: {})",
-                p.file,
-                p.classes
-                    .iter()
-                    .map(|c| c.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-        })?;
+        let (i, src) = crate::tests::streams::stream_class(
+            p,
+            name,
+            &format!("service '{name}'"),
+            "a service is a leaf class",
+            &used,
+        )?;
         let class = &p.classes[i];
-        if !class.leaf {
-            return Err(Error::Invalid(format!(
-                "service '{name}': class '{name}' (line {}) has children; a service is a leaf class",
-                class.line
-            )));
-        }
-        let src = crate::tests::testbed::addresses_for_class(p, name, 1, &used)?
-            .into_iter()
-            .next()
-            .ok_or_else(|| {
-                Error::Invalid(format!(
-                    "service '{name}': no IPv4 source address the policy classifies into it \
-                     (give the class a rule with an IPv4 `src` prefix)"
-                ))
-            })?;
         used.push(src);
         out.push(Service {
             name: name.clone(),
