@@ -115,6 +115,7 @@ mod tests {
     use crate::tests::fidelity::Fidelity;
     use crate::tests::postgate::Postgate;
     use crate::tests::rfc2544::{self, Rfc2544};
+    use crate::tests::rfc6349::Rfc6349;
     use crate::tests::robustness::Robustness;
     use crate::tests::rrul::Rrul;
     use crate::tests::voip::Voip;
@@ -220,6 +221,12 @@ mod tests {
             quick_outline(&r),
             "class 'all' (100.000 Mbit/s) on a 1000 Mbit/s line: 2 frame size(s) x 2 DUT(s), \
              trials of 1 s (about 3 min)"
+        );
+        // 1 path x (4 + 1 + 1 + 2 + 1 + (5 x 1.2 + 2)) s = 17 s
+        assert_eq!(
+            quick_outline(&Rfc6349),
+            "1 path(s) (1 DUT(s) x 1 rate(s) x 1 RTT(s) x 1 run(s)), 1 throughput test(s) of \
+             5 s each (about 0 min)"
         );
     }
 

@@ -19,6 +19,7 @@ use weir_lab::tests::diffserv::Diffserv;
 use weir_lab::tests::fidelity::Fidelity;
 use weir_lab::tests::postgate::Postgate;
 use weir_lab::tests::rfc2544::Rfc2544;
+use weir_lab::tests::rfc6349::Rfc6349;
 use weir_lab::tests::robustness::Robustness;
 use weir_lab::tests::rrul::Rrul;
 use weir_lab::tests::voip::Voip;
@@ -120,6 +121,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         LabCmd::Rrul(a) => run_lab(a),
         LabCmd::Y1564(a) => run_lab(a),
         LabCmd::Rfc2544(a) => run_lab(a),
+        LabCmd::Rfc6349(a) => run_lab(a),
         LabCmd::Report(a) => report(a),
     }
 }
@@ -199,7 +201,7 @@ fn remake<L: Lab>(v: serde_json::Value, file: &Path, out: &Path) -> anyhow::Resu
 /// [`remake`] for one lab.
 type Remake = fn(serde_json::Value, &Path, &Path) -> anyhow::Result<ExitCode>;
 /// The labs `weir lab report` knows, by result kind.
-const REMAKE: [(&str, Remake); 11] = [
+const REMAKE: [(&str, Remake); 12] = [
     (Fidelity::NAME, remake::<Fidelity>),
     (Basic::NAME, remake::<Basic>),
     (Robustness::NAME, remake::<Robustness>),
@@ -211,6 +213,7 @@ const REMAKE: [(&str, Remake); 11] = [
     (Rrul::NAME, remake::<Rrul>),
     (Y1564::NAME, remake::<Y1564>),
     (Rfc2544::NAME, remake::<Rfc2544>),
+    (Rfc6349::NAME, remake::<Rfc6349>),
 ];
 
 fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {

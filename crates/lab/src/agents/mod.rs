@@ -7,6 +7,7 @@
 //! | `tcp_stamped.rs` | [`StampedSender`], [`StampedSink`]: paced, time-stamped TCP records (seed 004 §3.2) |
 //! | `tcp_info.rs` | [`TcpInfo`]: the kernel's `TCP_INFO` of a connection |
 //! | `icmp.rs` | [`icmp_ping`]: ICMP echo round-trip times on a raw socket |
+//! | `pmtu.rs` | [`path_mtu`]: the path MTU by probing with DF-marked UDP (RFC 4821, RFC 6349 §3.1) |
 //! | `probe.rs` | [`Prober`], [`UdpReflector`]: periodic UDP (one-way each way) and ICMP latency probes under load |
 //! | [`cbr`] | constant-bit-rate UDP sender and sink with kernel timestamps (seed 002) |
 //! | [`voip`] | a G.729 call: an RTP stream on the CBR agents (seed 000's VoIP test) |
@@ -26,6 +27,7 @@
 pub mod cbr;
 mod dscp_counter;
 mod icmp;
+mod pmtu;
 mod probe;
 mod tcp_info;
 mod tcp_sender;
@@ -35,6 +37,7 @@ pub mod voip;
 
 pub use dscp_counter::{DscpCounter, DscpCounts, DscpReport, FlowId};
 pub use icmp::{icmp_ping, icmp_ping_with, PingOpts};
+pub use pmtu::{path_mtu, MtuProbe, MtuReport, MtuSearch, MIN_SIZE as MIN_MTU_PROBE};
 pub use probe::{
     ProbeKind, ProbeOpts, ProbeRecord, ProbeReport, Prober, ReflectorReport, UdpProbe,
     UdpReflector, ICMP_PROBE_PAYLOAD, UDP_PROBE_LEN,

@@ -1,7 +1,7 @@
 //! The bulk TCP sender: [`TcpSender`] connects with explicit TCP settings (congestion
 //! control set with `TCP_CONGESTION`, MSS with `TCP_MAXSEG`, buffer sizes, `TCP_NODELAY`,
-//! `TCP_NOTSENT_LOWAT`, `IP_TOS`), writes as fast as the socket accepts for a fixed duration,
-//! then shuts its side down and waits (bounded) until the sink has read everything and
+//! `TCP_NOTSENT_LOWAT`, `IP_TOS`), writes as fast as the socket accepts for a fixed duration
+//! (or until it has written a fixed number of bytes, a file transfer's size), then shuts its side down and waits (bounded) until the sink has read everything and
 //! closed, so that the final `TCP_INFO` accounts for the whole transfer. With `info_every`
 //! it also samples `TCP_INFO` while writing (smoothed RTT, congestion window,
 //! retransmissions, CE-marked deliveries) at that period, on the writing thread's own wake-ups.
@@ -29,6 +29,9 @@ pub struct SenderOpts {
     pub dst: SocketAddr,
     /// How long to write, from the moment the connection is established.
     pub duration: Duration,
+    /// Stop writing after this many bytes (a transfer of a fixed size; `duration` is then
+    /// its time limit). `None`: write for `duration`.
+    pub bytes: Option<u64>,
     /// The latest instant to write until, whenever the connection was established (a
     /// plan's stop time: a session whose SYN was lost still stops on time). `None`: only
     /// `duration` counts.
@@ -70,6 +73,7 @@ impl SenderOpts {
             src: None,
             dst,
             duration,
+            bytes: None,
             until: None,
             cc: cc.to_string(),
             mss: None,
@@ -96,7 +100,7 @@ pub struct SenderReport {
     pub peer: SocketAddr,
     /// Congestion control in use, as read back from the socket.
     pub cc: String,
-    /// Bytes accepted by `send` during `duration`.
+    /// Bytes accepted by `send` during `duration` (at most `bytes`).
     pub bytes_written: u64,
     /// Time spent writing (≈ `duration`, less if an error ended it).
     pub write_time: Duration,
@@ -261,6 +265,9 @@ fn connect_sender(o: &SenderOpts) -> Result<Socket> {
     if o.write_size == 0 {
         return Err(Error::Invalid("sender write_size must be > 0".into()));
     }
+    if o.bytes == Some(0) {
+        return Err(Error::Invalid("sender bytes must be > 0".into()));
+    }
     let s = Socket::new(Domain::for_address(dst), Type::STREAM, Some(Protocol::TCP))
         .map_err(|e| ctx("socket", e))?;
     s.set_tcp_congestion(o.cc.as_bytes()).map_err(|e| {
@@ -366,7 +373,10 @@ fn sender_loop(
             continue;
         }
         loop {
-            match sock.send_with_flags(&buf, libc::MSG_NOSIGNAL) {
+            let chunk = o
+                .bytes
+                .map_or(buf.len(), |b| (b - written).min(buf.len() as u64) as usize);
+            match sock.send_with_flags(&buf[..chunk], libc::MSG_NOSIGNAL) {
                 Ok(n) => written += n as u64,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -376,7 +386,7 @@ fn sender_loop(
                 }
             }
             let now = Instant::now();
-            if now >= deadline {
+            if now >= deadline || o.bytes.is_some_and(|b| written >= b) {
                 break 'write;
             }
             if next_sample.is_some_and(|t| now >= t) {

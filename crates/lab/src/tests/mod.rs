@@ -12,6 +12,7 @@
 //! | [`rrul`] | Flent's Realtime Response Under Load against any DUT: idle and loaded latency (UDP one-way each way, ICMP), goodput and its share, Jain, each flow's smoothed RTT, the bufferbloat grade; host isolation, a voice call, ECN, an ACK filter | Flent |
 //! | [`y1564`] | ITU-T Y.1564 service activation: per service (a leaf class: CIR = rate, EIR = ceil − rate) the CIR step, EIR and traffic policing tests, then every service at its CIR at once; IR, FTD, FDV, FLR and availability against the SAC, pass/fail | ITU-T Y.1564 |
 //! | [`rfc2544`] | RFC 2544 benchmarks against any DUT: throughput by binary search, latency at the throughput rate, frame loss rate in 10 % steps, back-to-back frames, at the RFC's frame sizes | RFC 2544 |
+//! | [`rfc6349`] | RFC 6349 TCP throughput testing against any DUT: path MTU, baseline RTT, bottleneck bandwidth, then TCP transfers with the Transfer Time Ratio, TCP Efficiency and Buffer Delay Percentage | RFC 6349 |
 //! | [`postgate`] | moving the bottleneck off an ADSL line's ATU-C: 48 FTP flows and a CBR through none, partition, SFQ, Postgate, the autorate and HTB; ATU-C queueing delay, utilisation, per-class bandwidth, weights (Figs. 3-5); a varying line | 003 |
 //!
 //! Each implements [`crate::lab::Lab`] (the shape every lab has; how to add one) and holds
@@ -29,6 +30,7 @@ pub mod diffserv;
 pub mod fidelity;
 pub mod postgate;
 pub mod rfc2544;
+pub mod rfc6349;
 pub mod robustness;
 pub mod rrul;
 pub mod streams;

@@ -62,6 +62,7 @@ pub use case::{Case, Dir, FlowPlan, Host, Variant};
 pub use measure::RrulRow;
 pub use policy::{DutKind, Link, DEFAULT_DUTS, DEFAULT_MODERN, MODERN, ROUTER};
 pub use report::{text, write_outputs};
+pub(crate) use run::dut_policy_file;
 
 use crate::agents::{InfoSample, ProbeKind};
 use crate::lab::{Lab, Outline};
@@ -155,18 +156,10 @@ impl RrulConfig {
         if self.cases.is_empty() || self.duts.is_empty() || self.runs == 0 {
             return bad("no case, DUT or run".into());
         }
-        if self.rtts_ms.is_empty() || self.rtts_ms.iter().any(|&r| r > 2000) {
-            return bad("base RTTs of 0 to 2000 ms are needed".into());
-        }
         let symmetric = self.cases.iter().any(|c| c.fixed_line().is_none());
-        if symmetric
-            && (self.rates_bps.is_empty()
-                || self
-                    .rates_bps
-                    .iter()
-                    .any(|&r| !(100_000..=1_000_000_000).contains(&r)))
-        {
-            return bad("line rates of 100 kbit/s to 1 Gbit/s are needed".into());
+        let rates = symmetric.then_some(&self.rates_bps[..]);
+        if let Some(m) = policy::matrix_error(&self.duts, rates, &self.rtts_ms, self.line_pct)? {
+            return bad(m);
         }
         if !(self.idle_s >= 1.0 && self.load_s >= 2.0 && self.warmup_s >= 0.0)
             || self.warmup_s + 1.0 > self.load_s
@@ -180,23 +173,10 @@ impl RrulConfig {
         if !(1.0..=1000.0).contains(&self.probe_ms) {
             return bad(format!("probe period {} ms (1 to 1000)", self.probe_ms));
         }
-        if !(101..=1000).contains(&self.line_pct) {
-            return bad(format!(
-                "the line at {} % of the DUT's rate (101 to 1000: it must be faster)",
-                self.line_pct
-            ));
-        }
         if !(1..=64).contains(&self.streams) {
             return bad(format!("{} streams (1 to 64)", self.streams));
         }
         crate::agents::check_cc(&self.cc)?;
-        let mut seen = std::collections::HashSet::new();
-        for d in &self.duts {
-            DutKind::parse(d)?;
-            if !seen.insert(d) {
-                return bad(format!("DUT {d} listed twice"));
-            }
-        }
         Ok(())
     }
 

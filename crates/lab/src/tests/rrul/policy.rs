@@ -32,7 +32,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::case::{Case, Variant};
-use crate::dut::DutSpec;
+use crate::dut::{self, DutSetup, DutSpec, RunningDut};
 use crate::tests::robustness::rate_text;
 use crate::{Error, Result};
 
@@ -125,6 +125,39 @@ impl Link {
     }
 }
 
+/// Refuse a matrix of links and DUTs that cannot run, with a message that names what is
+/// wrong (the caller prefixes its lab): RTTs of 0 to 2 s, the line faster than the DUT
+/// (`line_pct` 101 to 1000), DUT names [`DutKind::parse`] accepts, none twice, and — when
+/// `rates` is given — rates of 100 kbit/s to 1 Gbit/s. `Ok(None)`: it can run.
+pub fn matrix_error(
+    duts: &[String],
+    rates: Option<&[u64]>,
+    rtts_ms: &[u64],
+    line_pct: u64,
+) -> Result<Option<String>> {
+    if rtts_ms.is_empty() || rtts_ms.iter().any(|&r| r > 2000) {
+        return Ok(Some("base RTTs of 0 to 2000 ms are needed".into()));
+    }
+    if rates
+        .is_some_and(|r| r.is_empty() || r.iter().any(|b| !(100_000..=1_000_000_000).contains(b)))
+    {
+        return Ok(Some("rates of 100 kbit/s to 1 Gbit/s are needed".into()));
+    }
+    if !(101..=1000).contains(&line_pct) {
+        return Ok(Some(format!(
+            "the line at {line_pct} % of the DUT's rate (101 to 1000: it must be faster)"
+        )));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for d in duts {
+        DutKind::parse(d)?;
+        if !seen.insert(d) {
+            return Ok(Some(format!("DUT {d} listed twice")));
+        }
+    }
+    Ok(None)
+}
+
 /// What a DUT name means here.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DutKind {
@@ -181,10 +214,46 @@ impl DutKind {
     pub fn shapes(&self) -> bool {
         !matches!(self, DutKind::Bridge)
     }
+
+    /// Start it in `setup.topo`'s DUT namespace, reported under `name` (weir's DUTs with
+    /// the policy as written: [`shaper_policy`] writes their technique).
+    pub fn start<'a>(&self, name: &str, setup: &DutSetup<'a>) -> Result<RunningDut<'a>> {
+        match self {
+            DutKind::Bridge => dut::start(&DutSpec::KernelBridge, setup),
+            DutKind::Router | DutKind::Weir { .. } => dut::start_weir_as_written(name, setup),
+            DutKind::Kernel(s) => dut::start(s, setup),
+            DutKind::Cmd(p) => dut::start(&DutSpec::Cmd(p.clone()), setup),
+        }
+    }
 }
 
-/// The policy `dut` enforces in `case`/`variant` on `link`, as TOML text.
+/// The policy `dut` enforces in `case`/`variant` on `link`, as TOML text: the
+/// [`shaper_policy`] with the case's keys for the modern queue.
 pub fn dut_policy(kind: &DutKind, case: Case, variant: Variant, link: &Link) -> String {
+    let title = format!(
+        "weir lab rrul: case {case}{sep}{var}",
+        case = case.name(),
+        sep = if variant == Variant::Plain { "" } else { " " },
+        var = variant.name(),
+    );
+    let mut s = shaper_policy(kind, link, &title);
+    if kind.is_modern() {
+        if case == Case::Hosts {
+            s += "isolate = \"triple\"\n";
+        }
+        if let Variant::AckFilter(on) = variant {
+            s += &format!(
+                "ack_filter = \"{}\"\n",
+                if on { "aggressive" } else { "off" }
+            );
+        }
+    }
+    s
+}
+
+/// The policy of a DUT that shapes `link` with one class (see the table above), as TOML
+/// text under a comment `title`; the class's table comes last, so a caller may add keys.
+pub fn shaper_policy(kind: &DutKind, link: &Link, title: &str) -> String {
     let up = link.up_bps;
     let (direction, dirs) = if link.symmetric() {
         ("both", "both directions")
@@ -197,12 +266,9 @@ pub fn dut_policy(kind: &DutKind, case: Case, variant: Variant, link: &Link) -> 
         DutKind::Cmd(_) => None,
     };
     let mut s = format!(
-        "# weir lab rrul: case {case}{sep}{var}, line {line}\n\
+        "# {title}, line {line}\n\
          # generated: the DUT shapes {dirs}; the line behind it runs at {pct} % of that\n\
          [link]\nrate = \"{r}\"\ndirection = \"{direction}\"\n",
-        case = case.name(),
-        sep = if variant == Variant::Plain { "" } else { " " },
-        var = variant.name(),
         line = link.name(),
         pct = link.line_pct,
         r = rate_text(up),
@@ -218,15 +284,6 @@ pub fn dut_policy(kind: &DutKind, case: Case, variant: Variant, link: &Link) -> 
         DutKind::Router => s += &format!("limit = \"{ROUTER_LIMIT}p\"\n"),
         DutKind::Weir { aqm: Some(aqm), .. } => {
             s += &format!("queue = \"fq\"\naqm = \"{aqm}\"\necn = true\n");
-            if case == Case::Hosts {
-                s += "isolate = \"triple\"\n";
-            }
-            if let Variant::AckFilter(on) = variant {
-                s += &format!(
-                    "ack_filter = \"{}\"\n",
-                    if on { "aggressive" } else { "off" }
-                );
-            }
         }
         _ => {}
     }

@@ -22,7 +22,7 @@ use crate::agents::{
     DscpCounter, ProbeKind, ProbeOpts, ProbeReport, Prober, SenderOpts, SenderReport, SinkOpts,
     TcpSender, TcpSink, UdpReflector,
 };
-use crate::dut::{self, DutSetup, DutSpec};
+use crate::dut::{self, DutSetup};
 use crate::tests::testbed::{join_each, send_cbr, start_wan_stage, VoiceOutcome};
 use crate::topo::{set_tcp_options, BridgeTopo};
 use crate::{Error, Result};
@@ -52,12 +52,41 @@ fn host_addr(h: Host) -> Ipv4Addr {
 }
 
 /// A policy written to a temporary file for a `cmd:` DUT (`WEIR_POLICY`), removed on drop.
-struct TempPolicy(PathBuf);
+pub(crate) struct TempPolicy(PathBuf);
 
 impl Drop for TempPolicy {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
+}
+
+/// The policy `text` of DUT `dut` parsed; for a `cmd:` DUT also written to a temporary file
+/// named after `tag` (the policy's file, which the script gets as `WEIR_POLICY`), kept
+/// while the returned guard lives.
+pub(crate) fn dut_policy_file(
+    kind: &DutKind,
+    dut: &str,
+    tag: &str,
+    text: &str,
+) -> Result<(Policy, Option<TempPolicy>)> {
+    let mut temp = None;
+    let file = match kind {
+        DutKind::Cmd(_) => {
+            let path = std::env::temp_dir().join(format!(
+                "weir-{}-{}.toml",
+                std::process::id(),
+                crate::report::file_safe(tag)
+            ));
+            std::fs::write(&path, text)
+                .map_err(|e| Error::io(format!("write {}", path.display()), e))?;
+            temp = Some(TempPolicy(path.clone()));
+            path.display().to_string()
+        }
+        _ => format!("<{tag} {dut}>"),
+    };
+    let policy = Policy::parse(&file, text)
+        .map_err(|e| Error::Invalid(format!("DUT {dut}: policy: {e}")))?;
+    Ok((policy, temp))
 }
 
 /// Runs one DUT once in one part.
@@ -70,23 +99,8 @@ pub(super) fn run_one(
     progress: &mut dyn FnMut(&str),
 ) -> Result<RrulRun> {
     let kind = DutKind::parse(&pol.dut)?;
-    let mut temp = None;
-    let file = match kind {
-        DutKind::Cmd(_) => {
-            let path = std::env::temp_dir().join(format!(
-                "weir-rrul-{}-{}.toml",
-                std::process::id(),
-                crate::report::file_safe(&format!("{}-{run}", spec.name()))
-            ));
-            std::fs::write(&path, &pol.policy)
-                .map_err(|e| Error::io(format!("write {}", path.display()), e))?;
-            temp = Some(TempPolicy(path.clone()));
-            path.display().to_string()
-        }
-        _ => format!("<rrul {}>", pol.dut),
-    };
-    let policy = Policy::parse(&file, &pol.policy)
-        .map_err(|e| Error::Invalid(format!("DUT {}: policy: {e}", pol.dut)))?;
+    let tag = format!("rrul {}-{run}", spec.name());
+    let (policy, temp) = dut_policy_file(&kind, &pol.dut, &tag, &pol.policy)?;
     let topo = BridgeTopo::with_wan_stage("rr")?;
     // the hosts keep their default offloads (TSO/GSO super-packets reach the DUT as they
     // would from a real host: weir segments them, the kernel's qdiscs take them whole)
@@ -123,12 +137,7 @@ pub(super) fn run_one(
         sessions: &sessions,
         busy_poll: c.busy_poll,
     };
-    let running = match &kind {
-        DutKind::Bridge => dut::start(&DutSpec::KernelBridge, &setup)?,
-        DutKind::Router | DutKind::Weir { .. } => dut::start_weir_as_written(&pol.dut, &setup)?,
-        DutKind::Kernel(s) => dut::start(s, &setup)?,
-        DutKind::Cmd(p) => dut::start(&DutSpec::Cmd(p.clone()), &setup)?,
-    };
+    let running = kind.start(&pol.dut, &setup)?;
 
     let t0 = Instant::now();
     let t0_ns = weir_io::clock::realtime_ns();
