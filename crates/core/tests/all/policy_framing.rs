@@ -2,8 +2,7 @@
 //! (CAKE's keywords), `overhead`, `mpu`, `atm`, `ptm`; their errors; and what the shaper
 //! and the emulator make of them on the virtual clock.
 
-mod common;
-use common::{errors, has};
+use crate::common::{errors, has};
 
 use weir_core::framing::{Coding, Framing};
 use weir_core::policy::{Pipeline, Policy};

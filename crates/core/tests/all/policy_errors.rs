@@ -1,7 +1,6 @@
 //! Invalid policies are rejected with `file:line:col` and a specific message.
 
-mod common;
-use common::{errors, has};
+use crate::common::{errors, has};
 
 use weir_core::policy::{AdaptMode, Policy};
 

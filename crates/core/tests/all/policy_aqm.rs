@@ -2,8 +2,7 @@
 //! `isolate`, `ack_filter`), the presets `fq_codel`/`fq_cobalt` and the default: what a
 //! leaf becomes, what `weir check` prints, and the mistakes refused at `file:line:col`.
 
-mod common;
-use common::{errors, has};
+use crate::common::{errors, has};
 
 use weir_core::aqm::AqmKind;
 use weir_core::policy::{Policy, QueueKind, Technique};

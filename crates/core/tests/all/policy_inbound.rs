@@ -2,8 +2,7 @@
 //! and `inbound_ceil` (an asymmetric line, a subscriber's download and upload). Shares
 //! resolve against the parent's inbound rates; what has no inbound key is as outbound.
 
-mod common;
-use common::{errors, has};
+use crate::common::{errors, has};
 
 use weir_core::policy::Policy;
 use weir_core::{Direction, Instant};

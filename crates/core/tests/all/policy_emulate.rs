@@ -1,8 +1,7 @@
 //! The policy language's `[[emulate]]` profiles: parsing, errors, routing per rule and per
 //! direction, and a shaped-then-emulated pipeline on the virtual clock.
 
-mod common;
-use common::{errors, has};
+use crate::common::{errors, has};
 
 use std::collections::HashMap;
 use weir_core::emulate::{Jitter, LossModel};
