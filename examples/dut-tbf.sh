@@ -4,8 +4,9 @@
 # router's egress shaper does. The lab runs it inside the DUT's namespace as
 #   dut-tbf.sh LAN WAN start    (WEIR_ACTION=start)   and later
 #   dut-tbf.sh LAN WAN stop     (WEIR_ACTION=stop)
-# with WEIR_LINK_RATE (bit/s) set. The bucket holds 4 ms of the rate (at least two full
-# frames) and the queue up to 50 ms of it, then tbf drops.
+# with WEIR_LINK_RATE (bit/s) set. The bucket holds 10 ms of the rate (at least ten full
+# frames: a smaller one loses tokens whenever the CPU wakes tbf late) and the queue up to
+# 50 ms of it, then tbf drops.
 set -eu
 lan=${1:?usage: dut-tbf.sh LAN WAN [start|stop]}
 wan=${2:?usage: dut-tbf.sh LAN WAN [start|stop]}
@@ -14,8 +15,8 @@ rate=${WEIR_LINK_RATE:?WEIR_LINK_RATE (bit/s) is not set}
 
 case "$action" in
 start)
-    burst=$((rate / 8 / 250))
-    [ "$burst" -ge 3028 ] || burst=3028
+    burst=$((rate / 8 / 100))
+    [ "$burst" -ge 15140 ] || burst=15140
     ip link add br-tbf type bridge
     ip link set "$lan" master br-tbf
     ip link set "$wan" master br-tbf

@@ -19,7 +19,9 @@
 //! 6. exit status 0, or 3 under `--strict` when one of [`Lab::checks`] failed.
 //!
 //! `weir lab report RESULT.json` reads a result back, [`Lab::finish`] recomputes its
-//! statistics and checks from the raw runs, and steps 5-6 follow (never status 3).
+//! statistics and checks from the raw runs, and steps 5-6 follow (never status 3). With
+//! several result files it compares them instead, by each lab's [`Lab::measures`]
+//! ([`crate::report::compare`]).
 //!
 //! # Adding a lab
 //!
@@ -45,7 +47,7 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::report::Check;
+use crate::report::{Check, Measure};
 use crate::Result;
 
 /// What a lab will run, said before it runs.
@@ -103,6 +105,11 @@ pub trait Lab: Sized {
     fn checks(r: &Self::Result) -> &[Check];
     /// Write `result.json`, tables, charts and the report into `dir`; the files written.
     fn write_outputs(r: &Self::Result, dir: &Path) -> Result<Vec<PathBuf>>;
+    /// The result's headline figures, for `weir lab report`'s comparison of several result
+    /// files ([`Measure`]); none by default (the comparison then shows the checks only).
+    fn measures(_r: &Self::Result) -> Vec<Measure> {
+        Vec::new()
+    }
 }
 
 #[cfg(test)]
@@ -222,11 +229,11 @@ mod tests {
             "class 'all' (100.000 Mbit/s) on a 1000 Mbit/s line: 2 frame size(s) x 2 DUT(s), \
              trials of 1 s (about 3 min)"
         );
-        // 1 path x (4 + 1 + 1 + 2 + 1 + (5 x 1.2 + 2)) s = 17 s
+        // 1 path x (4 + 1 + 1 + 2 + 1 + (10 x 1.2 + 2)) s = 23 s
         assert_eq!(
             quick_outline(&Rfc6349),
             "1 path(s) (1 DUT(s) x 1 rate(s) x 1 RTT(s) x 1 run(s)), 1 throughput test(s) of \
-             5 s each (about 0 min)"
+             10 s each (about 0 min)"
         );
     }
 

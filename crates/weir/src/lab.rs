@@ -200,43 +200,162 @@ fn remake<L: Lab>(v: serde_json::Value, file: &Path, out: &Path) -> anyhow::Resu
 
 /// [`remake`] for one lab.
 type Remake = fn(serde_json::Value, &Path, &Path) -> anyhow::Result<ExitCode>;
+
+/// A result of one lab read back for a comparison: its checks and headline figures,
+/// recomputed from the raw runs.
+fn compared<L: Lab>(
+    v: serde_json::Value,
+    file: &Path,
+) -> anyhow::Result<(Vec<report::Check>, Vec<report::Measure>)> {
+    let mut r: L::Result =
+        serde_json::from_value(v).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+    L::finish(&mut r)?;
+    Ok((L::checks(&r).to_vec(), L::measures(&r)))
+}
+
+/// [`compared`] for one lab.
+type Compare =
+    fn(serde_json::Value, &Path) -> anyhow::Result<(Vec<report::Check>, Vec<report::Measure>)>;
+
 /// The labs `weir lab report` knows, by result kind.
-const REMAKE: [(&str, Remake); 12] = [
-    (Fidelity::NAME, remake::<Fidelity>),
-    (Basic::NAME, remake::<Basic>),
-    (Robustness::NAME, remake::<Robustness>),
-    (Advanced::NAME, remake::<Advanced>),
-    (Voip::NAME, remake::<Voip>),
-    (Aggregates::NAME, remake::<Aggregates>),
-    (Diffserv::NAME, remake::<Diffserv>),
-    (Postgate::NAME, remake::<Postgate>),
-    (Rrul::NAME, remake::<Rrul>),
-    (Y1564::NAME, remake::<Y1564>),
-    (Rfc2544::NAME, remake::<Rfc2544>),
-    (Rfc6349::NAME, remake::<Rfc6349>),
+const KINDS: [(&str, Remake, Compare); 12] = [
+    (Fidelity::NAME, remake::<Fidelity>, compared::<Fidelity>),
+    (Basic::NAME, remake::<Basic>, compared::<Basic>),
+    (
+        Robustness::NAME,
+        remake::<Robustness>,
+        compared::<Robustness>,
+    ),
+    (Advanced::NAME, remake::<Advanced>, compared::<Advanced>),
+    (Voip::NAME, remake::<Voip>, compared::<Voip>),
+    (
+        Aggregates::NAME,
+        remake::<Aggregates>,
+        compared::<Aggregates>,
+    ),
+    (Diffserv::NAME, remake::<Diffserv>, compared::<Diffserv>),
+    (Postgate::NAME, remake::<Postgate>, compared::<Postgate>),
+    (Rrul::NAME, remake::<Rrul>, compared::<Rrul>),
+    (Y1564::NAME, remake::<Y1564>, compared::<Y1564>),
+    (Rfc2544::NAME, remake::<Rfc2544>, compared::<Rfc2544>),
+    (Rfc6349::NAME, remake::<Rfc6349>, compared::<Rfc6349>),
 ];
 
-fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(&a.result)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", a.result.display()))?;
+/// A result file's JSON and its kind, or why it is not a weir lab result.
+fn read_result(file: &Path) -> anyhow::Result<(serde_json::Value, String)> {
+    let text =
+        std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
     let v: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| anyhow::anyhow!("{}: not a JSON result: {e}", a.result.display()))?;
-    let out = a.out.clone().unwrap_or_else(|| {
-        a.result
-            .parent()
-            .map(|p| p.to_path_buf())
-            .unwrap_or_else(|| PathBuf::from("."))
-    });
+        .map_err(|e| anyhow::anyhow!("{}: not a JSON result: {e}", file.display()))?;
     let Some(kind) = v.get("kind").and_then(|k| k.as_str()).map(str::to_string) else {
         anyhow::bail!(
             "{}: no \"kind\" field: not a weir lab result",
-            a.result.display()
+            file.display()
         )
     };
-    match REMAKE.iter().find(|(k, _)| *k == kind) {
-        Some((_, remake)) => remake(v, &a.result, &out),
-        None => anyhow::bail!("{}: unknown result kind '{kind}'", a.result.display()),
+    if !KINDS.iter().any(|(k, ..)| *k == kind) {
+        anyhow::bail!(
+            "{}: unknown result kind '{kind}' (expected one of {})",
+            file.display(),
+            KINDS.iter().map(|k| k.0).collect::<Vec<_>>().join(", ")
+        );
     }
+    Ok((v, kind))
+}
+
+fn report(a: ReportArgs) -> anyhow::Result<ExitCode> {
+    if a.result.len() > 1 {
+        return compare(a);
+    }
+    if !a.label.is_empty() {
+        anyhow::bail!("--label names the files of a comparison: give two result files or more");
+    }
+    let file = &a.result[0];
+    let (v, kind) = read_result(file)?;
+    let out = a.out.clone().unwrap_or_else(|| {
+        file.parent()
+            .map(|p| p.to_path_buf())
+            .unwrap_or_else(|| PathBuf::from("."))
+    });
+    let remake = KINDS.iter().find(|(k, ..)| *k == kind).expect("checked").1;
+    remake(v, file, &out)
+}
+
+/// Each file's label: `--label`'s, else its directory's name where those differ, else
+/// A, B, C, ….
+fn labels(files: &[PathBuf], given: &[String]) -> anyhow::Result<Vec<String>> {
+    if !given.is_empty() {
+        if given.len() != files.len() {
+            anyhow::bail!(
+                "--label: {} label(s) for {} result files (one each, in order)",
+                given.len(),
+                files.len()
+            );
+        }
+        return Ok(given.to_vec());
+    }
+    let dirs: Vec<Option<String>> = files
+        .iter()
+        .map(|f| {
+            std::path::absolute(f).ok().and_then(|p| {
+                p.parent()?
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+            })
+        })
+        .collect();
+    let unique = dirs.iter().all(Option::is_some)
+        && dirs.iter().collect::<std::collections::HashSet<_>>().len() == dirs.len();
+    Ok(if unique {
+        dirs.into_iter().flatten().collect()
+    } else {
+        (0..files.len())
+            .map(|i| {
+                let l = (b'A' + (i % 26) as u8) as char;
+                if i < 26 {
+                    l.to_string()
+                } else {
+                    format!("{l}{}", i / 26)
+                }
+            })
+            .collect()
+    })
+}
+
+/// `weir lab report A.json B.json …`: the files compared ([`report::compare`]).
+fn compare(a: ReportArgs) -> anyhow::Result<ExitCode> {
+    let labels = labels(&a.result, &a.label)?;
+    let mut files = Vec::new();
+    for (file, label) in a.result.iter().zip(labels) {
+        let (v, kind) = read_result(file)?;
+        let date = v["meta"]["unix_time"]
+            .as_str()
+            .and_then(|t| t.parse::<f64>().ok())
+            .map(weir_lab::report::flent::iso_utc)
+            .unwrap_or_default();
+        let compare = KINDS.iter().find(|(k, ..)| *k == kind).expect("checked").2;
+        let (checks, measures) = compare(v, file)?;
+        files.push(report::compare::Compared {
+            label,
+            file: file.clone(),
+            kind,
+            date,
+            checks,
+            measures,
+        });
+    }
+    let out = a.out.unwrap_or_else(|| PathBuf::from("weir-lab-compare"));
+    print!("{}", report::compare::comparison_text(&files));
+    let written = report::compare::write_comparison(&files, &out)?;
+    eprintln!(
+        "weir lab: wrote {}",
+        written
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Run `f` with a progress printer (see [`progress_printer`]); ends the progress line.

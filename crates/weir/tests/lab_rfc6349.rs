@@ -1,10 +1,11 @@
 //! `weir lab rfc6349` end to end. Bad input is refused before anything runs, naming what
-//! is wrong. As root, the quick run (10 Mbit/s, 50 ms, one connection, a 5 s transfer)
+//! is wrong. As root, the quick run (10 Mbit/s, 50 ms, one connection, a 10 s transfer)
 //! against weir's default queue and a script DUT, `examples/dut-tbf.sh` (the kernel's
 //! bridge with a TBF each way: the `cmd:` DUT every conformance lab accepts): both show the
 //! hosts' 1500-byte path MTU, a 50 ms baseline and a bottleneck bandwidth at the rate; the
 //! transfers arrive whole; weir passes its checks (the RFC's metrics within its bounds).
-//! `weir lab report` re-makes the same text from the JSON. The paper-length run (10 and
+//! `weir lab report` re-makes the same text from the JSON, and compares two result files
+//! (here the one file under two labels). The paper-length run (10 and
 //! 100 Mbit/s, 1 and 4 connections, 30 s, beside the kernel's HTB) is in docs/lab.md.
 
 mod common;
@@ -83,9 +84,10 @@ fn quick_rfc6349_against_weir_and_a_script() {
         assert_eq!(p["mtu"]["mtu"], 1500, "{dut}");
         let base = p["baseline"]["min_ms"].as_f64().unwrap();
         assert!((50.0..=52.0).contains(&base), "{dut}: baseline {base} ms");
-        // both count Ethernet frames without FCS: the rate within 3 %
+        // both count Ethernet frames without FCS: the rate (weir's check: within 2 %; the
+        // kernel's TBF loses tokens when it is woken late, so within 5 %)
         let bb = p["bb"]["bb_bps"].as_f64().unwrap();
-        assert!((9.7e6..=10.3e6).contains(&bb), "{dut}: BB {bb}");
+        assert!((9.5e6..=10.2e6).contains(&bb), "{dut}: BB {bb}");
         let t = &p["tests"][0];
         assert_eq!(t["connections"], 1);
         let c = &t["conns"][0];
@@ -105,4 +107,49 @@ fn quick_rfc6349_against_weir_and_a_script() {
         "{stdout}"
     );
     assert_report_remakes(&dir.0, "tables.txt");
+
+    // two result files compared (here the same one twice, under two labels)
+    let result = dir.0.join("result.json");
+    let cmp = dir.0.join("cmp");
+    let (code, text, err) = weir(&[
+        "lab",
+        "report",
+        result.to_str().unwrap(),
+        result.to_str().unwrap(),
+        "--label",
+        "one,two",
+        "--out",
+        cmp.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("Comparison of 2 result files"), "{text}");
+    assert!(
+        text.contains("10Mbit 50ms x1: TCP Transfer Time Ratio"),
+        "{text}"
+    );
+    for who in ["one: weir:fq_cobalt", "two: weir:fq_cobalt", "two: cmd:"] {
+        assert!(text.lines().any(|l| l.starts_with(who)), "{who}: {text}");
+    }
+    for f in [
+        "compare.txt",
+        "compare.csv",
+        "box-1.svg",
+        "cdf-1.svg",
+        "compare.html",
+    ] {
+        assert!(cmp.join(f).is_file(), "{f}");
+    }
+}
+
+#[test]
+fn report_refuses_what_it_cannot_read_or_label() {
+    let (code, _, err) = weir(&["lab", "report", "/nonexistent/result.json"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("/nonexistent/result.json"), "{err}");
+    let (code, _, err) = weir(&["lab", "report", "a.json", "b.json", "--label", "x"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("1 label(s) for 2 result files"), "{err}");
+    let (code, _, err) = weir(&["lab", "report", "a.json", "--label", "x"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("give two result files or more"), "{err}");
 }

@@ -113,8 +113,10 @@ pub(super) enum LabCmd {
         after_help = "Examples:\n  sudo weir lab rfc6349 --quick --out /tmp/rfc6349\n  sudo weir lab rfc6349 --rate 10,100 --rtt 50 --dut weir:fq_cobalt,kernel:htb,cmd:./router.sh"
     )]
     Rfc6349(WithCommon<Rfc6349Args>),
-    /// Re-make the tables, plots and HTML report of a result file.
-    #[command(after_help = "Example:\n  weir lab report /tmp/basic/result.json")]
+    /// Re-make the tables, plots and HTML report of a result file, or compare several.
+    #[command(
+        after_help = "Examples:\n  weir lab report /tmp/basic/result.json\n  weir lab report before/result.json after/result.json --label before,after --out /tmp/cmp"
+    )]
     Report(ReportArgs),
 }
 
@@ -727,9 +729,16 @@ fn quantity(
 
 #[derive(clap::Args)]
 pub(super) struct ReportArgs {
-    /// A result.json written by a `weir lab` command.
-    pub(super) result: PathBuf,
-    /// Directory for the re-made outputs (default: the result's directory).
+    /// result.json files written by `weir lab` commands: one is re-made; several are
+    /// compared (their headline figures side by side, box plots over runs, CDFs).
+    #[arg(required = true, num_args = 1..)]
+    pub(super) result: Vec<PathBuf>,
+    /// Directory for the outputs (default: one result's own directory; a comparison's
+    /// `weir-lab-compare`).
     #[arg(long)]
     pub(super) out: Option<PathBuf>,
+    /// A comparison's label of each file, in order (default: each file's directory name,
+    /// or A, B, C, … where those repeat).
+    #[arg(long, value_delimiter = ',')]
+    pub(super) label: Vec<String>,
 }

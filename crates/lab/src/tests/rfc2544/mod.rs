@@ -493,6 +493,27 @@ pub fn checks(r: &Rfc2544Result) -> Vec<Check> {
     out
 }
 
+/// The headline figures for `weir lab report`'s comparison: per frame size and DUT, the
+/// throughput and the latency trial's mean FTD and FDV.
+pub fn measures(r: &Rfc2544Result) -> Vec<crate::report::Measure> {
+    use crate::report::compare::push_value;
+    let mut out = Vec::new();
+    for d in &r.duts {
+        for s in &d.sizes {
+            let scope = format!("{} B frames", s.size);
+            let ftd = s.latency.as_ref().and_then(|t| t.ftd);
+            for (figure, v) in [
+                ("throughput, Mbit/s", s.throughput_bps / 1e6),
+                ("latency FTD mean, ms", ftd.map_or(f64::NAN, |f| f.mean)),
+                ("latency FDV, ms", ftd.map_or(f64::NAN, |f| f.fdv())),
+            ] {
+                push_value(&mut out, &scope, figure, &d.dut, v);
+            }
+        }
+    }
+    out
+}
+
 /// `weir lab rfc2544`: the policy the DUTs enforce.
 pub struct Rfc2544 {
     pub policy_file: String,
@@ -574,6 +595,10 @@ impl Lab for Rfc2544 {
 
     fn write_outputs(r: &Rfc2544Result, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
         write_outputs(r, dir)
+    }
+
+    fn measures(r: &Rfc2544Result) -> Vec<crate::report::Measure> {
+        measures(r)
     }
 }
 

@@ -74,7 +74,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::agents::MtuReport;
 use crate::lab::{Lab, Outline};
-use crate::report::Check;
+use crate::report::compare::{push_samples, push_value};
+use crate::report::{Check, Measure};
 use crate::tests::rrul::{DutKind, Link};
 use crate::{Error, Result};
 
@@ -151,13 +152,15 @@ impl Rfc6349Config {
         }
     }
 
-    /// CI-sized: weir's default queue, 10 Mbit/s at 50 ms, one connection, 5 s transfers.
+    /// CI-sized: weir's default queue, 10 Mbit/s at 50 ms, one connection, 10 s transfers
+    /// (slow start's overshoot, up to a second of a 100 ms queue when cubic's HyStart does
+    /// not end it early, would weigh twice as much in 5 s).
     pub fn quick() -> Rfc6349Config {
         Rfc6349Config {
             duts: vec!["weir:fq_cobalt".into()],
             rates_bps: vec![10_000_000],
             connections: vec![1],
-            transfer_s: 5.0,
+            transfer_s: 10.0,
             baseline_s: 1.0,
             bb_s: 2.0,
             quick: true,
@@ -647,6 +650,31 @@ pub fn checks(r: &Rfc6349Result) -> Vec<Check> {
     out
 }
 
+/// The headline figures for `weir lab report`'s comparison: per link and connection count
+/// and DUT, over runs, the throughput, the three metrics; every RTT sample of the
+/// transfers as a distribution.
+pub fn measures(r: &Rfc6349Result) -> Vec<Measure> {
+    let mut out = Vec::new();
+    for p in &r.paths {
+        for t in &p.tests {
+            let scope = format!("{} x{}", p.link.name(), t.connections);
+            let Some(m) = t.metrics else { continue };
+            let nan = f64::NAN;
+            for (figure, v) in [
+                ("TCP throughput, Mbit/s", m.throughput_bps / 1e6),
+                ("TCP Transfer Time Ratio", m.ttr),
+                ("TCP Efficiency, %", m.efficiency_pct.unwrap_or(nan)),
+                ("Buffer Delay, %", m.buffer_delay_pct.unwrap_or(nan)),
+            ] {
+                push_value(&mut out, &scope, figure, &p.dut, v);
+            }
+            let rtts = t.conns.iter().flat_map(|c| c.srtt_ms.iter().copied());
+            push_samples(&mut out, &scope, "TCP smoothed RTT, ms", &p.dut, rtts);
+        }
+    }
+    out
+}
+
 /// `weir lab rfc6349`.
 pub struct Rfc6349;
 
@@ -705,6 +733,10 @@ impl Lab for Rfc6349 {
 
     fn write_outputs(r: &Rfc6349Result, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
         write_outputs(r, dir)
+    }
+
+    fn measures(r: &Rfc6349Result) -> Vec<Measure> {
+        measures(r)
     }
 }
 

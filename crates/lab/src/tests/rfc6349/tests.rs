@@ -44,8 +44,8 @@ fn paths_run_per_dut_rate_rtt_and_run() {
     assert_eq!(p[2].1.up_bps, 100_000_000);
     assert_eq!(p[4].0, "kernel:htb");
     assert_eq!(p[0].1.line_bps(true), 15_000_000);
-    // the quick run's outline: 4 + 1 + 1 + 2 + 1 + (5 x 1.2 + 2) = 17 s
-    assert_eq!(Rfc6349Config::quick().path_estimate_s(), 17.0);
+    // the quick run's outline: 4 + 1 + 1 + 2 + 1 + (10 x 1.2 + 2) = 23 s
+    assert_eq!(Rfc6349Config::quick().path_estimate_s(), 23.0);
 }
 
 fn conn(asked: u64, start: f64, end: f64, sent: u64, retrans: u64, srtt: &[f64]) -> Conn {

@@ -512,6 +512,10 @@ impl Lab for Rrul {
     fn write_outputs(r: &RrulResult, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
         write_outputs(r, dir)
     }
+
+    fn measures(r: &RrulResult) -> Vec<crate::report::Measure> {
+        report::measures(r)
+    }
 }
 
 /// Recomputes every measure and check from the raw runs (also for `weir lab report`).

@@ -388,6 +388,40 @@ fn loaded_rtts(res: &RrulResult, r: &super::RrulRun) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// The headline figures for `weir lab report`'s comparison: per part and DUT, over runs,
+/// the latency the load adds to the UDP round trip (median and 99th percentile), the
+/// goodput both ways and Jain's index; every loaded UDP round trip as a distribution.
+pub fn measures(res: &RrulResult) -> Vec<crate::report::Measure> {
+    use crate::report::compare::{push_samples, push_value};
+    let mut out = Vec::new();
+    for p in &res.parts {
+        let scope = p.spec.name();
+        for r in &p.rows {
+            let udp = r.latency("udp rtt");
+            let nan = f64::NAN;
+            for (figure, v) in [
+                (
+                    "added UDP RTT p50, ms",
+                    udp.and_then(|l| l.added_p50_ms).unwrap_or(nan),
+                ),
+                (
+                    "added UDP RTT p99, ms",
+                    udp.and_then(|l| l.added_p99_ms).unwrap_or(nan),
+                ),
+                ("goodput both ways, Mbit/s", r.total_bps() / 1e6),
+                ("Jain's index", r.jain.unwrap_or(nan)),
+            ] {
+                push_value(&mut out, &scope, figure, &r.dut, v);
+            }
+        }
+        for run in &p.runs {
+            let rtts = loaded_rtts(res, run).into_iter().map(|(_, d)| d);
+            push_samples(&mut out, &scope, "UDP RTT under load, ms", &run.dut, rtts);
+        }
+    }
+    out
+}
+
 /// Per part: `cdf-PART.svg` (the loaded UDP round trip's CDF per DUT, run 1),
 /// `rtt-PART.svg` (the UDP round trip over the whole run per DUT, run 1) and
 /// `tput-PART.svg` (total goodput against the mean added round trip, every run).

@@ -658,6 +658,28 @@ fn rate_check(r: &Y1564Result, d: &DutRun) -> Check {
     Check::new(name, ok, n, "rates", parts.join(", "))
 }
 
+/// The headline figures for `weir lab report`'s comparison: per service and DUT, the
+/// service performance test's IR, mean FTD, FDV and FLR.
+pub fn measures(r: &Y1564Result) -> Vec<crate::report::Measure> {
+    use crate::report::compare::push_value;
+    let mut out = Vec::new();
+    for d in &r.duts {
+        for st in d.streams.iter().filter(|s| s.phase == Phase::Performance) {
+            let scope = format!("service {} (performance test)", st.service);
+            let nan = f64::NAN;
+            for (figure, v) in [
+                ("IR, Mbit/s", st.figures.ir_bps.map_or(nan, |b| b / 1e6)),
+                ("FTD mean, ms", st.figures.ftd.map_or(nan, |f| f.mean)),
+                ("FDV, ms", st.fdv_ms().unwrap_or(nan)),
+                ("FLR, %", st.flr() * 100.0),
+            ] {
+                push_value(&mut out, &scope, figure, &d.dut, v);
+            }
+        }
+    }
+    out
+}
+
 /// `weir lab y1564`: the policy the DUTs enforce.
 pub struct Y1564 {
     pub policy_file: String,
@@ -727,6 +749,10 @@ impl Lab for Y1564 {
 
     fn write_outputs(r: &Y1564Result, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
         write_outputs(r, dir)
+    }
+
+    fn measures(r: &Y1564Result) -> Vec<crate::report::Measure> {
+        measures(r)
     }
 }
 

@@ -185,7 +185,7 @@ pub(in crate::lab) struct Rfc6349Args {
     #[arg(long, default_value = "cubic")]
     cc: String,
     /// The transfer's size as time at the maximum achievable TCP throughput (paper: 30s;
-    /// quick: 5s).
+    /// quick: 10s).
     #[arg(long, value_parser = crate::sim::dur)]
     transfer: Option<weir_core::Duration>,
     /// Length of the baseline RTT measurement (paper: 5s; quick: 1s).
@@ -214,7 +214,7 @@ pub(in crate::lab) struct Rfc6349Args {
 impl LabArgs for Rfc6349Args {
     type Lab = Rfc6349;
     const QUICK: &'static str = "CI-sized run: weir:fq_cobalt at 10 Mbit/s and 50 ms, one \
-                                 connection, a 5 s transfer, 1 s baseline, 2 s bottleneck test";
+                                 connection, a 10 s transfer, 1 s baseline, 2 s bottleneck test";
     const OUT: &'static str = "weir-lab-rfc6349";
     const OUT_HELP: &'static str =
         "Directory for result.json, tables.txt, tests.csv, ttr.svg, buffer-delay.svg and report.html";
