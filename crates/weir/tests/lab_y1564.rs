@@ -114,7 +114,10 @@ fn quick_y1564_weir_beside_htb() {
                 };
                 assert_eq!(s["offered_bps"].as_f64().unwrap(), offered);
                 assert!(ir < top * 1.02, "{} {svc} policing IR {ir}", d["dut"]);
-                assert!(ir > top * 0.98, "{} {svc} policing IR {ir}", d["dut"]);
+                // weir within 2 % (its check says 1 %); the kernel's HTB loses tokens when
+                // its watchdog fires late on a loaded machine (measured 4.5 % short once)
+                let low = if d["dut"] == "weir" { 0.98 } else { 0.9 };
+                assert!(ir > top * low, "{} {svc} policing IR {ir}", d["dut"]);
             } else {
                 assert!(
                     ir > 0.0,

@@ -324,6 +324,10 @@ pub struct Sent {
     /// Packets attempted, and those the sending host failed to send.
     pub attempted: u64,
     pub send_errors: u64,
+    /// The sender's largest lateness against its schedule, ms: frames due while it was
+    /// late left in a bunch, which a shaper's bucket may not hold (a delay the DUT adds
+    /// to what its host did).
+    pub late_max_ms: f64,
     pub figures: Figures,
     /// The receiver's errors (a sink error, frames its socket dropped).
     pub error: Option<String>,
@@ -408,6 +412,7 @@ pub fn send(topo: &BridgeTopo, set: &[Send], drain: Duration) -> Result<Vec<Sent
             achieved_bps: rep.achieved_pps * s.frame as f64 * 8.0,
             attempted: rep.attempted,
             send_errors: rep.send_errors.total,
+            late_max_ms: rep.max_lateness_ns as f64 / 1e6,
             figures: f,
             error: (!error.is_empty()).then(|| error.join("; ")),
         });

@@ -393,6 +393,9 @@ pub struct Stream {
     /// Packets the sender attempted, and those its host failed to send.
     pub attempted: u64,
     pub send_errors: u64,
+    /// The sender's largest lateness against its schedule, ms ([`crate::tests::streams::Sent`]).
+    #[serde(default)]
+    pub late_max_ms: f64,
     /// What arrived.
     #[serde(flatten)]
     pub figures: Figures,

@@ -93,6 +93,7 @@ fn perf_table(d: &DutRun) -> String {
         "FLR %".into(),
         "SES".into(),
         "AVAIL %".into(),
+        "sender late max ms".into(),
         "result".into(),
     ]];
     for st in d.part(false) {
@@ -105,6 +106,7 @@ fn perf_table(d: &DutRun) -> String {
             format!("{:.3}", st.flr() * 100.0),
             st.figures.ses.to_string(),
             format!("{:.3}", st.availability() * 100.0),
+            format!("{:.3}", st.late_max_ms),
             verdict(st),
         ]);
     }

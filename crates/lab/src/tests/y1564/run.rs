@@ -135,6 +135,7 @@ fn measure(
             achieved_bps: x.achieved_bps,
             attempted: x.attempted,
             send_errors: x.send_errors,
+            late_max_ms: x.late_max_ms,
             figures: x.figures,
             error: x.error,
             verdict: Default::default(),

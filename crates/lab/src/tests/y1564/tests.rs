@@ -115,6 +115,7 @@ fn stream(phase: Phase, offered: f64, ir: f64, lost: u64) -> Stream {
         achieved_bps: offered,
         attempted: 10_000,
         send_errors: 0,
+        late_max_ms: 0.0,
         figures: Figures {
             received: 10_000 - lost,
             lost,
