@@ -519,7 +519,8 @@ pub(super) struct DiffservArgs {
 impl LabArgs for DiffservArgs {
     type Lab = Diffserv;
     const QUICK: &'static str =
-        "CI-sized run: 3 s per run, a 10 s calibration, the kernel peer on the UDP groups only";
+        "CI-sized run: a 2 s measured stream per run after 0.5 s of background alone, a 10 s \
+         calibration, the kernel peer on the UDP groups only";
     const OUT: &'static str = "weir-lab-diffserv";
 
     fn apply(self, c: &mut DiffservConfig) -> anyhow::Result<Diffserv> {
