@@ -136,6 +136,7 @@ pub fn path_mtu(
         s.set_nonblocking(true).map_err(|e| ctx("O_NONBLOCK", e))?;
         Ok(s)
     })??;
+    let sock = std::net::UdpSocket::from(sock);
     let mut search = MtuSearch::new(MIN_SIZE, max);
     let mut probes = Vec::new();
     let mut seq = 0u64;
@@ -179,9 +180,9 @@ pub fn path_mtu(
 }
 
 /// Whether the reply to probe `seq` arrives within `wait` (older replies are skipped).
-fn wait_reply(sock: &Socket, seq: u64, wait: Duration) -> Result<bool> {
+fn wait_reply(sock: &std::net::UdpSocket, seq: u64, wait: Duration) -> Result<bool> {
     let deadline = Instant::now() + wait;
-    let mut rx = [std::mem::MaybeUninit::<u8>::uninit(); 256];
+    let mut rx = [0u8; 256];
     loop {
         let now = Instant::now();
         if now >= deadline {
@@ -192,9 +193,7 @@ fn wait_reply(sock: &Socket, seq: u64, wait: Duration) -> Result<bool> {
         loop {
             match sock.recv(&mut rx) {
                 Ok(n) => {
-                    // SAFETY: recv initialised the first n bytes
-                    let got: Vec<u8> = rx[..n].iter().map(|b| unsafe { b.assume_init() }).collect();
-                    if UdpProbe::decode(&got).is_some_and(|p| p.seq == seq) {
+                    if UdpProbe::decode(&rx[..n]).is_some_and(|p| p.seq == seq) {
                         return Ok(true);
                     }
                 }

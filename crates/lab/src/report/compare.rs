@@ -20,6 +20,7 @@ use super::boxplot::{box_chart, BoxStats};
 use super::check::{all_passed, Check};
 use super::line::{line_chart, ChartOpts, Series};
 use super::{csv_field, escape, html_report, text_table, write_files, Section};
+use crate::stats::dist::ecdf;
 use crate::Result;
 
 /// One headline figure of a result, for one DUT in one scope.
@@ -118,27 +119,32 @@ pub type Table = ((String, String), Vec<(String, Vec<f64>)>);
 
 /// Line up the measures of `files` by scope and figure.
 pub fn tables(files: &[Compared]) -> Vec<Table> {
-    let mut out: Vec<Table> = Vec::new();
-    for f in files {
-        for m in f.measures.iter().filter(|m| !m.values.is_empty()) {
-            let key = (m.scope.clone(), m.figure.clone());
-            let row = (format!("{}: {}", f.label, m.subject), m.values.clone());
-            match out.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, rows)) => rows.push(row),
-                None => out.push((key, vec![row])),
-            }
-        }
-    }
-    out
+    group(files, |m| {
+        (!m.values.is_empty()).then_some((&m.figure, &m.values))
+    })
 }
 
 /// The distributions across files by scope and figure: `(label: subject, samples)`.
 fn distributions(files: &[Compared]) -> Vec<Table> {
+    group(files, |m| {
+        (!m.samples.is_empty()).then_some((&m.samples_figure, &m.samples))
+    })
+}
+
+/// What `pick` takes of each measure (a figure's name and numbers), grouped by scope and
+/// that name in first-seen order, each row labelled `label: subject`.
+fn group(
+    files: &[Compared],
+    pick: impl Fn(&Measure) -> Option<(&String, &Vec<f64>)>,
+) -> Vec<Table> {
     let mut out: Vec<Table> = Vec::new();
     for f in files {
-        for m in f.measures.iter().filter(|m| !m.samples.is_empty()) {
-            let key = (m.scope.clone(), m.samples_figure.clone());
-            let row = (format!("{}: {}", f.label, m.subject), m.samples.clone());
+        for m in &f.measures {
+            let Some((figure, numbers)) = pick(m) else {
+                continue;
+            };
+            let key = (m.scope.clone(), figure.clone());
+            let row = (format!("{}: {}", f.label, m.subject), numbers.clone());
             match out.iter_mut().find(|(k, _)| *k == key) {
                 Some((_, rows)) => rows.push(row),
                 None => out.push((key, vec![row])),
@@ -255,18 +261,7 @@ pub fn write_comparison(files: &[Compared], dir: &Path) -> Result<Vec<PathBuf>> 
     for (i, ((scope, figure), rows)) in distributions(files).into_iter().enumerate() {
         let series: Vec<Series> = rows
             .iter()
-            .map(|(who, v)| {
-                let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
-                v.sort_unstable_by(f64::total_cmp);
-                let n = v.len() as f64;
-                Series::new(
-                    who.clone(),
-                    v.iter()
-                        .enumerate()
-                        .map(|(k, &x)| (x, (k + 1) as f64 / n))
-                        .collect(),
-                )
-            })
+            .map(|(who, v)| Series::new(who.clone(), ecdf(v)))
             .collect();
         let svg = line_chart(
             &format!("{scope}: {figure} (CDF)"),

@@ -26,6 +26,19 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[lo] + frac * (sorted[lo + 1] - sorted[lo])
 }
 
+/// The empirical CDF of `values` as points (x, fraction of values ≤ x): the finite values
+/// ascending, the k-th (from 1) of n at k / n. Empty for no finite value. Example: 3, 1, 2
+/// gives (1, 1/3), (2, 2/3), (3, 1).
+pub fn ecdf(values: &[f64]) -> Vec<(f64, f64)> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    v.sort_unstable_by(f64::total_cmp);
+    let n = v.len() as f64;
+    v.iter()
+        .enumerate()
+        .map(|(k, &x)| (x, (k + 1) as f64 / n))
+        .collect()
+}
+
 /// A distribution summary, in µs. Empty input: `count` 0 and every value NaN (JSON `null`).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct DistUs {
@@ -138,6 +151,16 @@ impl Pcts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ecdf_by_hand() {
+        let third = 1.0 / 3.0;
+        assert_eq!(
+            ecdf(&[3.0, f64::NAN, 1.0, 2.0]),
+            [(1.0, third), (2.0, 2.0 * third), (3.0, 1.0)]
+        );
+        assert!(ecdf(&[f64::NAN]).is_empty());
+    }
 
     #[test]
     fn percentile_numpy_linear() {

@@ -86,6 +86,9 @@ pub use run::run;
 pub const HOST_MTU: u32 = 1500;
 /// Bytes a DUT counts per frame beyond the IP packet (the Ethernet header; no FCS).
 pub const FRAME_OVERHEAD: u32 = 14;
+/// IPv4 and TCP headers with the timestamps option, bytes: a full segment's payload is the
+/// MTU less these (1448 of 1500), until a connection reports its MSS.
+pub const TCP_HEADERS: u32 = 52;
 /// How far BB may be from a weir DUT's rate (0.02 = 2 %).
 pub const BB_TOLERANCE: f64 = 0.02;
 /// The largest TCP Transfer Time Ratio a weir DUT passes with.
@@ -394,7 +397,7 @@ pub fn compute(p: &PathRun, t: &TcpTest) -> Option<Metrics> {
         .map(|c| c.mss)
         .max()
         .filter(|&m| m > 0)
-        .unwrap_or(mtu - 52);
+        .unwrap_or(mtu - TCP_HEADERS);
     let max_tcp_bps = metrics::max_tcp_bps(bb, mtu, payload, FRAME_OVERHEAD);
     let start = t.conns.iter().filter_map(|c| c.start_s).reduce(f64::min)?;
     let end = t.conns.iter().filter_map(|c| c.end_s).reduce(f64::max)?;
@@ -406,7 +409,11 @@ pub fn compute(p: &PathRun, t: &TcpTest) -> Option<Metrics> {
     let ideal_s = metrics::ideal_transfer_s(t.size_bytes, max_tcp_bps);
     let transmitted: u64 = t.conns.iter().map(|c| c.bytes_sent).sum();
     let retransmitted: u64 = t.conns.iter().map(|c| c.bytes_retrans).sum();
-    let samples: Vec<f64> = t.conns.iter().flat_map(|c| c.srtt_ms.clone()).collect();
+    let samples: Vec<f64> = t
+        .conns
+        .iter()
+        .flat_map(|c| c.srtt_ms.iter().copied())
+        .collect();
     let avg_rtt_ms =
         (!samples.is_empty()).then(|| samples.iter().sum::<f64>() / samples.len() as f64);
     let buffer_delay_pct = match (avg_rtt_ms, p.baseline) {
@@ -550,7 +557,7 @@ pub fn checks(r: &Rfc6349Result) -> Vec<Check> {
         let incomplete: Vec<String> = tests
             .iter()
             .filter(|(_, t)| !t.complete())
-            .map(|(p, t)| format!("{} x{}", p.link.name(), t.connections))
+            .map(|(p, t)| test_name(p, t))
             .collect();
         out.push(Check::new(
             format!("{dut}: every transfer arrived whole"),
@@ -564,90 +571,91 @@ pub fn checks(r: &Rfc6349Result) -> Vec<Check> {
             },
         ));
         // transfer time ratio
-        let ttrs: Vec<(String, Option<f64>)> = tests
-            .iter()
-            .map(|(p, t)| {
-                (
-                    format!("{} x{}", p.link.name(), t.connections),
-                    t.metrics.map(|m| m.ttr),
-                )
-            })
-            .collect();
-        out.push(Check::new(
+        out.push(metric_check(
             format!("{dut}: TCP Transfer Time Ratio at most {TTR_MAX:.2}"),
-            !ttrs.is_empty() && ttrs.iter().all(|(_, x)| x.is_some_and(|x| x <= TTR_MAX)),
-            ttrs.len(),
-            "tests",
-            ttrs.iter()
-                .map(|(n, x)| format!("{n} {}", x.map_or("n/a".into(), |x| format!("{x:.3}"))))
-                .collect::<Vec<_>>()
-                .join(", "),
+            &tests,
+            |m| Some(m.ttr),
+            |x| x <= TTR_MAX,
+            3,
+            "",
+            None,
         ));
         if !kind.is_modern() {
             continue;
         }
-        // buffer delay
-        let name = format!(
-            "{dut}: Buffer Delay at most {BD_MAX_PCT:.0} % (baselines of {BD_MIN_BASELINE_MS:.0} ms or more)"
-        );
-        let judged: Vec<(String, Option<f64>)> = tests
+        let long_baseline: Vec<(&PathRun, &TcpTest)> = tests
             .iter()
+            .copied()
             .filter(|(p, _)| p.baseline.is_some_and(|b| b.min_ms >= BD_MIN_BASELINE_MS))
-            .map(|(p, t)| {
-                (
-                    format!("{} x{}", p.link.name(), t.connections),
-                    t.metrics.and_then(|m| m.buffer_delay_pct),
-                )
-            })
             .collect();
-        if judged.is_empty() {
-            out.push(Check::skip(name, "no path with such a baseline RTT"));
-        } else {
-            out.push(Check::new(
-                name,
-                judged
-                    .iter()
-                    .all(|(_, x)| x.is_some_and(|x| x <= BD_MAX_PCT)),
-                judged.len(),
-                "tests",
-                judged
-                    .iter()
-                    .map(|(n, x)| {
-                        format!("{n} {}", x.map_or("n/a".into(), |x| format!("{x:.1} %")))
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            ));
-        }
-        // fairness among connections
-        let name = format!("{dut}: Jain's index among connections at least {JAIN_MIN}");
-        let judged: Vec<(String, Option<f64>)> = tests
+        out.push(metric_check(
+            format!(
+                "{dut}: Buffer Delay at most {BD_MAX_PCT:.0} % (baselines of {BD_MIN_BASELINE_MS:.0} ms or more)"
+            ),
+            &long_baseline,
+            |m| m.buffer_delay_pct,
+            |x| x <= BD_MAX_PCT,
+            1,
+            " %",
+            Some("no path with such a baseline RTT"),
+        ));
+        let several: Vec<(&PathRun, &TcpTest)> = tests
             .iter()
+            .copied()
             .filter(|(_, t)| t.connections > 1)
-            .map(|(p, t)| {
-                (
-                    format!("{} x{}", p.link.name(), t.connections),
-                    t.metrics.and_then(|m| m.jain),
-                )
-            })
             .collect();
-        if judged.is_empty() {
-            out.push(Check::skip(name, "no test with several connections"));
-        } else {
-            out.push(Check::new(
-                name,
-                judged.iter().all(|(_, x)| x.is_some_and(|x| x >= JAIN_MIN)),
-                judged.len(),
-                "tests",
-                judged
-                    .iter()
-                    .map(|(n, x)| format!("{n} {}", x.map_or("n/a".into(), |x| format!("{x:.3}"))))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            ));
-        }
+        out.push(metric_check(
+            format!("{dut}: Jain's index among connections at least {JAIN_MIN}"),
+            &several,
+            |m| m.jain,
+            |x| x >= JAIN_MIN,
+            3,
+            "",
+            Some("no test with several connections"),
+        ));
     }
     out
+}
+
+/// A test's name in the checks and the comparison: `10Mbit 50ms x4`.
+fn test_name(p: &PathRun, t: &TcpTest) -> String {
+    format!("{} x{}", p.link.name(), t.connections)
+}
+
+/// A check that every test of `judged` has a metric `value` that is `ok`; the detail lists
+/// them (`10Mbit 50ms x1 1.050`: `decimals` places, `unit` after the number, `n/a` without
+/// a value). With no test judged: skipped for `skip`'s reason, or failed when `skip` is
+/// `None`.
+fn metric_check(
+    name: String,
+    judged: &[(&PathRun, &TcpTest)],
+    value: impl Fn(&Metrics) -> Option<f64>,
+    ok: impl Fn(f64) -> bool,
+    decimals: usize,
+    unit: &str,
+    skip: Option<&str>,
+) -> Check {
+    if let (true, Some(why)) = (judged.is_empty(), skip) {
+        return Check::skip(name, why);
+    }
+    let values: Vec<(String, Option<f64>)> = judged
+        .iter()
+        .map(|(p, t)| (test_name(p, t), t.metrics.as_ref().and_then(&value)))
+        .collect();
+    Check::new(
+        name,
+        !values.is_empty() && values.iter().all(|(_, x)| x.is_some_and(&ok)),
+        values.len(),
+        "tests",
+        values
+            .iter()
+            .map(|(n, x)| {
+                let v = x.map_or("n/a".into(), |x| format!("{x:.decimals$}{unit}"));
+                format!("{n} {v}")
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+    )
 }
 
 /// The headline figures for `weir lab report`'s comparison: per link and connection count
@@ -657,7 +665,7 @@ pub fn measures(r: &Rfc6349Result) -> Vec<Measure> {
     let mut out = Vec::new();
     for p in &r.paths {
         for t in &p.tests {
-            let scope = format!("{} x{}", p.link.name(), t.connections);
+            let scope = test_name(p, t);
             let Some(m) = t.metrics else { continue };
             let nan = f64::NAN;
             for (figure, v) in [

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::{
     finish, metrics, Baseline, Bottleneck, Conn, PathRun, Rfc6349Config, Rfc6349Result, TcpTest,
-    FRAME_OVERHEAD,
+    FRAME_OVERHEAD, TCP_HEADERS,
 };
 use crate::agents::{
     path_mtu, ProbeKind, ProbeOpts, Prober, SenderOpts, SenderReport, SinkOpts, TcpSender, TcpSink,
@@ -165,7 +165,8 @@ fn run_path(
 
     // the transfer: transfer_s of the maximum achievable TCP throughput at the measured BB
     let bb_bps = bb.bb_bps.unwrap_or(link.up_bps as f64);
-    let max_tcp = metrics::max_tcp_bps(bb_bps, path_mtu_b, path_mtu_b - 52, FRAME_OVERHEAD);
+    let max_tcp =
+        metrics::max_tcp_bps(bb_bps, path_mtu_b, path_mtu_b - TCP_HEADERS, FRAME_OVERHEAD);
     let size_bytes = (max_tcp * c.transfer_s / 8.0).round() as u64;
     let mut tests = Vec::new();
     for &n in &c.connections {

@@ -15,6 +15,7 @@ use crate::report::{
     self, checks_text, file_safe, fmt_opt, html_report, meta_text, text_table, ChartOpts, Mark,
     Section, Series,
 };
+use crate::stats::dist::ecdf;
 use crate::Result;
 
 fn ms(x: Option<f64>) -> String {
@@ -435,16 +436,8 @@ pub fn charts(res: &RrulResult) -> Vec<(String, String)> {
             let Some(r) = p.runs.iter().find(|r| r.dut == d.dut) else {
                 continue;
             };
-            let mut v: Vec<f64> = loaded_rtts(res, r).into_iter().map(|(_, d)| d).collect();
-            v.sort_unstable_by(f64::total_cmp);
-            let n = v.len() as f64;
-            cdf.push(Series::new(
-                d.dut.clone(),
-                v.iter()
-                    .enumerate()
-                    .map(|(i, &x)| (x, (i + 1) as f64 / n))
-                    .collect(),
-            ));
+            let v: Vec<f64> = loaded_rtts(res, r).into_iter().map(|(_, d)| d).collect();
+            cdf.push(Series::new(d.dut.clone(), ecdf(&v)));
             let q = r.probes.first();
             over_time.push(Series::new(
                 d.dut.clone(),
