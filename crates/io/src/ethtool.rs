@@ -133,7 +133,7 @@ impl fmt::Display for Feature {
 
 /// Offload settings. Read: `None` = the driver does not report it. Write: `None` = leave
 /// as it is.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Offloads {
     pub gro: Option<bool>,
     pub gso: Option<bool>,

@@ -13,8 +13,9 @@ use weir_io::afpacket::{RingConfig, RxRing};
 use weir_io::bridge::{Bridge, BridgeConfig, BridgeReport};
 use weir_io::ethtool::{set_offloads, Offloads};
 use weir_lab::agents::{icmp_ping, SenderOpts, TcpSender, TcpSink};
+use weir_lab::remote::Host;
 use weir_lab::report::StealMeter;
-use weir_lab::topo::{set_tcp_options, skip_unless_root, BridgeTopo};
+use weir_lab::topo::{skip_unless_root, BridgeTopo};
 
 /// The live tests measure rates: run them one at a time so they do not share the two cores.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -36,7 +37,7 @@ fn topo(label: &str) -> BridgeTopo {
     for (ns, ifname) in [(&t.snd, t.snd_if.clone()), (&t.rcv, t.rcv_if.clone())] {
         ns.run(move || set_offloads(&ifname, &Offloads::SEGMENTATION_OFF))
             .expect("offloads");
-        set_tcp_options(ns, true, false, true).unwrap();
+        Host::Local(ns).set_tcp_options(true, false, true).unwrap();
     }
     t
 }

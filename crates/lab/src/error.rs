@@ -35,6 +35,15 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// The message without [`Error::Invalid`]'s "invalid argument: " prefix, for an
+    /// error wrapped in another's message.
+    pub fn message(&self) -> String {
+        match self {
+            Error::Invalid(m) => m.clone(),
+            e => e.to_string(),
+        }
+    }
+
     /// An [`Error::Io`] with context.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Error {
         Error::Io {

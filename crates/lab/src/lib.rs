@@ -10,6 +10,7 @@
 //! | [`tests`] | the labs (basic, robustness, advanced, voip, fidelity, aggregates, diffserv, postgate, rrul) and the testbed runner |
 //! | [`stats`] | Table 4, percentiles and distributions, byte series |
 //! | [`report`] | checks (PASS/FAIL), text tables, SVG charts, HTML, metadata, files |
+//! | [`remote`] | labs on real hosts over SSH: `weir agent`, the topology file, [`remote::Host`] |
 //! | [`mmlog`] | Mahimahi's mm-link log: reader, `mm-throughput-graph`/`mm-delay-graph` summary, series and graphs |
 
 pub mod agents;
@@ -17,6 +18,7 @@ pub mod dut;
 mod error;
 pub mod lab;
 pub mod mmlog;
+pub mod remote;
 pub mod report;
 pub mod stats;
 mod sys;

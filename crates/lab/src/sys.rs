@@ -107,6 +107,11 @@ impl<T: Send + 'static> SenderThread<T> {
         join_thread(self.thread.take().expect("sender thread"))
     }
 
+    /// Whether the thread has ended (its result is ready for [`SenderThread::join`]).
+    pub(crate) fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
+    }
+
     /// Raises `stop`, then waits for the thread's result.
     pub(crate) fn stop(self) -> T {
         self.stop.wake();

@@ -16,7 +16,8 @@ use weir_core::policy::Policy;
 use weir_io::ethtool::{set_offloads, Offloads};
 use weir_lab::agents::{icmp_ping, SenderOpts, TcpSender, TcpSink};
 use weir_lab::dut::{self, DutReport, DutSetup, DutSpec, Session};
-use weir_lab::topo::{set_tcp_options, skip_unless_root, BridgeTopo};
+use weir_lab::remote::Host;
+use weir_lab::topo::{skip_unless_root, BridgeTopo};
 
 /// The tests measure rates on a 2-core machine: one at a time.
 fn serial() -> MutexGuard<'static, ()> {
@@ -51,7 +52,7 @@ fn topo(label: &str) -> (BridgeTopo, IpAddr) {
     for (ns, ifname) in [(&t.snd, t.snd_if.clone()), (&t.rcv, t.rcv_if.clone())] {
         ns.run(move || set_offloads(&ifname, &Offloads::SEGMENTATION_OFF))
             .expect("offloads");
-        set_tcp_options(ns, true, false, true).unwrap();
+        Host::Local(ns).set_tcp_options(true, false, true).unwrap();
     }
     let alias = t.add_sender_aliases(1).unwrap()[0];
     (t, alias)
@@ -165,7 +166,7 @@ fn kernel_htb_shapes_a_tcp_flow_and_cleans_up() {
     let (t, alias) = topo("dut-htb");
     let p = policy(TWO_CLASSES);
     let setup = DutSetup {
-        topo: &t,
+        place: t.dut_place(),
         policy: &p,
         sessions: &[],
         busy_poll: false,
@@ -195,7 +196,7 @@ fn kernel_htb_perflow_gives_the_session_its_child_class() {
     let p = policy(TWO_CLASSES);
     let sessions = [Session::tcp(SocketAddr::new(alias, 0), sink_addr())];
     let setup = DutSetup {
-        topo: &t,
+        place: t.dut_place(),
         policy: &p,
         sessions: &sessions,
         busy_poll: false,
@@ -224,7 +225,7 @@ fn weir_cbq_pfq_shapes_a_tcp_flow() {
     let (t, alias) = topo("dut-weir");
     let p = policy(TWO_CLASSES);
     let setup = DutSetup {
-        topo: &t,
+        place: t.dut_place(),
         policy: &p,
         sessions: &[],
         busy_poll: false,
@@ -287,7 +288,7 @@ echo "bridged $1 $2 ($WEIR_LAN $WEIR_WAN, action $WEIR_ACTION, link $WEIR_LINK_R
     );
     let p = policy(TWO_CLASSES);
     let setup = DutSetup {
-        topo: &t,
+        place: t.dut_place(),
         policy: &p,
         sessions: &[],
         busy_poll: false,
@@ -341,7 +342,7 @@ fn a_dropped_dut_cleans_up_even_on_panic() {
     let p = policy(TWO_CLASSES);
     let sessions = [Session::tcp(SocketAddr::new(alias, 0), sink_addr())];
     let setup = DutSetup {
-        topo: &t,
+        place: t.dut_place(),
         policy: &p,
         sessions: &sessions,
         busy_poll: false,
@@ -405,7 +406,7 @@ fn generated_trees_are_accepted_by_tc() {
         })
         .collect();
     let setup = DutSetup {
-        topo: &t,
+        place: t.dut_place(),
         policy: &basic,
         sessions: &sessions,
         busy_poll: false,

@@ -12,7 +12,7 @@ use weir_lab::agents::{
     SinkOpts, TcpSender, TcpSink, UdpReflector,
 };
 use weir_lab::topo::{
-    list_testbed_namespaces, process_prefix, set_tcp_options, skip_unless_root, BridgeTopo, Netns,
+    list_testbed_namespaces, process_prefix, skip_unless_root, BridgeTopo, Netns,
 };
 
 /// The tests share the machine's network stack and check that *no* namespace of this process
@@ -204,7 +204,9 @@ fn aliases_and_tcp_options() {
         let topo = BridgeTopo::new("alias").expect("topology");
         names = topo.namespace_names().to_vec();
         topo.with_kernel_bridge().unwrap();
-        set_tcp_options(&topo.snd, false, false, true).unwrap();
+        weir_lab::remote::Host::Local(&topo.snd)
+            .set_tcp_options(false, false, true)
+            .unwrap();
         assert_eq!(topo.snd.get_sysctl("net.ipv4.tcp_sack").unwrap(), "0");
 
         let t = Instant::now();

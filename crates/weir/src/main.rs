@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use weir_core::policy::{Policy, Technique};
 
+mod agent;
 mod check;
 mod demo;
 mod discover;
@@ -106,6 +107,10 @@ enum Cmd {
         after_help = "Example:\n  weir mm-graph down.log\n  weir mm-graph down.log --ms-per-bin 100 --svg down-throughput.svg --delay-svg down-delay.svg\n  weir mm-graph up.log --json | jq .summary.throughput_mbps"
     )]
     MmGraph(mmgraph::Args),
+    /// Serve the lab's traffic agents on standard input and output: what `weir lab …
+    /// --topology FILE` runs on each remote host over SSH (not run by hand).
+    #[command(after_help = "Example (what a lab runs):\n  ssh -T root@192.0.2.10 -- weir agent")]
+    Agent(agent::Args),
     /// Write the man pages or shell completions (for packaging; scripts/package).
     #[command(hide = true)]
     Generate(generate::Args),
@@ -145,6 +150,7 @@ fn main() -> ExitCode {
         Cmd::Discover(a) => discover::run(a),
         Cmd::MmGraph(a) => mmgraph::run(a),
         Cmd::Generate(a) => generate::run(a),
+        Cmd::Agent(a) => agent::run(a),
     };
     match r {
         Ok(code) => code,

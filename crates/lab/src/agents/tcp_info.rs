@@ -75,7 +75,7 @@ struct RawTcpInfo {
 
 /// A snapshot of a socket's `TCP_INFO` (times in microseconds, as the kernel reports them).
 /// Fields the running kernel does not provide are zero; `len` says how many bytes it filled.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct TcpInfo {
     /// Bytes of `struct tcp_info` the kernel filled.
     pub len: u32,

@@ -21,7 +21,7 @@ use crate::topo::Netns;
 use crate::{Error, Result};
 
 /// Settings of one [`TcpSender`] session. Build with [`SenderOpts::new`], then set fields.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct SenderOpts {
     /// Source address to bind (an alias); `None`: the kernel chooses.
     pub src: Option<IpAddr>,
@@ -92,7 +92,7 @@ impl SenderOpts {
 }
 
 /// What a [`TcpSender`] did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct SenderReport {
     /// Local address of the connection.
     pub local: SocketAddr,
@@ -177,6 +177,11 @@ impl TcpSender {
     /// Waits until the sender is done (duration elapsed and drained) and returns its report.
     pub fn join(self) -> SenderReport {
         self.thread.join()
+    }
+
+    /// Whether the sender is done ([`TcpSender::join`] returns at once).
+    pub fn is_finished(&self) -> bool {
+        self.thread.is_finished()
     }
 
     /// Stops writing now (then drains as usual) and returns the report.

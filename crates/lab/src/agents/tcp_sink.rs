@@ -20,7 +20,7 @@ use crate::topo::Netns;
 use crate::{Error, Result};
 
 /// Options of a [`TcpSink`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct SinkOpts {
     /// Address to listen on (`0.0.0.0:PORT` takes every address of the namespace).
     pub bind: SocketAddr,
@@ -33,7 +33,8 @@ pub struct SinkOpts {
     pub read_size: usize,
     /// The origin of the series (bin 0 starts here); `None`: when the sink starts. Give
     /// several sinks one origin to line their series up; it must not be later than the
-    /// sink's start.
+    /// sink's start. Not sent to a remote host (its sink starts its own series).
+    #[serde(skip)]
     pub epoch: Option<Instant>,
 }
 
@@ -51,7 +52,7 @@ impl SinkOpts {
 }
 
 /// What a sink saw on one connection. Times are since the sink started.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct ConnReport {
     /// The sender's address.
     pub peer: SocketAddr,
@@ -83,7 +84,7 @@ impl ConnReport {
 }
 
 /// What a [`TcpSink`] saw, per connection in order of acceptance.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct SinkReport {
     /// The address the sink listened on.
     pub local: SocketAddr,

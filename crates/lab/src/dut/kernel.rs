@@ -10,7 +10,7 @@ use weir_core::Direction;
 use super::htb::htb_commands;
 use super::tc::{clean_qdiscs, tc_batch, tc_counters};
 use super::{DutSetup, DutSpec, RunningDut, Session, State};
-use crate::topo::BridgeTopo;
+use crate::topo::DutPlace;
 use crate::{Error, Result};
 
 pub(super) fn start<'a>(
@@ -18,19 +18,19 @@ pub(super) fn start<'a>(
     setup: &DutSetup<'a>,
     sessions: Option<&[Session]>,
 ) -> Result<RunningDut<'a>> {
-    let topo = setup.topo;
+    let place = setup.place;
     let name = spec.name();
-    let cmds = htb_commands(setup.policy, &topo.dut_lan, &topo.dut_wan, sessions)
+    let cmds = htb_commands(setup.policy, place.lan, place.wan, sessions)
         .map_err(|e| Error::Invalid(format!("{name}: {e}")))?;
-    let shaped = shaped_devices(setup.policy, &topo.dut_lan, &topo.dut_wan);
+    let shaped = shaped_devices(setup.policy, place.lan, place.wan);
     let mut description = format!(
         "{name}: Linux bridge {br} over {lan} + {wan} in netns {ns}; policy {file} \
          (link {rate} bit/s, shapes {shapes}); HTB on {devs}; leaf queues drop-tail FIFOs \
          (weir:cbq's counterpart){sess}\n",
-        br = BridgeTopo::KERNEL_BRIDGE,
-        lan = topo.dut_lan,
-        wan = topo.dut_wan,
-        ns = topo.dut.name(),
+        br = place.bridge_name(),
+        lan = place.lan,
+        wan = place.wan,
+        ns = place.ns.name(),
         file = setup.policy.file,
         rate = setup.policy.link_rate,
         shapes = setup.policy.shapes.name(),
@@ -47,9 +47,9 @@ pub(super) fn start<'a>(
     description.push_str(&format!(
         "ip link add {br} type bridge stp_state 0 forward_delay 0; ip link set {lan} master {br}; \
          ip link set {wan} master {br}; ip link set {br} up\n",
-        br = BridgeTopo::KERNEL_BRIDGE,
-        lan = topo.dut_lan,
-        wan = topo.dut_wan
+        br = place.bridge_name(),
+        lan = place.lan,
+        wan = place.wan
     ));
     for c in &cmds {
         description.push_str(c);
@@ -57,37 +57,37 @@ pub(super) fn start<'a>(
     }
     // the guard first: whatever fails below is undone by its Drop
     let dut = RunningDut {
-        topo,
+        place,
         spec: name,
         description,
         state: State::Kernel { shaped },
     };
-    topo.with_kernel_bridge()?;
-    tc_batch(&topo.dut, &cmds)?;
+    place.with_kernel_bridge()?;
+    tc_batch(place.ns, &cmds)?;
     Ok(dut)
 }
 
 /// `kernel:bridge`: the bridge alone, the qdiscs left as they are; the policy is not used.
 pub(super) fn start_bridge<'a>(setup: &DutSetup<'a>) -> Result<RunningDut<'a>> {
-    let topo = setup.topo;
+    let place = setup.place;
     let description = format!(
         "kernel:bridge: Linux bridge {br} over {lan} + {wan} in netns {ns}, qdiscs unchanged \
          (nothing shaped; the policy is not used)\n\
          ip link add {br} type bridge stp_state 0 forward_delay 0; ip link set {lan} master {br}; \
          ip link set {wan} master {br}; ip link set {br} up\n",
-        br = BridgeTopo::KERNEL_BRIDGE,
-        lan = topo.dut_lan,
-        wan = topo.dut_wan,
-        ns = topo.dut.name(),
+        br = place.bridge_name(),
+        lan = place.lan,
+        wan = place.wan,
+        ns = place.ns.name(),
     );
     // the guard first: whatever fails below is undone by its Drop
     let dut = RunningDut {
-        topo,
+        place,
         spec: DutSpec::KernelBridge.name(),
         description,
         state: State::Kernel { shaped: Vec::new() },
     };
-    topo.with_kernel_bridge()?;
+    place.with_kernel_bridge()?;
     Ok(dut)
 }
 
@@ -105,19 +105,19 @@ fn shaped_devices(policy: &Policy, lan: &str, wan: &str) -> Vec<String> {
 
 /// Collects the counters (with `collect`) and removes the qdiscs and the bridge.
 pub(super) fn stop(
-    topo: &BridgeTopo,
+    place: DutPlace<'_>,
     shaped: &[String],
     collect: bool,
     errors: &mut Vec<String>,
 ) -> Value {
     let counters = if collect {
-        tc_counters(&topo.dut, shaped, errors)
+        tc_counters(place.ns, shaped, errors)
     } else {
         Value::Null
     };
-    clean_qdiscs(topo, errors);
-    if let Err(e) = topo.without_kernel_bridge() {
-        errors.push(format!("removing {}: {e}", BridgeTopo::KERNEL_BRIDGE));
+    clean_qdiscs(place, errors);
+    if let Err(e) = place.without_kernel_bridge() {
+        errors.push(format!("removing {}: {e}", place.bridge_name()));
     }
     counters
 }

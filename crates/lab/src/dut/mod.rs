@@ -41,7 +41,7 @@ use serde_json::Value;
 use weir_core::classify::Fields;
 use weir_core::policy::{Policy, Technique};
 
-use crate::topo::{BridgeTopo, Netns};
+use crate::topo::{DutPlace, Netns};
 use crate::{Error, Result};
 
 mod htb;
@@ -75,6 +75,9 @@ pub enum DutSpec {
     KernelHtbPerFlow,
     /// A script that sets the DUT up (see the module documentation for its contract).
     Cmd(PathBuf),
+    /// A device the lab does not configure, between real hosts (a topology file's
+    /// `[dut] external = true`): nothing is started or stopped, nothing is counted.
+    External,
 }
 
 impl DutSpec {
@@ -89,12 +92,16 @@ impl DutSpec {
         forms.push("kernel:htb".into());
         forms.push("kernel:htb-perflow".into());
         forms.push("cmd:/path/to/script".into());
+        forms.push("external (with a topology file)".into());
         forms.join(", ")
     }
 
     /// Parses `weir:TECHNIQUE[+mssN]`, `kernel:bridge`, `kernel:htb`, `kernel:htb-perflow` or
-    /// `cmd:PATH`.
+    /// `cmd:PATH`, or `external`.
     pub fn parse(s: &str) -> Result<DutSpec> {
+        if s == "external" {
+            return Ok(DutSpec::External);
+        }
         let bad = |why: String| {
             Error::Invalid(format!(
                 "DUT {s:?}: {why}; expected one of: {}",
@@ -132,6 +139,7 @@ impl DutSpec {
             DutSpec::KernelHtb => "kernel:htb".into(),
             DutSpec::KernelHtbPerFlow => "kernel:htb-perflow".into(),
             DutSpec::Cmd(p) => format!("cmd:{}", p.display()),
+            DutSpec::External => "external".into(),
         }
     }
 }
@@ -212,8 +220,10 @@ impl Session {
 /// What a DUT is started with.
 #[derive(Clone, Copy, Debug)]
 pub struct DutSetup<'a> {
-    /// The testbed; the DUT runs in `topo.dut` between `topo.dut_lan` and `topo.dut_wan`.
-    pub topo: &'a BridgeTopo,
+    /// Where the DUT runs: a namespace and its two ports (a namespace testbed's
+    /// [`BridgeTopo::dut_place`](crate::topo::BridgeTopo::dut_place), or a
+    /// [`LocalDut`](crate::topo::LocalDut)).
+    pub place: DutPlace<'a>,
     /// The policy to enforce.
     pub policy: &'a Policy,
     /// The sessions of the test (used by `kernel:htb-perflow`; others ignore them).
@@ -254,7 +264,7 @@ enum State {
 
 /// A started DUT. [`RunningDut::stop`] ends it with a report; dropping it ends it too.
 pub struct RunningDut<'a> {
-    topo: &'a BridgeTopo,
+    place: DutPlace<'a>,
     spec: String,
     description: String,
     state: State,
@@ -264,12 +274,12 @@ impl fmt::Debug for RunningDut<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RunningDut")
             .field("spec", &self.spec)
-            .field("namespace", &self.topo.dut.name())
+            .field("namespace", &self.place.ns.name())
             .finish_non_exhaustive()
     }
 }
 
-/// Starts `spec` in `setup.topo`'s DUT namespace. On error nothing is left behind.
+/// Starts `spec` at `setup.place`. On error nothing is left behind.
 pub fn start<'a>(spec: &DutSpec, setup: &DutSetup<'a>) -> Result<RunningDut<'a>> {
     match spec {
         DutSpec::Weir(t, mss) => weir::start(*t, *mss, setup),
@@ -277,10 +287,15 @@ pub fn start<'a>(spec: &DutSpec, setup: &DutSetup<'a>) -> Result<RunningDut<'a>>
         DutSpec::KernelHtb => kernel::start(spec, setup, None),
         DutSpec::KernelHtbPerFlow => kernel::start(spec, setup, Some(setup.sessions)),
         DutSpec::Cmd(p) => script::start(p, setup),
+        DutSpec::External => Err(Error::Invalid(
+            "external: a device the lab does not configure; only with a topology file whose \
+             [dut] is `external = true` (--topology)"
+                .into(),
+        )),
     }
 }
 
-/// weir's bridge in `setup.topo`'s DUT namespace enforcing `setup.policy` exactly as
+/// weir's bridge at `setup.place` enforcing `setup.policy` exactly as
 /// written — its own `technique` and class keys, no preset forced (as `weir run` would) —
 /// reported under the name `spec`. On error nothing is left behind.
 pub fn start_weir_as_written<'a>(spec: &str, setup: &DutSetup<'a>) -> Result<RunningDut<'a>> {
@@ -324,8 +339,8 @@ impl<'a> RunningDut<'a> {
         let counters = match std::mem::replace(&mut self.state, State::Done) {
             State::Done => Value::Null,
             State::Weir(mut b) => weir::stop(&mut b, &mut errors),
-            State::Kernel { shaped } => kernel::stop(self.topo, &shaped, collect, &mut errors),
-            State::Cmd(s) => script::stop(self.topo, s, collect, &mut errors),
+            State::Kernel { shaped } => kernel::stop(self.place, &shaped, collect, &mut errors),
+            State::Cmd(s) => script::stop(self.place, s, collect, &mut errors),
         };
         (counters, errors)
     }
@@ -345,13 +360,13 @@ fn has_master(ns: &Netns, dev: &str) -> Result<bool> {
 }
 
 fn refuse_if_bridged(setup: &DutSetup<'_>, what: &str) -> Result<()> {
-    let topo = setup.topo;
-    for dev in [&topo.dut_lan, &topo.dut_wan] {
-        if has_master(&topo.dut, dev)? {
+    let place = setup.place;
+    for dev in [place.lan, place.wan] {
+        if has_master(place.ns, dev)? {
             return Err(Error::Invalid(format!(
                 "{what}: {dev} in {} is already a bridge port (the kernel bridge is still up?); \
                  remove it first (BridgeTopo::without_kernel_bridge)",
-                topo.dut.name()
+                place.ns.name()
             )));
         }
     }

@@ -1,7 +1,8 @@
 //! A user script as the device under test (`cmd:PATH`).
 //!
 //! Started as `ip netns exec <dut-ns> PATH lan0 wan0` (a relative PATH is made absolute),
-//! with the environment `WEIR_LAN`, `WEIR_WAN`, `WEIR_NETNS` (the namespace's name),
+//! with the environment `WEIR_LAN`, `WEIR_WAN`, `WEIR_NETNS` (the namespace's name; empty on
+//! a testbed of real hosts, where the script runs in this machine's own namespace),
 //! `WEIR_LINK_RATE` (bit/s), `WEIR_ACTION=start` and `WEIR_POLICY` (the policy file, when the
 //! policy was loaded from a file that exists). The script must make the DUT forward between
 //! the two interfaces (a bridge, a daemon it starts in the background, `tc` on its own…) and
@@ -22,7 +23,7 @@ use serde_json::{json, Value};
 
 use super::tc::{clean_qdiscs, tc_counters};
 use super::{refuse_if_bridged, DutSetup, DutSpec, RunningDut, State};
-use crate::topo::BridgeTopo;
+use crate::topo::DutPlace;
 use crate::{Error, Result};
 
 /// Longest time a `cmd:` script may take to set up or tear down.
@@ -49,10 +50,10 @@ fn temp_path(tag: &str) -> PathBuf {
     ))
 }
 
-/// Runs `script lan wan [action]` in the DUT namespace with `env`, output to files, killed
+/// Runs `script lan wan [action]` in the DUT's namespace with `env`, output to files, killed
 /// after [`SCRIPT_TIMEOUT`].
 fn run_script(
-    topo: &BridgeTopo,
+    place: DutPlace<'_>,
     script: &Path,
     env: &[(String, String)],
     action: &str,
@@ -64,15 +65,22 @@ fn run_script(
     let (out_f, err_f) = (open(&out_path)?, open(&err_path)?);
     let mut argv = vec![
         script.display().to_string(),
-        topo.dut_lan.clone(),
-        topo.dut_wan.clone(),
+        place.lan.to_string(),
+        place.wan.to_string(),
     ];
     if action != "start" {
         argv.push(action.to_string());
     }
-    let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", topo.dut.name()])
-        .args(&argv)
+    // a testbed namespace by its name; this machine's own namespace (a testbed of real
+    // hosts) directly
+    let mut cmd = if place.ns.is_host() {
+        Command::new(&argv[0])
+    } else {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", place.ns.name()]).arg(&argv[0]);
+        c
+    };
+    cmd.args(&argv[1..])
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .stdin(Stdio::null())
         .stdout(out_f)
@@ -116,7 +124,7 @@ pub(super) struct Started {
 }
 
 pub(super) fn start<'a>(path: &Path, setup: &DutSetup<'a>) -> Result<RunningDut<'a>> {
-    let topo = setup.topo;
+    let place = setup.place;
     let script = if path.is_absolute() {
         path.to_path_buf()
     } else {
@@ -135,9 +143,17 @@ pub(super) fn start<'a>(path: &Path, setup: &DutSetup<'a>) -> Result<RunningDut<
     }
     refuse_if_bridged(setup, &spec)?;
     let mut env = vec![
-        ("WEIR_LAN".to_string(), topo.dut_lan.clone()),
-        ("WEIR_WAN".to_string(), topo.dut_wan.clone()),
-        ("WEIR_NETNS".to_string(), topo.dut.name().to_string()),
+        ("WEIR_LAN".to_string(), place.lan.to_string()),
+        ("WEIR_WAN".to_string(), place.wan.to_string()),
+        (
+            "WEIR_NETNS".to_string(),
+            // empty when the DUT is this machine's own namespace
+            if place.ns.is_host() {
+                String::new()
+            } else {
+                place.ns.name().to_string()
+            },
+        ),
         (
             "WEIR_LINK_RATE".to_string(),
             setup.policy.link_rate.to_string(),
@@ -147,11 +163,11 @@ pub(super) fn start<'a>(path: &Path, setup: &DutSetup<'a>) -> Result<RunningDut<
     if Path::new(&setup.policy.file).is_file() {
         env.push(("WEIR_POLICY".to_string(), setup.policy.file.clone()));
     }
-    let run = run_script(topo, &script, &env, "start")?;
+    let run = run_script(place, &script, &env, "start")?;
     let env_text: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let description = format!(
         "{spec}: ip netns exec {ns} {argv} (env {env}); {status}\n--- stdout\n{out}--- stderr\n{err}",
-        ns = topo.dut.name(),
+        ns = place.ns.name(),
         argv = run.argv.join(" "),
         env = env_text.join(" "),
         status = run.status,
@@ -163,7 +179,7 @@ pub(super) fn start<'a>(path: &Path, setup: &DutSetup<'a>) -> Result<RunningDut<
     let status = run.status.clone();
     // the guard: a failed setup is undone with the script's `stop` too
     let dut = RunningDut {
-        topo,
+        place,
         spec: spec.clone(),
         description,
         state: State::Cmd(Started {
@@ -176,9 +192,9 @@ pub(super) fn start<'a>(path: &Path, setup: &DutSetup<'a>) -> Result<RunningDut<
         return Err(Error::Command {
             cmd: format!(
                 "[netns {}] {spec} {} {}",
-                topo.dut.name(),
-                topo.dut_lan,
-                topo.dut_wan
+                place.ns.name(),
+                place.lan,
+                place.wan
             ),
             status,
             stderr,
@@ -191,15 +207,15 @@ pub(super) fn start<'a>(path: &Path, setup: &DutSetup<'a>) -> Result<RunningDut<
 /// qdiscs and takes `lan0` and `wan0` out of any bridge; the script runs and, with
 /// `collect`, the devices' qdiscs as JSON.
 pub(super) fn stop(
-    topo: &BridgeTopo,
+    place: DutPlace<'_>,
     s: Started,
     collect: bool,
     errors: &mut Vec<String>,
 ) -> Value {
     let Started { script, env, setup } = s;
-    let devs = [topo.dut_lan.clone(), topo.dut_wan.clone()];
+    let devs = [place.lan.to_string(), place.wan.to_string()];
     let qdiscs = if collect {
-        tc_counters(&topo.dut, &devs, errors)
+        tc_counters(place.ns, &devs, errors)
     } else {
         Value::Null
     };
@@ -209,22 +225,22 @@ pub(super) fn stop(
             *v = "stop".into();
         }
     }
-    let stop_run = run_script(topo, &script, &env, "stop");
+    let stop_run = run_script(place, &script, &env, "stop");
     match &stop_run {
         Ok(r) if !r.ok => errors.push(format!(
             "`{} {} {} stop` failed ({}): {}",
             script.display(),
-            topo.dut_lan,
-            topo.dut_wan,
+            place.lan,
+            place.wan,
             r.status,
             r.stderr.trim()
         )),
         Ok(_) => {}
         Err(e) => errors.push(format!("stop script: {e}")),
     }
-    clean_qdiscs(topo, errors);
-    for dev in [&topo.dut_lan, &topo.dut_wan] {
-        if let Err(e) = topo.dut.ip(&["link", "set", "dev", dev, "nomaster"]) {
+    clean_qdiscs(place, errors);
+    for dev in [place.lan, place.wan] {
+        if let Err(e) = place.ns.ip(&["link", "set", "dev", dev, "nomaster"]) {
             errors.push(e.to_string());
         }
     }

@@ -7,14 +7,14 @@ use std::process::Command;
 use serde_json::{json, Value};
 
 use crate::sys::{check_output, run_cmd, run_with_stdin};
-use crate::topo::{BridgeTopo, Netns};
+use crate::topo::{DutPlace, Netns};
 use crate::{Error, Result};
 
 /// Deletes the root qdiscs of `lan0` and `wan0` (whatever is there; errors for "nothing to
 /// delete" are expected and not reported).
-pub(super) fn clean_qdiscs(topo: &BridgeTopo, errors: &mut Vec<String>) {
-    for dev in [&topo.dut_lan, &topo.dut_wan] {
-        match tc(&topo.dut, &["qdisc", "del", "dev", dev, "root"]) {
+pub(super) fn clean_qdiscs(place: DutPlace<'_>, errors: &mut Vec<String>) {
+    for dev in [place.lan, place.wan] {
+        match tc(place.ns, &["qdisc", "del", "dev", dev, "root"]) {
             Ok(_) => {}
             Err(e) => {
                 let s = e.to_string();

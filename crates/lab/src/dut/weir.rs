@@ -113,9 +113,9 @@ pub(super) fn start_policy<'a>(
     mss: Option<u16>,
     setup: &DutSetup<'a>,
 ) -> Result<RunningDut<'a>> {
-    let topo = setup.topo;
+    let place = setup.place;
     refuse_if_bridged(setup, &spec)?;
-    let mut cfg = bridge_config(&p, &topo.dut_lan, &topo.dut_wan)
+    let mut cfg = bridge_config(&p, place.lan, place.wan)
         .map_err(|e| Error::Invalid(format!("{spec}: policy {}: {e}", p.file)))?;
     cfg.busy_poll = setup.busy_poll;
     cfg.stats_socket = None;
@@ -130,9 +130,9 @@ pub(super) fn start_policy<'a>(
     let description = format!(
         "weir bridge {lan} <-> {wan} in netns {ns}: technique {tech}{clamp}, seed {seed}, busy_poll {bp}, \
          offloads off on both ports; outbound {o}, inbound {i}; policy {file}:\n{desc}",
-        lan = topo.dut_lan,
-        wan = topo.dut_wan,
-        ns = topo.dut.name(),
+        lan = place.lan,
+        wan = place.wan,
+        ns = place.ns.name(),
         tech = p.technique.name(),
         clamp = mss.map_or_else(String::new, |m| format!(", every TCP connection's MSS clamped to {m}")),
         seed = p.seed,
@@ -142,10 +142,10 @@ pub(super) fn start_policy<'a>(
         file = p.file,
         desc = p.describe().trim_end(),
     );
-    let bridge = BridgeThread::start(&topo.dut, cfg, None, WEIR_START_TIMEOUT)
+    let bridge = BridgeThread::start(place.ns, cfg, None, WEIR_START_TIMEOUT)
         .map_err(|e| Error::Invalid(format!("{spec}: {e}")))?;
     Ok(RunningDut {
-        topo,
+        place,
         spec,
         description,
         state: State::Weir(bridge),

@@ -242,6 +242,7 @@ pub fn plan(subtest: &str, c: &AdvancedConfig) -> Result<Plan> {
         udp: Vec::new(),
         stage_policy: None,
         count_dscp: false,
+        topology: None,
     };
     plan.validate()?;
     Ok(plan)
@@ -705,6 +706,7 @@ mod tests {
             seconds: 15.0,
             voice: Vec::new(),
             udp: Vec::new(),
+            hosts: Vec::new(),
         }
     }
 

@@ -286,6 +286,7 @@ pub fn plan(c: &AggregatesConfig, marker: Marker) -> Result<Plan> {
         }],
         stage_policy: Some(core_policy(c.ack_delay_ms, 1)),
         count_dscp: true,
+        topology: None,
     };
     plan.validate()?;
     Ok(plan)

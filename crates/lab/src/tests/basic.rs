@@ -42,6 +42,9 @@ pub struct BasicConfig {
     pub cc: String,
     pub duts: Vec<String>,
     pub busy_poll: bool,
+    /// Real hosts instead of namespaces (`--topology FILE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<crate::remote::Topology>,
 }
 
 impl BasicConfig {
@@ -54,6 +57,7 @@ impl BasicConfig {
             cc: "reno".into(),
             duts: vec!["weir:cbq+pfq".into()],
             busy_poll: false,
+            topology: None,
         }
     }
 
@@ -116,6 +120,7 @@ pub fn plan(policy_file: &str, policy_text: &str, c: &BasicConfig) -> Result<Pla
         udp: Vec::new(),
         stage_policy: None,
         count_dscp: false,
+        topology: c.topology.clone(),
     };
     plan.validate()?;
     Ok(plan)
@@ -180,6 +185,9 @@ impl Lab for Basic {
 
     fn plan(&self, c: &BasicConfig) -> Result<Outline> {
         let plan = plan(&self.policy_file, &self.policy_text, c)?;
+        if let Some(t) = &c.topology {
+            testbed::check_duts(t, &c.duts)?;
+        }
         Ok(Outline {
             what: format!(
                 "{} sessions, {} DUT(s) x {} run(s) of {} s",

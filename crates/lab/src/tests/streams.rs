@@ -58,7 +58,7 @@ impl DutChoice {
         name == "weir" || name.starts_with("weir:")
     }
 
-    /// Start it in `setup.topo`'s DUT namespace, reported under `name`.
+    /// Start it at `setup.place`, reported under `name`.
     pub fn start<'a>(&self, name: &str, setup: &DutSetup<'a>) -> Result<RunningDut<'a>> {
         match self {
             DutChoice::WeirAsWritten => dut::start_weir_as_written(name, setup),

@@ -315,6 +315,7 @@ pub fn plan(link: &str, router: bool, c: &VoipConfig) -> Result<Plan> {
         udp: Vec::new(),
         stage_policy: None,
         count_dscp: false,
+        topology: None,
     };
     plan.validate()?;
     Ok(plan)
@@ -893,6 +894,7 @@ mod tests {
                 error: None,
             }],
             udp: Vec::new(),
+            hosts: Vec::new(),
         }
     }
 

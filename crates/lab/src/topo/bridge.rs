@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::link::{add_addr, link_veth, set_up, wait_link_up};
 use super::netns::Netns;
+use super::place::{DutPlace, KernelBridge};
 use crate::{Error, Result};
 
 /// The testbed for a transparent bridge: three namespaces on one L2 segment.
@@ -47,8 +48,8 @@ pub struct BridgeTopo {
     pub emu: Option<Netns>,
     /// How many sender aliases exist so far.
     aliases: Mutex<usize>,
-    /// Whether the kernel bridge is in place.
-    kernel_bridge: Mutex<bool>,
+    /// The kernel bridge of the `kernel:*` DUTs.
+    kernel_bridge: KernelBridge,
 }
 
 impl BridgeTopo {
@@ -98,7 +99,7 @@ impl BridgeTopo {
             dut_wan: "wan0".into(),
             rcv_if: "eth0".into(),
             aliases: Mutex::new(0),
-            kernel_bridge: Mutex::new(false),
+            kernel_bridge: KernelBridge::new(Self::KERNEL_BRIDGE),
         };
         // Before the veths exist, so they are born without IPv6.
         for ns in std::iter::once(&topo.dut).chain(topo.emu.as_ref()) {
@@ -188,23 +189,15 @@ impl BridgeTopo {
         Ok(addrs)
     }
 
+    /// Where the DUTs run: the DUT namespace's `lan0` and `wan0`.
+    pub fn dut_place(&self) -> DutPlace<'_> {
+        DutPlace::new(&self.dut, &self.dut_lan, &self.dut_wan, &self.kernel_bridge)
+    }
+
     /// Makes the DUT a plain Linux bridge (`br0` with `lan0` and `wan0` as ports, STP off,
     /// forward delay 0), the baseline to compare a DUT with. Idempotent.
     pub fn with_kernel_bridge(&self) -> Result<()> {
-        let mut on = self.kernel_bridge.lock().unwrap_or_else(|e| e.into_inner());
-        if *on {
-            return Ok(());
-        }
-        let br = Self::KERNEL_BRIDGE;
-        self.dut.ip_batch(&[
-            format!("link add {br} type bridge stp_state 0 forward_delay 0"),
-            format!("link set dev {} master {br}", self.dut_lan),
-            format!("link set dev {} master {br}", self.dut_wan),
-            format!("link set dev {br} up"),
-        ])?;
-        *on = true;
-        wait_link_up(&self.dut, br, Self::LINK_UP_TIMEOUT)?;
-        Ok(())
+        self.dut_place().with_kernel_bridge()
     }
 
     /// Makes the WAN stage a plain kernel bridge (`br0` over its `lan0` and `wan0`): the
@@ -246,12 +239,6 @@ impl BridgeTopo {
 
     /// Removes the kernel bridge again (the DUT interfaces stay up, unbridged).
     pub fn without_kernel_bridge(&self) -> Result<()> {
-        let mut on = self.kernel_bridge.lock().unwrap_or_else(|e| e.into_inner());
-        if !*on {
-            return Ok(());
-        }
-        self.dut.ip(&["link", "del", "dev", Self::KERNEL_BRIDGE])?;
-        *on = false;
-        Ok(())
+        self.dut_place().without_kernel_bridge()
     }
 }

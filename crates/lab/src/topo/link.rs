@@ -1,5 +1,6 @@
 //! Interfaces and addresses inside the testbed's namespaces: veth pairs, addresses, links
-//! up and down, routes, MTU, sysctls and the per-namespace TCP options.
+//! up and down, routes, MTU, sysctls (the per-namespace TCP options:
+//! `remote::Host::set_tcp_options`).
 //!
 //! Veth pairs are created directly inside their target namespaces
 //! (`ip link add A netns X type veth peer name B netns Y`), so the same short names (`eth0`,
@@ -155,24 +156,6 @@ pub fn set_sysctl(ns: &Netns, key: &str, value: &str) -> Result<()> {
 pub fn set_mtu(ns: &Netns, ifname: &str, mtu: u32) -> Result<()> {
     check_ifname(ifname)?;
     ns.ip(&["link", "set", "dev", ifname, "mtu", &mtu.to_string()])?;
-    Ok(())
-}
-
-/// Sets the TCP options a namespace's sockets negotiate: SACK (`net.ipv4.tcp_sack`),
-/// timestamps (`net.ipv4.tcp_timestamps`) and window scaling (`net.ipv4.tcp_window_scaling`).
-/// These are per-namespace sysctls, not per-socket options: give senders that need different
-/// settings different namespaces (the options of a connection are what both ends agree on,
-/// so setting them on the sender's side is enough to turn them off).
-pub fn set_tcp_options(
-    ns: &Netns,
-    sack: bool,
-    timestamps: bool,
-    window_scaling: bool,
-) -> Result<()> {
-    let b = |v: bool| if v { "1" } else { "0" };
-    ns.set_sysctl("net.ipv4.tcp_sack", b(sack))?;
-    ns.set_sysctl("net.ipv4.tcp_timestamps", b(timestamps))?;
-    ns.set_sysctl("net.ipv4.tcp_window_scaling", b(window_scaling))?;
     Ok(())
 }
 

@@ -247,6 +247,10 @@ pub(super) struct BasicArgs {
     /// Analysis window FROM-TO in seconds (paper: 30-230).
     #[arg(long)]
     window: Option<String>,
+    /// Run on real hosts: a topology file naming the hosts `sender` and `receiver` (reached
+    /// over SSH, `weir agent` there) and the DUT (docs/lab.md, "Real hosts").
+    #[arg(long, value_name = "FILE")]
+    topology: Option<PathBuf>,
 }
 
 impl LabArgs for BasicArgs {
@@ -268,6 +272,12 @@ impl LabArgs for BasicArgs {
         }
         if let Some(w) = &self.window {
             c.window_s = window_arg(w)?;
+        }
+        if let Some(t) = &self.topology {
+            c.topology = Some(weir_lab::remote::Topology::read(
+                &t.display().to_string(),
+                &testbed::HOSTS,
+            )?);
         }
         let (policy_file, policy_text) =
             read_policy(self.policy.as_deref(), crate::DEFAULT_POLICY)?;

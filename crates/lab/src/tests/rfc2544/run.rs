@@ -67,7 +67,7 @@ fn run_dut(
         proto: 17,
     }];
     let setup = DutSetup {
-        topo: &topo,
+        place: topo.dut_place(),
         policy: p,
         sessions: &sessions,
         busy_poll: c.busy_poll,

@@ -27,7 +27,7 @@ use crate::tests::rrul::policy::{line_policy, shaper_policy};
 use crate::tests::rrul::{DutKind, Link};
 use crate::tests::streams::{self, Send};
 use crate::tests::testbed::{join_each, start_wan_stage};
-use crate::topo::{require_root, set_tcp_options, BridgeTopo};
+use crate::topo::{require_root, BridgeTopo};
 use crate::{Error, Result};
 
 const CLIENT: Ipv4Addr = BridgeTopo::SND_ADDR;
@@ -80,7 +80,7 @@ fn run_path(
     let topo = BridgeTopo::with_wan_stage("r6349")?;
     // the hosts' defaults (offloads, autotuning) with the RFC's options made explicit
     for ns in [&topo.snd, &topo.rcv] {
-        set_tcp_options(ns, true, true, true)?;
+        crate::remote::Host::Local(ns).set_tcp_options(true, true, true)?;
     }
     let mut line = start_wan_stage(&topo, &line_policy(link, 1 + u64::from(run)), c.busy_poll)?;
     let sessions = [
@@ -95,7 +95,7 @@ fn run_path(
         },
     ];
     let setup = DutSetup {
-        topo: &topo,
+        place: topo.dut_place(),
         policy: &policy,
         sessions: &sessions,
         busy_poll: c.busy_poll,

@@ -841,6 +841,7 @@ mod tests {
             seconds: 1.0,
             voice: Vec::new(),
             udp: Vec::new(),
+            hosts: Vec::new(),
         }
     }
 

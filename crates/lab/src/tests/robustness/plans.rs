@@ -52,6 +52,7 @@ pub fn delays_plan(policy_file: &str, policy_text: &str, c: &RobustnessConfig) -
         cc: c.cc.clone(),
         duts: c.duts.clone(),
         busy_poll: c.busy_poll,
+        topology: None,
     };
     let mut plan = basic::plan(policy_file, policy_text, &bc)?;
     plan.name = "robustness-delays".into();
@@ -116,6 +117,7 @@ fn single_session_plan(
         udp: Vec::new(),
         stage_policy: None,
         count_dscp: false,
+        topology: None,
     };
     plan.validate()?;
     Ok(plan)

@@ -196,6 +196,9 @@ impl DutKind {
             DutSpec::KernelBridge => Ok(DutKind::Bridge),
             k @ (DutSpec::KernelHtb | DutSpec::KernelHtbPerFlow) => Ok(DutKind::Kernel(k)),
             DutSpec::Cmd(p) => Ok(DutKind::Cmd(p)),
+            DutSpec::External => Err(Error::Invalid(format!(
+                "DUT {s:?}: this lab runs on namespaces only (no topology file yet)"
+            ))),
             DutSpec::Weir(..) => unreachable!("weir: handled above"),
         }
     }
@@ -215,7 +218,7 @@ impl DutKind {
         !matches!(self, DutKind::Bridge)
     }
 
-    /// Start it in `setup.topo`'s DUT namespace, reported under `name` (weir's DUTs with
+    /// Start it at `setup.place`, reported under `name` (weir's DUTs with
     /// the policy as written: [`shaper_policy`] writes their technique).
     pub fn start<'a>(&self, name: &str, setup: &DutSetup<'a>) -> Result<RunningDut<'a>> {
         match self {

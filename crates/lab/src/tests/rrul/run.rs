@@ -24,7 +24,7 @@ use crate::agents::{
 };
 use crate::dut::{self, DutSetup};
 use crate::tests::testbed::{join_each, send_cbr, start_wan_stage, VoiceOutcome};
-use crate::topo::{set_tcp_options, BridgeTopo};
+use crate::topo::BridgeTopo;
 use crate::{Error, Result};
 
 /// The client's main address (probes and flows) and the server's.
@@ -105,7 +105,7 @@ pub(super) fn run_one(
     // the hosts keep their default offloads (TSO/GSO super-packets reach the DUT as they
     // would from a real host: weir segments them, the kernel's qdiscs take them whole)
     for ns in [&topo.snd, &topo.rcv] {
-        set_tcp_options(ns, true, true, true)?;
+        crate::remote::Host::Local(ns).set_tcp_options(true, true, true)?;
         ns.set_sysctl("net.ipv4.tcp_ecn", &spec.variant.tcp_ecn().to_string())?;
     }
     if flows.iter().any(|f| f.host != Host::Client) {
@@ -132,7 +132,7 @@ pub(super) fn run_one(
         })
         .collect();
     let setup = DutSetup {
-        topo: &topo,
+        place: topo.dut_place(),
         policy: &policy,
         sessions: &sessions,
         busy_poll: c.busy_poll,

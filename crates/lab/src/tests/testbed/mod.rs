@@ -41,12 +41,12 @@ use weir_core::policy::Policy;
 use crate::agents::cbr::{CbrSender, CbrSenderOpts, CbrSenderReport, CbrSink};
 use crate::agents::voip::{voice_packets, voice_sender, voice_sink};
 use crate::agents::DscpCounter;
-use crate::agents::{SenderOpts, SenderReport, SinkOpts, TcpSender, TcpSink};
+use crate::agents::{SenderOpts, SenderReport, SinkOpts};
 use crate::dut::{self, BridgeThread, DutSetup, DutSpec};
 use crate::stats::series::{goodput_bps, sum_series};
 use crate::stats::table4::{self, ClassStats, RunMeasure, SessionMeasure};
 use crate::stats::voice::VoicePacket;
-use crate::topo::{require_root, set_tcp_options, BridgeTopo};
+use crate::topo::{require_root, BridgeTopo};
 use crate::{Error, Result};
 
 /// The receiver's port for every session.
@@ -160,6 +160,9 @@ pub struct Plan {
     /// ([`SessionOutcome::dscp`], [`UdpOutcome::dscp`]).
     #[serde(default)]
     pub count_dscp: bool,
+    /// Real hosts instead of namespaces ([`hosts`]: `sender` and `receiver`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<crate::remote::Topology>,
 }
 
 impl Plan {
@@ -227,6 +230,9 @@ impl Plan {
                 return bad(format!("two sessions or calls from {}", v.src));
             }
             within(&format!("call {}", v.name), v.start_s, v.stop_s)?;
+        }
+        if let Some(t) = &self.topology {
+            hosts::check_remote(self, t)?;
         }
         let p = self.policy()?;
         check_classes(&p, &self.sessions)?;
@@ -431,6 +437,10 @@ pub struct RunOutcome {
     /// The plan's UDP flows.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub udp: Vec<UdpOutcome>,
+    /// The real hosts of a topology file: names, versions, clock offsets (empty in
+    /// namespaces).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<crate::remote::HostInfo>,
 }
 
 /// The WAN stage's policy: one profile per impaired session, by source address.
@@ -499,38 +509,8 @@ pub fn run_plan(
         (None, Some(bps)) => Some(line_policy(bps, 1 + run as u64)),
         (None, None) => wan_policy(&plan.sessions, 1 + run as u64),
     };
-    let topo = if wan.is_some() {
-        BridgeTopo::with_wan_stage("tb")?
-    } else {
-        BridgeTopo::new("tb")?
-    };
-    // hosts: no segmentation offload (wire-size frames through the DUT), explicit TCP
-    for (ns, ifname) in [
-        (&topo.snd, topo.snd_if.clone()),
-        (&topo.rcv, topo.rcv_if.clone()),
-    ] {
-        ns.try_run(move || {
-            weir_io::ethtool::set_offloads(&ifname, &weir_io::ethtool::Offloads::SEGMENTATION_OFF)
-        })?
-        .map_err(|e| Error::Invalid(format!("offloads: {e}")))?;
-        set_tcp_options(
-            ns,
-            plan.tcp.sack,
-            plan.tcp.timestamps,
-            plan.tcp.window_scaling,
-        )?;
-    }
-    if let Some(rto) = plan.tcp.min_rto_ms {
-        topo.snd.ip(&[
-            "route",
-            "replace",
-            "10.77.0.0/24",
-            "dev",
-            &topo.snd_if,
-            "rto_min",
-            &format!("{rto}ms"),
-        ])?;
-    }
+    let owned = hosts::Owned::new(plan, wan.is_some())?;
+    let bed = owned.bed()?;
     let srcs: Vec<Ipv4Addr> = plan
         .sessions
         .iter()
@@ -538,9 +518,13 @@ pub fn run_plan(
         .chain(plan.voice.iter().map(|v| v.src))
         .chain(plan.udp.iter().map(|u| u.src))
         .collect();
-    topo.add_sender_addrs(&srcs)?;
+    bed.prepare(plan, &srcs)?;
     let mut wan_stage = match &wan {
-        Some(text) => Some(start_wan_stage(&topo, text, false)?),
+        Some(text) => Some(start_wan_stage(
+            bed.namespaces("a WAN stage")?,
+            text,
+            false,
+        )?),
         None => None,
     };
     let sink_addr = SocketAddr::new(IpAddr::V4(BridgeTopo::RCV_ADDR), SINK_PORT);
@@ -559,29 +543,41 @@ pub fn run_plan(
             proto: 17,
         }))
         .collect();
-    let setup = DutSetup {
-        topo: &topo,
-        policy: &policy,
-        sessions: &dut_sessions,
-        busy_poll: plan.busy_poll,
+    let running = match (bed.place, spec) {
+        (Some(place), _) => Some(dut::start(
+            spec,
+            &DutSetup {
+                place,
+                policy: &policy,
+                sessions: &dut_sessions,
+                busy_poll: plan.busy_poll,
+            },
+        )?),
+        (None, DutSpec::External) => None,
+        (None, _) => {
+            return Err(Error::Invalid(format!(
+                "{spec}: the topology's DUT is external (`[dut] external = true`): run with \
+                 --dut external, or name the DUT's interfaces on this machine (`[dut] lan, wan`)"
+            )))
+        }
     };
-    let running = dut::start(spec, &setup)?;
     let interval = Duration::from_millis(plan.interval_ms);
     let mut sink_opts = SinkOpts::new(sink_addr, interval);
     sink_opts.rcvbuf = plan.tcp.rcvbuf;
-    let sink = TcpSink::start_with(&topo.rcv, sink_opts)?;
+    let sink = bed.rcv.tcp_sink(sink_opts)?;
     let voice_sinks = plan
         .voice
         .iter()
-        .map(|v| CbrSink::start_with(&topo.rcv, voice_sink(voice_addr(v))))
+        .map(|v| CbrSink::start_with(&bed.namespaces("voice")?.rcv, voice_sink(voice_addr(v))))
         .collect::<Result<Vec<_>>>()?;
     let udp_sinks = plan
         .udp
         .iter()
         .enumerate()
-        .map(|(i, u)| u.sink(&topo.rcv, i))
+        .map(|(i, u)| u.sink(&bed.namespaces("UDP flows")?.rcv, i))
         .collect::<Result<Vec<_>>>()?;
     let dscp = if plan.count_dscp {
+        let topo = bed.namespaces("DSCP counting")?;
         Some(DscpCounter::start(&topo.rcv, &topo.rcv_if)?)
     } else {
         None
@@ -589,22 +585,26 @@ pub fn run_plan(
     let t0 = Instant::now();
     // one thread per session: wait for its start, send, report
     let total = Duration::from_secs_f64(plan.duration_s);
-    let (sink_report, reports, voice_reports, udp_sent) = std::thread::scope(|sc| {
+    let (sink_report, reports, voice_reports, udp_sent, dead) = std::thread::scope(|sc| {
         let udp_handles: Vec<_> = plan
             .udp
             .iter()
             .enumerate()
             .map(|(i, u)| {
-                let ns = &topo.snd;
-                sc.spawn(move || send_cbr(ns, u.start_s, u.sender(i), t0))
+                let ns = bed.topo.map(|t| &t.snd);
+                sc.spawn(move || {
+                    let ns = ns.ok_or("UDP flows: only in the namespace testbed")?;
+                    send_cbr(ns, u.start_s, u.sender(i), t0)
+                })
             })
             .collect();
         let voice_handles: Vec<_> = plan
             .voice
             .iter()
             .map(|v| {
-                let ns = &topo.snd;
+                let ns = bed.topo.map(|t| &t.snd);
                 sc.spawn(move || {
+                    let ns = ns.ok_or("voice: only in the namespace testbed")?;
                     let o = voice_sender(
                         SocketAddr::new(IpAddr::V4(v.src), 0),
                         voice_addr(v),
@@ -632,16 +632,17 @@ pub fn run_plan(
             // late: writing for the whole duration from then ran runs seconds long)
             o.until = Some(t0 + Duration::from_secs_f64(s.stop_s));
             let start = Duration::from_secs_f64(s.start_s);
-            let ns = &topo.snd;
+            let snd = bed.snd;
             handles.push(
                 sc.spawn(move || -> std::result::Result<SenderReport, String> {
                     std::thread::sleep(start.saturating_sub(t0.elapsed()));
-                    let sender = TcpSender::start(ns, o).map_err(|e| e.to_string())?;
-                    Ok(sender.join())
+                    let sender = snd.tcp_sender(o).map_err(|e| e.to_string())?;
+                    sender.join().map_err(|e| e.to_string())
                 }),
             );
         }
         let mut cut_short = false;
+        let mut dead = None;
         while t0.elapsed() < total {
             std::thread::sleep(Duration::from_millis(1000).min(total.saturating_sub(t0.elapsed())));
             progress(&format!(
@@ -652,7 +653,12 @@ pub fn run_plan(
                 t0.elapsed().as_secs_f64().min(plan.duration_s),
                 plan.duration_s
             ));
-            if !running.is_running() || crate::interrupted() {
+            if !running.as_ref().is_none_or(|r| r.is_running()) || crate::interrupted() {
+                cut_short = true;
+                break;
+            }
+            dead = owned.dead_host();
+            if dead.is_some() {
                 cut_short = true;
                 break;
             }
@@ -672,8 +678,14 @@ pub fn run_plan(
         };
         let voice_reports = join_each::<CbrSenderReport>(voice_handles, "voice");
         let udp_sent = join_each::<CbrSenderReport>(udp_handles, "UDP");
-        (sink_report, reports, voice_reports, udp_sent)
+        (sink_report, reports, voice_reports, udp_sent, dead)
     });
+    if let Some(e) = dead {
+        return Err(Error::Invalid(format!(
+            "a host died mid-run: {}",
+            e.message()
+        )));
+    }
     let voice = plan
         .voice
         .iter()
@@ -715,7 +727,21 @@ pub fn run_plan(
             error: rep.err().or(rec.error),
         })
         .collect();
-    let dut_report = running.stop();
+    let sink_report = sink_report?;
+    let dut_report = match running {
+        Some(r) => r.stop(),
+        None => dut::DutReport {
+            spec: spec.name(),
+            description: format!(
+                "external: a device the lab does not configure, between the hosts of {}",
+                plan.topology
+                    .as_ref()
+                    .map_or("the topology", |t| t.file.as_str())
+            ),
+            counters: serde_json::Value::Null,
+            errors: Vec::new(),
+        },
+    };
     let wan_report = wan_stage
         .as_mut()
         .and_then(|w| w.stop())
@@ -770,6 +796,7 @@ pub fn run_plan(
         seconds,
         voice,
         udp,
+        hosts: owned.host_info(),
     })
 }
 
@@ -928,6 +955,8 @@ pub fn run_each(
     Ok(out)
 }
 
+mod hosts;
+pub use hosts::{check_duts, HOSTS};
 mod output;
 pub use output::{recordings, voice_delay_series, Outputs};
 mod udp;

@@ -70,7 +70,7 @@ fn run_dut(
         })
         .collect();
     let setup = DutSetup {
-        topo: &topo,
+        place: topo.dut_place(),
         policy: p,
         sessions: &sessions,
         busy_poll: c.busy_poll,

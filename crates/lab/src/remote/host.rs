@@ -1,0 +1,177 @@
+//! A testbed host, wherever it is: [`Host::Local`] is a namespace of this machine (the
+//! default testbed), [`Host::Remote`] a machine reached over SSH. A lab written against
+//! [`Host`] runs on either; the agents are the same code, run here on a thread or there by
+//! `weir agent`.
+
+use serde::de::DeserializeOwned;
+use weir_io::ethtool::Offloads;
+
+use super::ssh::SshHost;
+use super::wire::{Op, StartAgent};
+use crate::agents::{SenderOpts, SenderReport, SinkOpts, SinkReport, TcpSender, TcpSink};
+use crate::topo::Netns;
+use crate::{Error, Result};
+
+/// A testbed host (see the module comment).
+#[derive(Clone, Copy, Debug)]
+pub enum Host<'a> {
+    /// A namespace of this machine.
+    Local(&'a Netns),
+    /// A machine running `weir agent` over SSH.
+    Remote(&'a SshHost),
+}
+
+impl<'a> Host<'a> {
+    /// The namespace's or the topology's name of the host.
+    pub fn name(&self) -> &str {
+        match self {
+            Host::Local(ns) => ns.name(),
+            Host::Remote(h) => h.name(),
+        }
+    }
+
+    /// Writes a sysctl (on a remote host, until the session ends).
+    pub fn set_sysctl(&self, key: &str, value: &str) -> Result<()> {
+        match self {
+            Host::Local(ns) => ns.set_sysctl(key, value),
+            Host::Remote(h) => h
+                .call(Op::Sysctl {
+                    key: key.into(),
+                    value: value.into(),
+                })
+                .map(drop),
+        }
+    }
+
+    /// Sets the TCP options the host's sockets negotiate: SACK (`net.ipv4.tcp_sack`),
+    /// timestamps (`net.ipv4.tcp_timestamps`) and window scaling
+    /// (`net.ipv4.tcp_window_scaling`). These are per-namespace sysctls, not per-socket
+    /// options: give senders that need different settings different namespaces (the
+    /// options of a connection are what both ends agree on, so setting them on the
+    /// sender's side is enough to turn them off).
+    pub fn set_tcp_options(
+        &self,
+        sack: bool,
+        timestamps: bool,
+        window_scaling: bool,
+    ) -> Result<()> {
+        let b = |v: bool| if v { "1" } else { "0" };
+        self.set_sysctl("net.ipv4.tcp_sack", b(sack))?;
+        self.set_sysctl("net.ipv4.tcp_timestamps", b(timestamps))?;
+        self.set_sysctl("net.ipv4.tcp_window_scaling", b(window_scaling))
+    }
+
+    /// Sets an interface's offloads (on a remote host, until the session ends).
+    pub fn set_offloads(&self, ifname: &str, want: &Offloads) -> Result<()> {
+        match self {
+            Host::Local(ns) => {
+                let (i, w) = (ifname.to_string(), *want);
+                ns.try_run(move || weir_io::ethtool::set_offloads(&i, &w))?
+                    .map(drop)
+                    .map_err(|e| Error::Invalid(format!("offloads of {ifname}: {e}")))
+            }
+            Host::Remote(h) => h
+                .call(Op::Offloads {
+                    ifname: ifname.into(),
+                    want: *want,
+                })
+                .map(drop),
+        }
+    }
+
+    /// Starts a [`TcpSink`].
+    pub fn tcp_sink(&self, opts: SinkOpts) -> Result<Agent<'a, TcpSink>> {
+        match self {
+            Host::Local(ns) => Ok(Agent::Local(TcpSink::start_with(ns, opts)?)),
+            Host::Remote(h) => {
+                if opts.epoch.is_some() {
+                    return Err(Error::Invalid(format!(
+                        "{}: a remote sink's series starts when it does (no epoch)",
+                        h.name()
+                    )));
+                }
+                Ok(Agent::Remote(h, h.start(StartAgent::TcpSink { opts })?))
+            }
+        }
+    }
+
+    /// Starts a [`TcpSender`] (connected when this returns).
+    pub fn tcp_sender(&self, opts: SenderOpts) -> Result<Agent<'a, TcpSender>> {
+        match self {
+            Host::Local(ns) => Ok(Agent::Local(TcpSender::start(ns, opts)?)),
+            Host::Remote(h) => {
+                if opts.info_origin.is_some() {
+                    return Err(Error::Invalid(format!(
+                        "{}: a remote sender's samples start when it writes (no origin)",
+                        h.name()
+                    )));
+                }
+                let until_us = opts.until.map(|u| {
+                    u.saturating_duration_since(std::time::Instant::now())
+                        .as_micros() as u64
+                });
+                Ok(Agent::Remote(
+                    h,
+                    h.start(StartAgent::TcpSender { opts, until_us })?,
+                ))
+            }
+        }
+    }
+}
+
+/// An agent that runs on this machine and ends with a report.
+pub trait LocalAgent {
+    /// What it reports.
+    type Report: DeserializeOwned;
+    /// Stop it now.
+    fn stop_now(self) -> Self::Report;
+    /// Wait until it is done by itself.
+    fn wait(self) -> Self::Report;
+}
+
+impl LocalAgent for TcpSink {
+    type Report = SinkReport;
+    fn stop_now(self) -> SinkReport {
+        self.stop()
+    }
+    fn wait(self) -> SinkReport {
+        self.stop()
+    }
+}
+
+impl LocalAgent for TcpSender {
+    type Report = SenderReport;
+    fn stop_now(self) -> SenderReport {
+        self.stop()
+    }
+    fn wait(self) -> SenderReport {
+        self.join()
+    }
+}
+
+/// A running agent on a [`Host`].
+#[derive(Debug)]
+pub enum Agent<'a, L> {
+    /// Here.
+    Local(L),
+    /// On a remote host, by its handle there.
+    Remote(&'a SshHost, u64),
+}
+
+impl<L: LocalAgent> Agent<'_, L> {
+    /// Stops it now and returns its report.
+    pub fn stop(self) -> Result<L::Report> {
+        match self {
+            Agent::Local(a) => Ok(a.stop_now()),
+            Agent::Remote(h, id) => h.finish(id, false),
+        }
+    }
+
+    /// Waits until it is done and returns its report.
+    pub fn join(self) -> Result<L::Report> {
+        match self {
+            Agent::Local(a) => Ok(a.wait()),
+            Agent::Remote(h, id) => h.finish(id, true),
+        }
+    }
+}

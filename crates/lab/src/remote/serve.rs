@@ -1,0 +1,417 @@
+//! `weir agent`: the far end of the agent protocol ([`super::wire`]), run by the lab on a
+//! remote host over SSH (`ssh HOST weir agent`).
+//!
+//! It reads requests from standard input until end of file, handles each on its own thread
+//! (a `join` may wait a whole run), and writes each reply as one line. Agents run in the
+//! process's own network namespace.
+//!
+//! **Cleanup.** The session ends at end of input — the lab closed the channel, or the lab,
+//! its machine or the network died (sshd then closes the pipe) — or when `stop` says so
+//! (`weir agent` on SIGINT, SIGTERM or SIGHUP). Every agent still running
+//! is stopped, and every change the session made is undone in reverse order: sysctls and
+//! offloads written back, addresses and routes removed, an interface it brought up set
+//! down again. A host is left as the lab found it
+//! whatever happened to the lab.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::wire::{Hello, Op, Reply, Request, StartAgent, Started, PROTOCOL};
+use crate::agents::{TcpSender, TcpSink};
+use crate::topo::{wait_link_up, Netns};
+use crate::{Error, Result};
+
+/// How long `link_up` waits for carrier.
+const LINK_UP_TIMEOUT: Duration = Duration::from_secs(3);
+/// How often a `join` looks whether its agent is done.
+const JOIN_POLL: Duration = Duration::from_millis(10);
+
+/// A running agent.
+enum Running {
+    Sink(TcpSink),
+    Sender(TcpSender),
+}
+
+impl Running {
+    fn is_finished(&self) -> bool {
+        match self {
+            Running::Sink(_) => false,
+            Running::Sender(s) => s.is_finished(),
+        }
+    }
+
+    fn stop(self) -> Value {
+        match self {
+            Running::Sink(s) => to_value(&s.stop()),
+            Running::Sender(s) => to_value(&s.stop()),
+        }
+    }
+
+    fn join(self) -> Value {
+        match self {
+            Running::Sink(s) => to_value(&s.stop()),
+            Running::Sender(s) => to_value(&s.join()),
+        }
+    }
+}
+
+fn to_value<T: Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or_else(|e| Value::String(format!("unserialisable: {e}")))
+}
+
+/// A change to undo at the end of the session.
+#[derive(Debug)]
+enum Undo {
+    Sysctl {
+        key: String,
+        old: String,
+    },
+    Offloads {
+        ifname: String,
+        old: weir_io::ethtool::Offloads,
+    },
+    Addr {
+        ifname: String,
+        cidr: String,
+    },
+    Route {
+        dst: String,
+        ifname: String,
+    },
+    LinkDown {
+        ifname: String,
+    },
+}
+
+/// The session's state, shared by the request threads.
+struct Session {
+    ns: Netns,
+    agents: Mutex<HashMap<u64, Running>>,
+    next: AtomicU64,
+    undo: Mutex<Vec<Undo>>,
+    ending: AtomicBool,
+}
+
+/// How often the request loop looks at `stop` while no request comes.
+const STOP_POLL: Duration = Duration::from_millis(50);
+
+/// Serves requests from `input` until its end or until `stop()` is true, replies to
+/// `output`; then stops every agent and undoes every change. Returns the problems met
+/// while undoing (also written to standard error). `input` is read on a thread of its own
+/// that is left blocked in its read when `stop` ends the session.
+pub fn serve(
+    input: impl BufRead + Send + 'static,
+    output: impl Write + Send,
+    stop: &(dyn Fn() -> bool + Sync),
+) -> Result<Vec<String>> {
+    let session = Session {
+        ns: Netns::host()?,
+        agents: Mutex::new(HashMap::new()),
+        next: AtomicU64::new(1),
+        undo: Mutex::new(Vec::new()),
+        ending: AtomicBool::new(false),
+    };
+    let out = Mutex::new(output);
+    let write = |reply: Reply| {
+        let mut line = serde_json::to_string(&reply).unwrap_or_default();
+        line.push('\n');
+        let mut o = out.lock().unwrap_or_else(|e| e.into_inner());
+        // a closed channel: nobody to tell; the end of input follows
+        let _ = o.write_all(line.as_bytes()).and_then(|_| o.flush());
+    };
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::Builder::new()
+        .name("agent-input".into())
+        .spawn(move || {
+            for line in input.lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        })
+        .map_err(|e| Error::io("spawn thread", e))?;
+    std::thread::scope(|sc| {
+        loop {
+            let line = match rx.recv_timeout(STOP_POLL) {
+                Ok(l) => l,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if stop() => break,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            };
+            if line.trim().is_empty() {
+                continue;
+            }
+            let req: Request = match serde_json::from_str(&line) {
+                Ok(r) => r,
+                Err(e) => {
+                    write(Reply {
+                        id: 0,
+                        ok: None,
+                        error: Some(format!("bad request {line:?}: {e}")),
+                    });
+                    continue;
+                }
+            };
+            let (session, write) = (&session, &write);
+            sc.spawn(move || {
+                let r = handle(session, req.op);
+                write(match r {
+                    Ok(v) => Reply {
+                        id: req.id,
+                        ok: Some(v),
+                        error: None,
+                    },
+                    Err(e) => Reply {
+                        id: req.id,
+                        ok: None,
+                        error: Some(e.message()),
+                    },
+                });
+            });
+        }
+        // end of input: stop what runs; the joins waiting see `ending` and stop theirs
+        session.ending.store(true, Ordering::Relaxed);
+        let running: Vec<Running> = lock(&session.agents).drain().map(|(_, a)| a).collect();
+        for a in running {
+            a.stop();
+        }
+    });
+    let problems = undo_all(&session);
+    for p in &problems {
+        eprintln!("weir agent: {p}");
+    }
+    Ok(problems)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn handle(s: &Session, op: Op) -> Result<Value> {
+    match op {
+        Op::Hello => Ok(to_value(&Hello {
+            protocol: PROTOCOL,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_default(),
+        })),
+        Op::Clock => Ok(Value::from(weir_io::clock::realtime_ns())),
+        Op::Sysctl { key, value } => {
+            let old = s.ns.get_sysctl(&key)?;
+            s.ns.set_sysctl(&key, &value)?;
+            lock(&s.undo).push(Undo::Sysctl { key, old });
+            Ok(Value::Null)
+        }
+        Op::Offloads { ifname, want } => {
+            let old = weir_io::ethtool::get_offloads(&ifname)
+                .map_err(|e| Error::Invalid(format!("offloads of {ifname}: {e}")))?;
+            let outcome = weir_io::ethtool::set_offloads(&ifname, &want)
+                .map_err(|e| Error::Invalid(format!("offloads of {ifname}: {e}")))?;
+            lock(&s.undo).push(Undo::Offloads { ifname, old });
+            Ok(to_value(&outcome))
+        }
+        Op::LinkUp { ifname } => {
+            let was_up = weir_io::ethtool::is_up(&ifname)
+                .map_err(|e| Error::Invalid(format!("interface {ifname}: {e}")))?;
+            if !was_up {
+                s.ns.ip(&["link", "set", "dev", &ifname, "up"])?;
+                lock(&s.undo).push(Undo::LinkDown {
+                    ifname: ifname.clone(),
+                });
+            }
+            wait_link_up(&s.ns, &ifname, LINK_UP_TIMEOUT)?;
+            Ok(Value::Null)
+        }
+        Op::AddrAdd { ifname, cidr } => {
+            s.ns.ip(&["addr", "add", &cidr, "dev", &ifname])?;
+            lock(&s.undo).push(Undo::Addr { ifname, cidr });
+            Ok(Value::Null)
+        }
+        Op::RouteAdd { dst, ifname } => {
+            s.ns.ip(&["route", "add", &dst, "dev", &ifname])?;
+            lock(&s.undo).push(Undo::Route { dst, ifname });
+            Ok(Value::Null)
+        }
+        Op::Start { agent } => {
+            if s.ending.load(Ordering::Relaxed) {
+                return Err(Error::Invalid("the session is ending".into()));
+            }
+            let running = match *agent {
+                StartAgent::TcpSink { opts } => Running::Sink(TcpSink::start_with(&s.ns, opts)?),
+                StartAgent::TcpSender { mut opts, until_us } => {
+                    opts.until = until_us.map(|us| Instant::now() + Duration::from_micros(us));
+                    Running::Sender(TcpSender::start(&s.ns, opts)?)
+                }
+            };
+            let handle = s.next.fetch_add(1, Ordering::Relaxed);
+            lock(&s.agents).insert(handle, running);
+            Ok(to_value(&Started { handle }))
+        }
+        Op::Stop { handle } => Ok(take(s, handle)?.stop()),
+        Op::Join { handle } => loop {
+            {
+                let mut agents = lock(&s.agents);
+                match agents.get(&handle) {
+                    None => return Err(no_agent(handle)),
+                    Some(a) if a.is_finished() || s.ending.load(Ordering::Relaxed) => {
+                        let a = agents.remove(&handle).expect("present");
+                        drop(agents);
+                        return Ok(if a.is_finished() { a.join() } else { a.stop() });
+                    }
+                    Some(_) => {}
+                }
+            }
+            std::thread::sleep(JOIN_POLL);
+        },
+    }
+}
+
+fn take(s: &Session, handle: u64) -> Result<Running> {
+    lock(&s.agents)
+        .remove(&handle)
+        .ok_or_else(|| no_agent(handle))
+}
+
+fn no_agent(handle: u64) -> Error {
+    Error::Invalid(format!(
+        "no agent {handle} (never started, or already stopped or joined)"
+    ))
+}
+
+/// Undoes the session's changes, newest first; returns what failed.
+fn undo_all(s: &Session) -> Vec<String> {
+    let mut problems = Vec::new();
+    let undo: Vec<Undo> = std::mem::take(&mut *lock(&s.undo));
+    for u in undo.into_iter().rev() {
+        let r = match &u {
+            Undo::Sysctl { key, old } => s.ns.set_sysctl(key, old),
+            Undo::Offloads { ifname, old } => weir_io::ethtool::set_offloads(ifname, old)
+                .map(|_| ())
+                .map_err(|e| Error::Invalid(e.to_string())),
+            Undo::Addr { ifname, cidr } => {
+                s.ns.ip(&["addr", "del", cidr, "dev", ifname]).map(|_| ())
+            }
+            Undo::Route { dst, ifname } => {
+                s.ns.ip(&["route", "del", dst, "dev", ifname]).map(|_| ())
+            }
+            Undo::LinkDown { ifname } => {
+                s.ns.ip(&["link", "set", "dev", ifname, "down"]).map(|_| ())
+            }
+        };
+        if let Err(e) = r {
+            problems.push(format!("undoing {u:?}: {e}"));
+        }
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The protocol without root: hello, the clock, a bad request, an unknown handle; a
+    /// sink and a sender on loopback of this process's namespace.
+    #[test]
+    fn answers_each_request_by_id() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let sink = serde_json::json!({"id":3,"op":"start","agent":{"kind":"tcp_sink","opts":
+            {"bind":format!("127.0.0.1:{port}"),"interval":{"secs":0,"nanos":100_000_000},
+             "rcvbuf":null,"read_size":65536}}});
+        let mut sender = crate::agents::SenderOpts::new(
+            format!("127.0.0.1:{port}").parse().unwrap(),
+            Duration::from_millis(300),
+            "reno",
+        );
+        sender.drain_timeout = Duration::from_secs(2);
+        let send = serde_json::to_string(&Request {
+            id: 4,
+            op: Op::Start {
+                agent: Box::new(StartAgent::TcpSender {
+                    opts: sender,
+                    until_us: Some(5_000_000),
+                }),
+            },
+        })
+        .unwrap();
+        // the sink's handle is 1, the sender's 2: join the sender, then stop the sink
+        let input = format!(
+            "{{\"id\":1,\"op\":\"hello\"}}\n{{\"id\":2,\"op\":\"clock\"}}\nnot json\n\
+             {{\"id\":9,\"op\":\"stop\",\"handle\":77}}\n{sink}\n"
+        );
+        // the sink must listen before the sender connects: feed in two steps through a pipe
+        let (r, mut w) = std::io::pipe().unwrap();
+        let (out_r, out_w) = std::io::pipe().unwrap();
+        let server =
+            std::thread::spawn(move || serve(std::io::BufReader::new(r), out_w, &|| false));
+        let mut replies = std::io::BufReader::new(out_r).lines();
+        let mut next =
+            || -> Reply { serde_json::from_str(&replies.next().unwrap().unwrap()).unwrap() };
+        w.write_all(input.as_bytes()).unwrap();
+        let mut got: HashMap<u64, Reply> = HashMap::new();
+        for _ in 0..5 {
+            let r = next();
+            got.insert(r.id, r);
+        }
+        let hello: Hello = serde_json::from_value(got[&1].ok.clone().unwrap()).unwrap();
+        assert_eq!(hello.protocol, PROTOCOL);
+        assert!(got[&2].ok.as_ref().unwrap().as_u64().unwrap() > 1_600_000_000_000_000_000);
+        assert!(got[&0].error.as_ref().unwrap().contains("bad request"));
+        assert!(got[&9].error.as_ref().unwrap().contains("no agent 77"));
+        assert_eq!(got[&3].ok.as_ref().unwrap()["handle"], 1);
+        // requests run concurrently: a join sent before its start was answered may find
+        // no agent yet (the lab waits for `start`'s handle)
+        w.write_all(format!("{send}\n").as_bytes()).unwrap();
+        let started = next();
+        assert_eq!(started.id, 4, "{started:?}");
+        w.write_all(b"{\"id\":5,\"op\":\"join\",\"handle\":2}\n")
+            .unwrap();
+        let joined = next();
+        assert_eq!(joined.id, 5, "{joined:?}");
+        let rep: crate::agents::SenderReport = serde_json::from_value(joined.ok.unwrap()).unwrap();
+        assert!(rep.bytes_written > 0, "{rep:?}");
+        w.write_all(b"{\"id\":6,\"op\":\"stop\",\"handle\":1}\n")
+            .unwrap();
+        let stopped = next();
+        let sink: crate::agents::SinkReport = serde_json::from_value(stopped.ok.unwrap()).unwrap();
+        assert_eq!(sink.total_bytes(), rep.bytes_written);
+        drop(w);
+        assert!(server.join().unwrap().unwrap().is_empty());
+    }
+}
+
+#[cfg(test)]
+mod stop_tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    /// `stop` ends a session whose input stays open, and its changes are undone (here none).
+    #[test]
+    fn stop_ends_the_session_with_the_input_still_open() {
+        let (r, mut w) = std::io::pipe().unwrap();
+        let (out_r, out_w) = std::io::pipe().unwrap();
+        static STOP: AtomicBool = AtomicBool::new(false);
+        let server = std::thread::spawn(move || {
+            serve(std::io::BufReader::new(r), out_w, &|| {
+                STOP.load(Ordering::Relaxed)
+            })
+        });
+        w.write_all(b"{\"id\":1,\"op\":\"hello\"}\n").unwrap();
+        let mut replies = std::io::BufReader::new(out_r).lines();
+        let hello: Reply = serde_json::from_str(&replies.next().unwrap().unwrap()).unwrap();
+        assert_eq!(hello.id, 1);
+        STOP.store(true, Ordering::Relaxed);
+        assert!(server.join().unwrap().unwrap().is_empty());
+        drop(w);
+    }
+}

@@ -1,0 +1,210 @@
+//! The testbed's sender, receiver and DUT place for one run: three namespaces of this
+//! machine ([`BridgeTopo`], the default) or the real hosts of a topology file
+//! ([`RemoteBed`]: hosts `sender` and `receiver` over SSH, the DUT here between two
+//! interfaces or external).
+//!
+//! On real hosts the run gives the test interfaces the testbed's addresses, as in
+//! namespaces — the sender 10.77.0.1/24 and one /32 per session's source address, the
+//! receiver 10.77.0.2/24 and a route back to each — so the policy's rules classify the
+//! same sessions; the agents there take them away again when the run ends. Put the hosts'
+//! test interfaces on a network of their own.
+
+use std::net::Ipv4Addr;
+
+use weir_io::ethtool::Offloads;
+
+use super::Plan;
+use crate::remote::{Host, HostInfo, RemoteBed, Topology};
+use crate::topo::{BridgeTopo, DutPlace};
+use crate::{Error, Result};
+
+/// The host names a topology file gives the seed 000 testbed.
+pub const HOSTS: [&str; 2] = ["sender", "receiver"];
+
+/// What a run's testbed is made of, owned for the run.
+pub(crate) enum Owned {
+    Namespaces(BridgeTopo),
+    Remote(RemoteBed),
+}
+
+/// The run's view of its testbed.
+#[derive(Clone, Copy)]
+pub(crate) struct Bed<'a> {
+    pub snd: Host<'a>,
+    pub rcv: Host<'a>,
+    pub snd_if: &'a str,
+    pub rcv_if: &'a str,
+    /// Where DUTs run; `None`: an external DUT.
+    pub place: Option<DutPlace<'a>>,
+    /// The namespaces (`None` on real hosts).
+    pub topo: Option<&'a BridgeTopo>,
+}
+
+impl Owned {
+    /// A fresh testbed for one run of `plan`: namespaces (with a WAN stage when
+    /// `wan_stage`), or the plan's topology connected.
+    pub fn new(plan: &Plan, wan_stage: bool) -> Result<Owned> {
+        match &plan.topology {
+            Some(t) => Ok(Owned::Remote(RemoteBed::connect(t)?)),
+            None if wan_stage => Ok(Owned::Namespaces(BridgeTopo::with_wan_stage("tb")?)),
+            None => Ok(Owned::Namespaces(BridgeTopo::new("tb")?)),
+        }
+    }
+
+    pub fn bed(&self) -> Result<Bed<'_>> {
+        Ok(match self {
+            Owned::Namespaces(t) => Bed {
+                snd: Host::Local(&t.snd),
+                rcv: Host::Local(&t.rcv),
+                snd_if: &t.snd_if,
+                rcv_if: &t.rcv_if,
+                place: Some(t.dut_place()),
+                topo: Some(t),
+            },
+            Owned::Remote(r) => Bed {
+                snd: r.host(HOSTS[0])?,
+                rcv: r.host(HOSTS[1])?,
+                snd_if: r.interface(HOSTS[0])?,
+                rcv_if: r.interface(HOSTS[1])?,
+                place: r.dut_place(),
+                topo: None,
+            },
+        })
+    }
+
+    /// A real host whose agent has ended, as the error that says why.
+    pub fn dead_host(&self) -> Option<Error> {
+        match self {
+            Owned::Namespaces(_) => None,
+            Owned::Remote(r) => r.dead_host(),
+        }
+    }
+
+    /// The real hosts' names, versions and clock offsets (empty in namespaces).
+    pub fn host_info(&self) -> Vec<HostInfo> {
+        match self {
+            Owned::Namespaces(_) => Vec::new(),
+            Owned::Remote(r) => r.info().to_vec(),
+        }
+    }
+}
+
+impl<'a> Bed<'a> {
+    /// The namespaces, for what runs only there (`what` names it in the error).
+    pub fn namespaces(&self, what: &str) -> Result<&'a BridgeTopo> {
+        self.topo.ok_or_else(|| {
+            Error::Invalid(format!(
+                "{what}: only in the namespace testbed (not with --topology)"
+            ))
+        })
+    }
+
+    /// The hosts as the plan wants them: no segmentation offload (wire-size frames through
+    /// the DUT), the plan's TCP options, its minimum RTO, every session's source address.
+    pub fn prepare(&self, plan: &Plan, srcs: &[Ipv4Addr]) -> Result<()> {
+        for (h, ifname) in [(self.snd, self.snd_if), (self.rcv, self.rcv_if)] {
+            h.set_offloads(ifname, &Offloads::SEGMENTATION_OFF)?;
+            h.set_tcp_options(plan.tcp.sack, plan.tcp.timestamps, plan.tcp.window_scaling)?;
+        }
+        if let Some(rto) = plan.tcp.min_rto_ms {
+            let topo = self.namespaces("a minimum RTO (rto_min)")?;
+            topo.snd.ip(&[
+                "route",
+                "replace",
+                "10.77.0.0/24",
+                "dev",
+                &topo.snd_if,
+                "rto_min",
+                &format!("{rto}ms"),
+            ])?;
+        }
+        match (self.topo, self.snd, self.rcv) {
+            (Some(topo), _, _) => topo.add_sender_addrs(srcs),
+            (None, Host::Remote(snd), Host::Remote(rcv)) => {
+                let addr = |h: &crate::remote::SshHost, ifname: &str, cidr: String| {
+                    h.call(crate::remote::wire::Op::AddrAdd {
+                        ifname: ifname.into(),
+                        cidr: cidr.clone(),
+                    })
+                    .map(drop)
+                    .map_err(|e| {
+                        Error::Invalid(format!(
+                            "{}: address {cidr} on {ifname}: {}",
+                            h.name(),
+                            e.message()
+                        ))
+                    })
+                };
+                addr(snd, self.snd_if, format!("{}/24", BridgeTopo::SND_ADDR))?;
+                addr(rcv, self.rcv_if, format!("{}/24", BridgeTopo::RCV_ADDR))?;
+                for a in srcs {
+                    addr(snd, self.snd_if, format!("{a}/32"))?;
+                    rcv.call(crate::remote::wire::Op::RouteAdd {
+                        dst: format!("{a}/32"),
+                        ifname: self.rcv_if.into(),
+                    })?;
+                }
+                Ok(())
+            }
+            _ => Err(Error::Invalid(
+                "a testbed of namespaces and real hosts mixed".into(),
+            )),
+        }
+    }
+}
+
+/// What a plan may not ask of real hosts yet: refused before anything connects.
+pub(crate) fn check_remote(plan: &Plan, t: &Topology) -> Result<()> {
+    let mut missing = Vec::new();
+    if !plan.voice.is_empty() {
+        missing.push("voice calls");
+    }
+    if !plan.udp.is_empty() {
+        missing.push("UDP flows");
+    }
+    if plan.count_dscp {
+        missing.push("DSCP counting");
+    }
+    if plan.sessions.iter().any(|s| s.wan.is_some()) || plan.line_bps.is_some() {
+        missing.push("a WAN stage");
+    }
+    if plan.stage_policy.is_some() {
+        missing.push("a second router");
+    }
+    if plan.tcp.min_rto_ms.is_some() {
+        missing.push("a minimum RTO");
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Invalid(format!(
+            "plan '{}' with the topology {}: {} run only in the namespace testbed so far",
+            plan.name,
+            t.file,
+            missing.join(", ")
+        )))
+    }
+}
+
+/// The DUT list fits the topology: `external` exactly when its `[dut]` is external.
+pub fn check_duts(t: &Topology, duts: &[String]) -> Result<()> {
+    let external = matches!(t.dut, crate::remote::TopoDut::External);
+    for d in duts {
+        if (d == "external") != external {
+            return Err(Error::Invalid(if external {
+                format!(
+                    "--dut {d}: the DUT of {} is external (`[dut] external = true`), a device \
+                     the lab does not configure: run with --dut external",
+                    t.file
+                )
+            } else {
+                format!(
+                    "--dut external: {} names the DUT's interfaces on this machine ([dut] lan, \
+                     wan); `external` is for `[dut] external = true`",
+                    t.file
+                )
+            }));
+        }
+    }
+    Ok(())
+}

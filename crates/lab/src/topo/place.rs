@@ -1,0 +1,155 @@
+//! Where a device under test runs: a network namespace and the two ports it forwards
+//! between (`lan` faces the sender, `wan` the receiver).
+//!
+//! - [`DutPlace`]: a borrowed view, what the DUTs (`crate::dut`) are started on. A
+//!   namespace testbed gives its DUT namespace's `lan0`/`wan0`
+//!   ([`BridgeTopo::dut_place`](super::BridgeTopo::dut_place)); a testbed of real hosts
+//!   gives two interfaces of the machine the lab runs on ([`LocalDut`]).
+//! - [`KernelBridge`]: the Linux bridge over the two ports that the `kernel:*` DUTs forward
+//!   with. In a testbed namespace it is `br0`; on a real machine `weirlab0`, so that it
+//!   never meets a bridge of the machine's own.
+
+use std::sync::Mutex;
+
+use super::link::wait_link_up;
+use super::Netns;
+use crate::{Error, Result};
+
+/// How long to wait for the kernel bridge to come up.
+const BRIDGE_UP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The Linux bridge a `kernel:*` DUT forwards with: its name and whether it is up.
+#[derive(Debug)]
+pub struct KernelBridge {
+    name: &'static str,
+    on: Mutex<bool>,
+}
+
+impl KernelBridge {
+    /// A bridge called `name`, not yet made.
+    pub(crate) const fn new(name: &'static str) -> KernelBridge {
+        KernelBridge {
+            name,
+            on: Mutex::new(false),
+        }
+    }
+}
+
+/// A DUT's namespace and ports (see the module comment).
+#[derive(Clone, Copy, Debug)]
+pub struct DutPlace<'a> {
+    /// The namespace the DUT runs in.
+    pub ns: &'a Netns,
+    /// The port facing the sender.
+    pub lan: &'a str,
+    /// The port facing the receiver.
+    pub wan: &'a str,
+    bridge: &'a KernelBridge,
+}
+
+impl<'a> DutPlace<'a> {
+    pub(crate) fn new(
+        ns: &'a Netns,
+        lan: &'a str,
+        wan: &'a str,
+        bridge: &'a KernelBridge,
+    ) -> DutPlace<'a> {
+        DutPlace {
+            ns,
+            lan,
+            wan,
+            bridge,
+        }
+    }
+
+    /// The kernel bridge's name.
+    pub fn bridge_name(&self) -> &'static str {
+        self.bridge.name
+    }
+
+    /// Makes the DUT a plain Linux bridge over its two ports (STP off, forward delay 0),
+    /// the baseline to compare a DUT with. Idempotent.
+    pub fn with_kernel_bridge(&self) -> Result<()> {
+        let mut on = self.bridge.on.lock().unwrap_or_else(|e| e.into_inner());
+        if *on {
+            return Ok(());
+        }
+        let br = self.bridge.name;
+        self.ns.ip_batch(&[
+            format!("link add {br} type bridge stp_state 0 forward_delay 0"),
+            format!("link set dev {} master {br}", self.lan),
+            format!("link set dev {} master {br}", self.wan),
+            format!("link set dev {br} up"),
+        ])?;
+        *on = true;
+        wait_link_up(self.ns, br, BRIDGE_UP_TIMEOUT)
+    }
+
+    /// Removes the kernel bridge again (the ports stay up, unbridged).
+    pub fn without_kernel_bridge(&self) -> Result<()> {
+        let mut on = self.bridge.on.lock().unwrap_or_else(|e| e.into_inner());
+        if !*on {
+            return Ok(());
+        }
+        self.ns.ip(&["link", "del", "dev", self.bridge.name])?;
+        *on = false;
+        Ok(())
+    }
+}
+
+/// A DUT on the machine the lab runs on, between two of its interfaces (a testbed of real
+/// hosts, `crate::remote`). Dropping it removes the kernel bridge if one is still up.
+#[derive(Debug)]
+pub struct LocalDut {
+    ns: Netns,
+    lan: String,
+    wan: String,
+    bridge: KernelBridge,
+}
+
+impl LocalDut {
+    /// The bridge name on a real machine.
+    pub const KERNEL_BRIDGE: &'static str = "weirlab0";
+
+    /// The DUT between `lan` and `wan` of this process's namespace; both must exist, and
+    /// no interface may already be called [`LocalDut::KERNEL_BRIDGE`].
+    pub fn new(lan: &str, wan: &str) -> Result<LocalDut> {
+        for i in [lan, wan] {
+            if !weir_io::ethtool::exists(i) {
+                return Err(Error::Invalid(format!(
+                    "the DUT's interface {i} does not exist on this machine"
+                )));
+            }
+        }
+        if lan == wan {
+            return Err(Error::Invalid(format!(
+                "the DUT's lan and wan are both {lan}: they must be two interfaces"
+            )));
+        }
+        if weir_io::ethtool::exists(Self::KERNEL_BRIDGE) {
+            return Err(Error::Invalid(format!(
+                "an interface {} already exists on this machine (left by a lab that died? \
+                 remove it: ip link del {})",
+                Self::KERNEL_BRIDGE,
+                Self::KERNEL_BRIDGE
+            )));
+        }
+        Ok(LocalDut {
+            ns: Netns::host()?,
+            lan: lan.to_string(),
+            wan: wan.to_string(),
+            bridge: KernelBridge::new(Self::KERNEL_BRIDGE),
+        })
+    }
+
+    /// Where the DUTs run.
+    pub fn place(&self) -> DutPlace<'_> {
+        DutPlace::new(&self.ns, &self.lan, &self.wan, &self.bridge)
+    }
+}
+
+impl Drop for LocalDut {
+    fn drop(&mut self) {
+        let _ = self.place().without_kernel_bridge();
+    }
+}
