@@ -110,7 +110,7 @@ impl UdpProbe {
 }
 
 /// Settings of a [`Prober`].
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ProbeOpts {
     pub kind: ProbeKind,
     /// Source address to bind; `None`: the kernel chooses.
@@ -140,7 +140,7 @@ impl ProbeOpts {
 }
 
 /// One probe: when it left and, if a reply came, when (ns of `CLOCK_REALTIME`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProbeRecord {
     pub seq: u64,
     pub tx_ns: u64,
@@ -171,7 +171,7 @@ impl ProbeRecord {
 }
 
 /// What a [`Prober`] did.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ProbeReport {
     /// Every probe sent, in order.
     pub records: Vec<ProbeRecord>,
@@ -375,7 +375,7 @@ fn probe_loop(sock: &Socket, o: &ProbeOpts, waker: &Waker) -> ProbeReport {
 }
 
 /// What a [`UdpReflector`] did.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ReflectorReport {
     pub reflected: u64,
     /// Datagrams without the probe magic, and replies `send` refused.

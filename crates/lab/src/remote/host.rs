@@ -8,7 +8,13 @@ use weir_io::ethtool::Offloads;
 
 use super::ssh::SshHost;
 use super::wire::{Op, StartAgent};
-use crate::agents::{SenderOpts, SenderReport, SinkOpts, SinkReport, TcpSender, TcpSink};
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use crate::agents::{
+    ProbeOpts, ProbeReport, Prober, ReflectorReport, SenderOpts, SenderReport, SinkOpts,
+    SinkReport, TcpSender, TcpSink, UdpReflector,
+};
 use crate::topo::Netns;
 use crate::{Error, Result};
 
@@ -84,13 +90,11 @@ impl<'a> Host<'a> {
         match self {
             Host::Local(ns) => Ok(Agent::Local(TcpSink::start_with(ns, opts)?)),
             Host::Remote(h) => {
-                if opts.epoch.is_some() {
-                    return Err(Error::Invalid(format!(
-                        "{}: a remote sink's series starts when it does (no epoch)",
-                        h.name()
-                    )));
-                }
-                Ok(Agent::Remote(h, h.start(StartAgent::TcpSink { opts })?))
+                let epoch_ago_us = opts.epoch.map(us_ago);
+                Ok(Agent::Remote(
+                    h,
+                    h.start(StartAgent::TcpSink { opts, epoch_ago_us })?,
+                ))
             }
         }
     }
@@ -100,23 +104,52 @@ impl<'a> Host<'a> {
         match self {
             Host::Local(ns) => Ok(Agent::Local(TcpSender::start(ns, opts)?)),
             Host::Remote(h) => {
-                if opts.info_origin.is_some() {
-                    return Err(Error::Invalid(format!(
-                        "{}: a remote sender's samples start when it writes (no origin)",
-                        h.name()
-                    )));
-                }
+                let origin_ago_us = opts.info_origin.map(us_ago);
                 let until_us = opts.until.map(|u| {
                     u.saturating_duration_since(std::time::Instant::now())
                         .as_micros() as u64
                 });
                 Ok(Agent::Remote(
                     h,
-                    h.start(StartAgent::TcpSender { opts, until_us })?,
+                    h.start(StartAgent::TcpSender {
+                        opts,
+                        until_us,
+                        origin_ago_us,
+                    })?,
                 ))
             }
         }
     }
+}
+
+impl<'a> Host<'a> {
+    /// Starts a [`Prober`] (probing at once; stop it for its report).
+    pub fn prober(&self, opts: ProbeOpts) -> Result<Agent<'a, Prober>> {
+        match self {
+            Host::Local(ns) => Ok(Agent::Local(Prober::start(ns, opts)?)),
+            Host::Remote(h) => Ok(Agent::Remote(h, h.start(StartAgent::Prober { opts })?)),
+        }
+    }
+
+    /// Starts a [`UdpReflector`] on `bind`.
+    pub fn udp_reflector(
+        &self,
+        bind: SocketAddr,
+        tos: Option<u8>,
+    ) -> Result<Agent<'a, UdpReflector>> {
+        match self {
+            Host::Local(ns) => Ok(Agent::Local(UdpReflector::start(ns, bind, tos)?)),
+            Host::Remote(h) => Ok(Agent::Remote(
+                h,
+                h.start(StartAgent::UdpReflector { bind, tos })?,
+            )),
+        }
+    }
+}
+
+/// µs from `t` (in the past) to now, for an instant sent to a remote host.
+fn us_ago(t: Instant) -> u64 {
+    t.elapsed().as_micros() as u64
 }
 
 /// An agent that runs on this machine and ends with a report.
@@ -135,6 +168,26 @@ impl LocalAgent for TcpSink {
         self.stop()
     }
     fn wait(self) -> SinkReport {
+        self.stop()
+    }
+}
+
+impl LocalAgent for Prober {
+    type Report = ProbeReport;
+    fn stop_now(self) -> ProbeReport {
+        self.finish()
+    }
+    fn wait(self) -> ProbeReport {
+        self.finish()
+    }
+}
+
+impl LocalAgent for UdpReflector {
+    type Report = ReflectorReport;
+    fn stop_now(self) -> ReflectorReport {
+        self.stop()
+    }
+    fn wait(self) -> ReflectorReport {
         self.stop()
     }
 }

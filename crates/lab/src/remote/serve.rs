@@ -23,7 +23,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::wire::{Hello, Op, Reply, Request, StartAgent, Started, PROTOCOL};
-use crate::agents::{TcpSender, TcpSink};
+use crate::agents::{Prober, TcpSender, TcpSink, UdpReflector};
 use crate::topo::{wait_link_up, Netns};
 use crate::{Error, Result};
 
@@ -36,12 +36,14 @@ const JOIN_POLL: Duration = Duration::from_millis(10);
 enum Running {
     Sink(TcpSink),
     Sender(TcpSender),
+    Prober(Prober),
+    Reflector(UdpReflector),
 }
 
 impl Running {
     fn is_finished(&self) -> bool {
         match self {
-            Running::Sink(_) => false,
+            Running::Sink(_) | Running::Prober(_) | Running::Reflector(_) => false,
             Running::Sender(s) => s.is_finished(),
         }
     }
@@ -50,13 +52,16 @@ impl Running {
         match self {
             Running::Sink(s) => to_value(&s.stop()),
             Running::Sender(s) => to_value(&s.stop()),
+            Running::Prober(p) => to_value(&p.finish()),
+            Running::Reflector(r) => to_value(&r.stop()),
         }
     }
 
+    /// Waits for a sender; the others run until stopped, so they stop now.
     fn join(self) -> Value {
         match self {
-            Running::Sink(s) => to_value(&s.stop()),
             Running::Sender(s) => to_value(&s.join()),
+            other => other.stop(),
         }
     }
 }
@@ -245,10 +250,25 @@ fn handle(s: &Session, op: Op) -> Result<Value> {
                 return Err(Error::Invalid("the session is ending".into()));
             }
             let running = match *agent {
-                StartAgent::TcpSink { opts } => Running::Sink(TcpSink::start_with(&s.ns, opts)?),
-                StartAgent::TcpSender { mut opts, until_us } => {
+                StartAgent::TcpSink {
+                    mut opts,
+                    epoch_ago_us,
+                } => {
+                    opts.epoch = epoch_ago_us.map(ago);
+                    Running::Sink(TcpSink::start_with(&s.ns, opts)?)
+                }
+                StartAgent::TcpSender {
+                    mut opts,
+                    until_us,
+                    origin_ago_us,
+                } => {
                     opts.until = until_us.map(|us| Instant::now() + Duration::from_micros(us));
+                    opts.info_origin = origin_ago_us.map(ago);
                     Running::Sender(TcpSender::start(&s.ns, opts)?)
+                }
+                StartAgent::Prober { opts } => Running::Prober(Prober::start(&s.ns, opts)?),
+                StartAgent::UdpReflector { bind, tos } => {
+                    Running::Reflector(UdpReflector::start(&s.ns, bind, tos)?)
                 }
             };
             let handle = s.next.fetch_add(1, Ordering::Relaxed);
@@ -272,6 +292,12 @@ fn handle(s: &Session, op: Op) -> Result<Value> {
             std::thread::sleep(JOIN_POLL);
         },
     }
+}
+
+/// The instant `us` µs ago (now, on a clock that started less than that ago).
+fn ago(us: u64) -> Instant {
+    let now = Instant::now();
+    now.checked_sub(Duration::from_micros(us)).unwrap_or(now)
 }
 
 fn take(s: &Session, handle: u64) -> Result<Running> {
@@ -340,6 +366,7 @@ mod tests {
                 agent: Box::new(StartAgent::TcpSender {
                     opts: sender,
                     until_us: Some(5_000_000),
+                    origin_ago_us: None,
                 }),
             },
         })

@@ -18,8 +18,8 @@
 //! # external = true           # instead: a device the lab does not configure (--dut external)
 //! ```
 //!
-//! Each lab names the hosts it needs (the seed 000 testbed: `sender`, `receiver`). A host
-//! the lab does not know, a missing key, a key of the wrong type, or a `[dut]` with both or
+//! Each lab names the hosts it needs (the seed 000 testbed: `sender`, `receiver`; rrul:
+//! `client`, `server`). A host the lab does not know, a missing key, a key of the wrong type, or a `[dut]` with both or
 //! neither form are errors at `FILE:LINE:COL`.
 
 use std::collections::BTreeMap;

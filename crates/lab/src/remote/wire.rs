@@ -22,7 +22,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use weir_io::ethtool::Offloads;
 
-use crate::agents::{SenderOpts, SinkOpts};
+use std::net::SocketAddr;
+
+use crate::agents::{ProbeOpts, SenderOpts, SinkOpts};
 
 /// The protocol's version: `hello` refuses a peer that speaks another.
 pub const PROTOCOL: u32 = 1;
@@ -72,7 +74,12 @@ pub enum Op {
 pub enum StartAgent {
     /// A [`TcpSink`](crate::agents::TcpSink); its report is a
     /// [`SinkReport`](crate::agents::SinkReport).
-    TcpSink { opts: SinkOpts },
+    TcpSink {
+        opts: SinkOpts,
+        /// `opts.epoch` as µs before the agent reads the request.
+        #[serde(default)]
+        epoch_ago_us: Option<u64>,
+    },
     /// A [`TcpSender`](crate::agents::TcpSender); its report is a
     /// [`SenderReport`](crate::agents::SenderReport).
     TcpSender {
@@ -80,7 +87,16 @@ pub enum StartAgent {
         /// `opts.until` as µs from when the agent reads the request.
         #[serde(default)]
         until_us: Option<u64>,
+        /// `opts.info_origin` as µs before the agent reads the request.
+        #[serde(default)]
+        origin_ago_us: Option<u64>,
     },
+    /// A [`Prober`](crate::agents::Prober); its report (at `stop`) is a
+    /// [`ProbeReport`](crate::agents::ProbeReport).
+    Prober { opts: ProbeOpts },
+    /// A [`UdpReflector`](crate::agents::UdpReflector); its report is a
+    /// [`ReflectorReport`](crate::agents::ReflectorReport).
+    UdpReflector { bind: SocketAddr, tos: Option<u8> },
 }
 
 /// One reply: exactly one of `ok` and `error`.
@@ -161,6 +177,7 @@ mod tests {
                 agent: Box::new(StartAgent::TcpSender {
                     opts: o,
                     until_us: Some(3_000_000),
+                    origin_ago_us: None,
                 }),
             },
         };
@@ -170,7 +187,7 @@ mod tests {
             panic!("{:?}", back.op)
         };
         match *agent {
-            StartAgent::TcpSender { opts, until_us } => {
+            StartAgent::TcpSender { opts, until_us, .. } => {
                 assert_eq!(opts.dst, dst);
                 assert_eq!(opts.duration, Duration::from_millis(2500));
                 assert_eq!(opts.mss, Some(1460));

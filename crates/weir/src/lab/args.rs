@@ -664,6 +664,11 @@ pub(super) struct RrulArgs {
     /// weir DUTs and the line busy-poll.
     #[arg(long)]
     busy_poll: bool,
+    /// Run on real hosts: a topology file naming the hosts `client` and `server` (reached
+    /// over SSH, `weir agent` there) and the DUT's interfaces on this machine; with --rtt 0
+    /// (the network's own path, no emulated line) (docs/lab.md, "Real hosts").
+    #[arg(long, value_name = "FILE")]
+    topology: Option<PathBuf>,
 }
 
 impl LabArgs for RrulArgs {
@@ -700,6 +705,12 @@ impl LabArgs for RrulArgs {
         c.streams = self.streams;
         set(&mut c.line_pct, self.line_pct);
         c.busy_poll = self.busy_poll;
+        if let Some(t) = &self.topology {
+            c.topology = Some(weir_lab::remote::Topology::read(
+                &t.display().to_string(),
+                &weir_lab::tests::rrul::HOSTS,
+            )?);
+        }
         Ok(Rrul)
     }
 }

@@ -63,6 +63,7 @@ pub use measure::RrulRow;
 pub use policy::{DutKind, Link, DEFAULT_DUTS, DEFAULT_MODERN, MODERN, ROUTER};
 pub use report::{text, write_outputs};
 pub(crate) use run::dut_policy_file;
+pub use run::{HOSTS, ONE_WAY_BOUND_MS};
 
 use crate::agents::{InfoSample, ProbeKind};
 use crate::lab::{Lab, Outline};
@@ -104,6 +105,9 @@ pub struct RrulConfig {
     /// weir DUTs (and the line) busy-poll.
     pub busy_poll: bool,
     pub quick: bool,
+    /// Real hosts `client` and `server` instead of namespaces (`--topology FILE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<crate::remote::Topology>,
 }
 
 impl RrulConfig {
@@ -124,6 +128,7 @@ impl RrulConfig {
             line_pct: policy::LINE_PCT,
             busy_poll: false,
             quick: false,
+            topology: None,
         }
     }
 
@@ -177,6 +182,32 @@ impl RrulConfig {
             return bad(format!("{} streams (1 to 64)", self.streams));
         }
         crate::agents::check_cc(&self.cc)?;
+        if let Some(t) = &self.topology {
+            if self.rtts_ms != [0] {
+                return bad(format!(
+                    "--topology {}: on real hosts the path is the network's own (no emulated \
+                     line): run with --rtt 0",
+                    t.file
+                ));
+            }
+            if let Some(c) = self
+                .cases
+                .iter()
+                .find(|c| matches!(c, Case::Voice | Case::AckFilter))
+            {
+                return bad(format!(
+                    "--topology {}: the {} case runs only in namespaces so far",
+                    t.file,
+                    c.name()
+                ));
+            }
+            if matches!(t.dut, crate::remote::TopoDut::External) {
+                return bad(format!(
+                    "--topology {}: an external DUT runs only with `weir lab basic` so far",
+                    t.file
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -400,6 +431,9 @@ pub struct RrulRun {
     pub dut_report: serde_json::Value,
     pub line_report: serde_json::Value,
     pub seconds: f64,
+    /// Real hosts (`--topology`): names, versions, clock offsets (empty in namespaces).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<crate::remote::HostInfo>,
 }
 
 /// One part: its spec, the DUTs' policies, the runs and (computed) their measures.

@@ -10,7 +10,7 @@ use super::case::Case;
 use super::checks::judged;
 use super::measure::{rates_text, LatencyRow, RrulRow, CALL_BUFFER_MS};
 use super::policy::LINE_BUFFER_MS;
-use super::{RrulPart, RrulResult};
+use super::{RrulPart, RrulResult, ONE_WAY_BOUND_MS};
 use crate::report::{
     self, checks_text, file_safe, fmt_opt, html_report, meta_text, text_table, ChartOpts, Mark,
     Section, Series,
@@ -265,7 +265,7 @@ pub fn text(res: &RrulResult) -> String {
          {idle} s idle (probes only), then {load} s of load; loaded figures over {la}-{lb} s, idle over {ia}-{ib} s; \
          {runs} run(s); congestion control {cc}\n\
          probes from the client every {probe} ms (50 ms on the ackfilter line): UDP (one-way up, down, round trip) and ICMP echo; ms\n\
-         the DUT shapes to the rate; the line behind it runs at {line_pct} % of it with a FIFO of {LINE_BUFFER_MS} ms and half the base RTT each way\n\
+         {path}\n\
          added = loaded - idle; grade = DSLReports/Waveform of the mean UDP round trip's rise (A+ < 5 ms, A < 30, B < 60, C < 200, D < 400, F)\n\
          % = goodput / (the bottleneck's rate x 1448/1514: the DUT's, the line's for kernel:bridge); Jain over every flow; sRTT = the flows' TCP_INFO smoothed RTT, ms;\n\
          retx % = retransmitted / data segments; checks judge: {judged}\n",
@@ -275,13 +275,33 @@ pub fn text(res: &RrulResult) -> String {
         cc = c.cc,
         probe = c.probe_ms,
         judged = judged(),
-        line_pct = c.line_pct,
+        path = match &c.topology {
+            None => format!(
+                "the DUT shapes to the rate; the line behind it runs at {} % of it with a FIFO of \
+                 {LINE_BUFFER_MS} ms and half the base RTT each way",
+                c.line_pct
+            ),
+            Some(t) => format!(
+                "real hosts ({}: client, server over SSH): the DUT shapes to the rate; the path \
+                 is the network's own, no emulated line; one-way delays on this machine's clock \
+                 (each host's offset taken out), kept when the two offsets' bounds sum to at most \
+                 {ONE_WAY_BOUND_MS} ms",
+                t.file
+            ),
+        },
     );
     for p in &res.parts {
+        let link = match &c.topology {
+            None => rates_text(&p.spec.link),
+            Some(_) => format!(
+                "the DUT shapes {} each way, real hosts",
+                crate::tests::robustness::rate_text(p.spec.link.up_bps)
+            ),
+        };
         s += &format!(
             "\n== {}: {}, base RTT {} ms ==\n",
             p.spec.name(),
-            rates_text(&p.spec.link),
+            link,
             p.spec.link.rtt_ms
         );
         s += "latency, ms\n";

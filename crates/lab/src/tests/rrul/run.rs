@@ -19,13 +19,16 @@ use super::{DutPolicy, FlowOutcome, PartSpec, ProbeSeries, RrulConfig, RrulRun, 
 use crate::agents::cbr::{CbrSenderReport, CbrSink};
 use crate::agents::voip::{voice_sender, voice_sink};
 use crate::agents::{
-    DscpCounter, ProbeKind, ProbeOpts, ProbeReport, Prober, SenderOpts, SenderReport, SinkOpts,
-    TcpSender, TcpSink, UdpReflector,
+    DscpCounter, ProbeKind, ProbeOpts, ProbeReport, SenderOpts, SenderReport, SinkOpts,
 };
 use crate::dut::{self, DutSetup};
+use crate::tests::testbed::Owned;
 use crate::tests::testbed::{join_each, send_cbr, start_wan_stage, VoiceOutcome};
 use crate::topo::BridgeTopo;
 use crate::{Error, Result};
+
+/// The host names a topology file gives `weir lab rrul`.
+pub const HOSTS: [&str; 2] = ["client", "server"];
 
 /// The client's main address (probes and flows) and the server's.
 const CLIENT: Ipv4Addr = BridgeTopo::SND_ADDR;
@@ -101,19 +104,25 @@ pub(super) fn run_one(
     let kind = DutKind::parse(&pol.dut)?;
     let tag = format!("rrul {}-{run}", spec.name());
     let (policy, temp) = dut_policy_file(&kind, &pol.dut, &tag, &pol.policy)?;
-    let topo = BridgeTopo::with_wan_stage("rr")?;
+    let owned = Owned::new(c.topology.as_ref(), HOSTS, "rr", true)?;
+    let bed = owned.bed()?;
     // the hosts keep their default offloads (TSO/GSO super-packets reach the DUT as they
     // would from a real host: weir segments them, the kernel's qdiscs take them whole)
-    for ns in [&topo.snd, &topo.rcv] {
-        crate::remote::Host::Local(ns).set_tcp_options(true, true, true)?;
-        ns.set_sysctl("net.ipv4.tcp_ecn", &spec.variant.tcp_ecn().to_string())?;
+    for h in [bed.snd, bed.rcv] {
+        h.set_tcp_options(true, true, true)?;
+        h.set_sysctl("net.ipv4.tcp_ecn", &spec.variant.tcp_ecn().to_string())?;
     }
-    if flows.iter().any(|f| f.host != Host::Client) {
-        topo.add_sender_addrs(&[HOST_A, HOST_B])?;
-        crate::topo::add_addr(&topo.rcv, &topo.rcv_if, &format!("{SERVER_B}/24"))?;
+    let two_hosts = flows.iter().any(|f| f.host != Host::Client);
+    bed.address(if two_hosts { &[HOST_A, HOST_B] } else { &[] })?;
+    if two_hosts {
+        bed.receiver_addr(&format!("{SERVER_B}/24"))?;
     }
+    // the emulated line in namespaces; on real hosts the network's own path
     let line_text = line_policy(&spec.link, 1 + u64::from(run));
-    let mut line = start_wan_stage(&topo, &line_text, c.busy_poll)?;
+    let mut line = match bed.topo {
+        Some(topo) => Some(start_wan_stage(topo, &line_text, c.busy_poll)?),
+        None => None,
+    };
     let up_sink = SocketAddr::new(IpAddr::V4(SERVER), UP_PORT);
     // where a host's uploads go: host B's to the server's second address (`hosts`)
     let up_to = |h: Host| match h {
@@ -132,7 +141,9 @@ pub(super) fn run_one(
         })
         .collect();
     let setup = DutSetup {
-        place: topo.dut_place(),
+        place: bed
+            .place
+            .ok_or_else(|| Error::Invalid("rrul: an external DUT is not supported".into()))?,
         policy: &policy,
         sessions: &sessions,
         busy_poll: c.busy_poll,
@@ -141,29 +152,33 @@ pub(super) fn run_one(
 
     let t0 = Instant::now();
     let t0_ns = weir_io::clock::realtime_ns();
-    let sink = |ns, port| {
+    let sink = |port| {
         let mut o = SinkOpts::new(
             SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port),
             Duration::from_millis(BIN_MS),
         );
         o.epoch = Some(t0);
-        TcpSink::start_with(ns, o)
+        o
     };
-    let sink_up = sink(&topo.rcv, UP_PORT)?;
-    let sink_down = sink(&topo.snd, DOWN_PORT)?;
-    let reflector = UdpReflector::start(
-        &topo.rcv,
-        SocketAddr::new(IpAddr::V4(SERVER), PROBE_PORT),
-        None,
-    )?;
+    let sink_up = bed.rcv.tcp_sink(sink(UP_PORT))?;
+    let sink_down = bed.snd.tcp_sink(sink(DOWN_PORT))?;
+    let reflector = bed
+        .rcv
+        .udp_reflector(SocketAddr::new(IpAddr::V4(SERVER), PROBE_PORT), None)?;
     let acks = if spec.case == Case::AckFilter {
+        let topo = bed.namespaces("ackfilter")?;
         Some(DscpCounter::start(&topo.rcv, &topo.rcv_if)?)
     } else {
         None
     };
     let calls = spec.case.has_calls();
-    let call_sinks = if calls {
-        vec![
+    let call_topo = if calls {
+        Some(bed.namespaces("voice")?)
+    } else {
+        None
+    };
+    let call_sinks = match call_topo {
+        Some(topo) => vec![
             CbrSink::start_with(
                 &topo.rcv,
                 voice_sink(SocketAddr::new(IpAddr::V4(SERVER), CALL_PORT)),
@@ -172,16 +187,15 @@ pub(super) fn run_one(
                 &topo.snd,
                 voice_sink(SocketAddr::new(IpAddr::V4(CLIENT), CALL_PORT)),
             )?,
-        ]
-    } else {
-        Vec::new()
+        ],
+        None => Vec::new(),
     };
     let interval = Duration::from_secs_f64(spec.probe_ms / 1000.0);
     let probe = |k: ProbeKind, port: u16| {
         let mut o = ProbeOpts::new(k, SocketAddr::new(IpAddr::V4(SERVER), port), interval);
         o.src = Some(CLIENT);
         o.grace = Duration::from_secs(1);
-        Prober::start(&topo.snd, o)
+        bed.snd.prober(o)
     };
     let probers = [
         probe(ProbeKind::Udp, PROBE_PORT)?,
@@ -191,8 +205,9 @@ pub(super) fn run_one(
     let end = Duration::from_secs_f64(c.idle_s + c.load_s);
     let label = format!("{} run {} {}", spec.name(), run + 1, pol.dut);
 
+    let mut dead = None;
     let (reports, call_reports, probe_reports) = std::thread::scope(|sc| {
-        let call_handles: Vec<_> = if calls {
+        let call_handles: Vec<_> = if let Some(topo) = call_topo {
             [(&topo.snd, CLIENT, SERVER), (&topo.rcv, SERVER, CLIENT)]
                 .into_iter()
                 .map(|(ns, from, to)| {
@@ -210,13 +225,9 @@ pub(super) fn run_one(
         let handles: Vec<_> = flows
             .iter()
             .map(|f| {
-                let (ns, dst, src) = match f.dir {
-                    Dir::Up => (
-                        &topo.snd,
-                        up_to(f.host),
-                        Some(IpAddr::V4(host_addr(f.host))),
-                    ),
-                    Dir::Down => (&topo.rcv, down_sink, None),
+                let (h, dst, src) = match f.dir {
+                    Dir::Up => (bed.snd, up_to(f.host), Some(IpAddr::V4(host_addr(f.host)))),
+                    Dir::Down => (bed.rcv, down_sink, None),
                 };
                 let mut o = SenderOpts::new(dst, end - load_at, &c.cc);
                 o.src = src;
@@ -235,8 +246,8 @@ pub(super) fn run_one(
                         }
                         std::thread::sleep((load_at - t0.elapsed()).min(Duration::from_millis(50)));
                     }
-                    let s = TcpSender::start(ns, o).map_err(|e| e.to_string())?;
-                    Ok(s.join())
+                    let s = h.tcp_sender(o).map_err(|e| e.to_string())?;
+                    s.join().map_err(|e| e.to_string())
                 })
             })
             .collect();
@@ -250,15 +261,29 @@ pub(super) fn run_one(
             if !running.is_running() || crate::interrupted() {
                 break;
             }
+            if let Some(e) = owned.dead_host() {
+                dead = Some(e);
+                break;
+            }
         }
         // the probes end with the load (their replies come back within the grace)
-        let probe_reports: Vec<ProbeReport> = probers.into_iter().map(Prober::finish).collect();
+        let probe_reports: Vec<Result<ProbeReport>> =
+            probers.into_iter().map(|p| p.stop()).collect();
         let reports = join_each::<SenderReport>(handles, "sender");
         let call_reports = join_each::<CbrSenderReport>(call_handles, "call");
         (reports, call_reports, probe_reports)
     });
-    let up_report = sink_up.stop();
-    let down_report = sink_down.stop();
+    if let Some(e) = dead {
+        return Err(Error::Invalid(format!(
+            "a host died mid-run: {}",
+            e.message()
+        )));
+    }
+    let probe_reports = probe_reports.into_iter().collect::<Result<Vec<_>>>()?;
+    // the probes' times on this machine's clock (real hosts: each host's offset taken out)
+    let clocks = Clocks::of(&owned.host_info());
+    let up_report = sink_up.stop()?;
+    let down_report = sink_down.stop()?;
     let calls: Vec<VoiceOutcome> = call_sinks
         .into_iter()
         .zip(call_reports)
@@ -267,7 +292,7 @@ pub(super) fn run_one(
             VoiceOutcome::collect(name, super::policy::CLASS, src, sink, rep)
         })
         .collect();
-    let refl = reflector.stop();
+    let refl = reflector.stop()?;
     let (ack_frames, ack_bytes) = match acks.map(DscpCounter::stop) {
         Some(d) => {
             let c = d.sum_where(|f| f.proto == 6 && f.src.port() == DOWN_PORT);
@@ -278,7 +303,7 @@ pub(super) fn run_one(
         None => (None, None),
     };
     let dut_report = running.stop();
-    let line_report = match line.stop() {
+    let line_report = match line.as_mut().and_then(|l| l.stop()) {
         Some(Ok(r)) => serde_json::to_value(r).unwrap_or(Value::Null),
         Some(Err(e)) => json!({ "error": e }),
         None => Value::Null,
@@ -300,7 +325,7 @@ pub(super) fn run_one(
     let mut probes: Vec<ProbeSeries> = probe_reports
         .iter()
         .zip([ProbeKind::Udp, ProbeKind::Icmp])
-        .map(|(r, k)| probe_series(k, r, t0_ns))
+        .map(|(r, k)| probe_series(k, r, t0_ns, &clocks))
         .collect();
     if let Some(e) = refl.error {
         probes[0].error.get_or_insert(format!("reflector: {e}"));
@@ -315,8 +340,12 @@ pub(super) fn run_one(
         ack_frames,
         ack_bytes,
         dut_report: serde_json::to_value(&dut_report).unwrap_or_default(),
-        line_report: json!({ "policy": line_text, "report": line_report }),
+        line_report: match bed.topo {
+            Some(_) => json!({ "policy": line_text, "report": line_report }),
+            None => json!({ "none": "real hosts: the network's own path" }),
+        },
         seconds,
+        hosts: owned.host_info(),
     })
 }
 
@@ -365,10 +394,61 @@ fn flow_outcome(
     out
 }
 
-/// A prober's report on the run's timeline (µs since `t0_ns`).
-fn probe_series(kind: ProbeKind, r: &ProbeReport, t0_ns: u64) -> ProbeSeries {
+/// The real hosts' clocks against this machine's: each probe time moves onto this
+/// machine's clock. One-way delays are kept only when the two hosts' offsets are known to
+/// within [`ONE_WAY_BOUND_MS`] together (round trips never depend on them).
+#[derive(Clone, Copy, Debug, Default)]
+struct Clocks {
+    /// The client's and the server's clock minus this machine's, ns.
+    client_ns: i64,
+    server_ns: i64,
+    one_way: bool,
+}
+
+/// The widest bound on the two hosts' clock offsets (summed) for one-way figures, ms.
+pub const ONE_WAY_BOUND_MS: f64 = 1.0;
+
+impl Clocks {
+    fn of(hosts: &[crate::remote::HostInfo]) -> Clocks {
+        let find = |n: &str| hosts.iter().find(|h| h.name == n).map(|h| h.clock);
+        match (find(HOSTS[0]), find(HOSTS[1])) {
+            (Some(c), Some(s)) => Clocks {
+                client_ns: (c.offset_ms * 1e6) as i64,
+                server_ns: (s.offset_ms * 1e6) as i64,
+                one_way: c.uncertainty_ms + s.uncertainty_ms <= ONE_WAY_BOUND_MS,
+            },
+            _ => Clocks {
+                one_way: true,
+                ..Clocks::default()
+            },
+        }
+    }
+
+    /// `r`'s record on this machine's clock.
+    fn local(&self, r: &crate::agents::ProbeRecord) -> crate::agents::ProbeRecord {
+        let on = |t: u64, off: i64| (t as i64 - off).max(0) as u64;
+        crate::agents::ProbeRecord {
+            seq: r.seq,
+            tx_ns: on(r.tx_ns, self.client_ns),
+            rx_ns: r.rx_ns.map(|t| on(t, self.client_ns)),
+            far_rx_ns: r.far_rx_ns.map(|t| on(t, self.server_ns)),
+            far_tx_ns: r.far_tx_ns.map(|t| on(t, self.server_ns)),
+        }
+    }
+}
+
+/// A prober's report on the run's timeline (µs since `t0_ns`), its times on this
+/// machine's clock.
+fn probe_series(kind: ProbeKind, r: &ProbeReport, t0_ns: u64, clocks: &Clocks) -> ProbeSeries {
     let us = |ns: Option<i64>| ns.map(|n| n / 1000);
-    let udp = kind == ProbeKind::Udp;
+    let udp = kind == ProbeKind::Udp && clocks.one_way;
+    let records: Vec<crate::agents::ProbeRecord> =
+        r.records.iter().map(|p| clocks.local(p)).collect();
+    let r = ProbeReport {
+        records,
+        ..r.clone()
+    };
+    let r = &r;
     ProbeSeries {
         kind: Some(kind),
         sent_us: r

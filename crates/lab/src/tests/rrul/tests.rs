@@ -119,6 +119,7 @@ fn run(c: &RrulConfig, dut: &str, flows: &[FlowPlan], f: &Fake) -> RrulRun {
         dut_report: json!({ "spec": dut, "description": "synthetic", "counters": f.counters, "errors": [] }),
         line_report: Value::Null,
         seconds: 12.0,
+        hosts: Vec::new(),
     }
 }
 

@@ -24,7 +24,8 @@ pub const HOSTS: [&str; 2] = ["sender", "receiver"];
 /// What a run's testbed is made of, owned for the run.
 pub(crate) enum Owned {
     Namespaces(BridgeTopo),
-    Remote(RemoteBed),
+    /// The hosts and the names of the sending and the receiving side.
+    Remote(RemoteBed, [&'static str; 2]),
 }
 
 /// The run's view of its testbed.
@@ -41,13 +42,18 @@ pub(crate) struct Bed<'a> {
 }
 
 impl Owned {
-    /// A fresh testbed for one run of `plan`: namespaces (with a WAN stage when
-    /// `wan_stage`), or the plan's topology connected.
-    pub fn new(plan: &Plan, wan_stage: bool) -> Result<Owned> {
-        match &plan.topology {
-            Some(t) => Ok(Owned::Remote(RemoteBed::connect(t)?)),
-            None if wan_stage => Ok(Owned::Namespaces(BridgeTopo::with_wan_stage("tb")?)),
-            None => Ok(Owned::Namespaces(BridgeTopo::new("tb")?)),
+    /// A fresh testbed for one run: namespaces labelled `label` (with a WAN stage when
+    /// `wan_stage`), or `topology` connected, its hosts `roles` (sending side first).
+    pub fn new(
+        topology: Option<&Topology>,
+        roles: [&'static str; 2],
+        label: &str,
+        wan_stage: bool,
+    ) -> Result<Owned> {
+        match topology {
+            Some(t) => Ok(Owned::Remote(RemoteBed::connect(t)?, roles)),
+            None if wan_stage => Ok(Owned::Namespaces(BridgeTopo::with_wan_stage(label)?)),
+            None => Ok(Owned::Namespaces(BridgeTopo::new(label)?)),
         }
     }
 
@@ -61,11 +67,11 @@ impl Owned {
                 place: Some(t.dut_place()),
                 topo: Some(t),
             },
-            Owned::Remote(r) => Bed {
-                snd: r.host(HOSTS[0])?,
-                rcv: r.host(HOSTS[1])?,
-                snd_if: r.interface(HOSTS[0])?,
-                rcv_if: r.interface(HOSTS[1])?,
+            Owned::Remote(r, [snd, rcv]) => Bed {
+                snd: r.host(snd)?,
+                rcv: r.host(rcv)?,
+                snd_if: r.interface(snd)?,
+                rcv_if: r.interface(rcv)?,
                 place: r.dut_place(),
                 topo: None,
             },
@@ -76,7 +82,7 @@ impl Owned {
     pub fn dead_host(&self) -> Option<Error> {
         match self {
             Owned::Namespaces(_) => None,
-            Owned::Remote(r) => r.dead_host(),
+            Owned::Remote(r, _) => r.dead_host(),
         }
     }
 
@@ -84,7 +90,7 @@ impl Owned {
     pub fn host_info(&self) -> Vec<HostInfo> {
         match self {
             Owned::Namespaces(_) => Vec::new(),
-            Owned::Remote(r) => r.info().to_vec(),
+            Owned::Remote(r, _) => r.info().to_vec(),
         }
     }
 }
@@ -99,8 +105,9 @@ impl<'a> Bed<'a> {
         })
     }
 
-    /// The hosts as the plan wants them: no segmentation offload (wire-size frames through
-    /// the DUT), the plan's TCP options, its minimum RTO, every session's source address.
+    /// The hosts as a seed 000 plan wants them: no segmentation offload (wire-size frames
+    /// through the DUT), the plan's TCP options, its minimum RTO, every session's source
+    /// address.
     pub fn prepare(&self, plan: &Plan, srcs: &[Ipv4Addr]) -> Result<()> {
         for (h, ifname) in [(self.snd, self.snd_if), (self.rcv, self.rcv_if)] {
             h.set_offloads(ifname, &Offloads::SEGMENTATION_OFF)?;
@@ -118,27 +125,21 @@ impl<'a> Bed<'a> {
                 &format!("{rto}ms"),
             ])?;
         }
+        self.address(srcs)
+    }
+
+    /// The testbed's addresses: in namespaces the sender's extra source addresses `srcs`
+    /// (the main ones exist); on real hosts also the main ones, the sender's 10.77.0.1/24
+    /// and the receiver's 10.77.0.2/24, on their test interfaces. Each of `srcs` is a /32
+    /// on the sender's interface with a route back at the receiver.
+    pub fn address(&self, srcs: &[Ipv4Addr]) -> Result<()> {
         match (self.topo, self.snd, self.rcv) {
             (Some(topo), _, _) => topo.add_sender_addrs(srcs),
             (None, Host::Remote(snd), Host::Remote(rcv)) => {
-                let addr = |h: &crate::remote::SshHost, ifname: &str, cidr: String| {
-                    h.call(crate::remote::wire::Op::AddrAdd {
-                        ifname: ifname.into(),
-                        cidr: cidr.clone(),
-                    })
-                    .map(drop)
-                    .map_err(|e| {
-                        Error::Invalid(format!(
-                            "{}: address {cidr} on {ifname}: {}",
-                            h.name(),
-                            e.message()
-                        ))
-                    })
-                };
-                addr(snd, self.snd_if, format!("{}/24", BridgeTopo::SND_ADDR))?;
-                addr(rcv, self.rcv_if, format!("{}/24", BridgeTopo::RCV_ADDR))?;
+                addr_add(snd, self.snd_if, format!("{}/24", BridgeTopo::SND_ADDR))?;
+                addr_add(rcv, self.rcv_if, format!("{}/24", BridgeTopo::RCV_ADDR))?;
                 for a in srcs {
-                    addr(snd, self.snd_if, format!("{a}/32"))?;
+                    addr_add(snd, self.snd_if, format!("{a}/32"))?;
                     rcv.call(crate::remote::wire::Op::RouteAdd {
                         dst: format!("{a}/32"),
                         ifname: self.rcv_if.into(),
@@ -146,11 +147,38 @@ impl<'a> Bed<'a> {
                 }
                 Ok(())
             }
-            _ => Err(Error::Invalid(
-                "a testbed of namespaces and real hosts mixed".into(),
-            )),
+            _ => Err(mixed()),
         }
     }
+
+    /// One more address (`CIDR`) on the receiver's test interface.
+    pub fn receiver_addr(&self, cidr: &str) -> Result<()> {
+        match (self.topo, self.rcv) {
+            (Some(topo), _) => crate::topo::add_addr(&topo.rcv, &topo.rcv_if, cidr),
+            (None, Host::Remote(rcv)) => addr_add(rcv, self.rcv_if, cidr.to_string()),
+            _ => Err(mixed()),
+        }
+    }
+}
+
+fn mixed() -> Error {
+    Error::Invalid("a testbed of namespaces and real hosts mixed".into())
+}
+
+/// `ip addr add CIDR dev IFNAME` on a remote host (removed when its session ends).
+fn addr_add(h: &crate::remote::SshHost, ifname: &str, cidr: String) -> Result<()> {
+    h.call(crate::remote::wire::Op::AddrAdd {
+        ifname: ifname.into(),
+        cidr: cidr.clone(),
+    })
+    .map(drop)
+    .map_err(|e| {
+        Error::Invalid(format!(
+            "{}: address {cidr} on {ifname}: {}",
+            h.name(),
+            e.message()
+        ))
+    })
 }
 
 /// What a plan may not ask of real hosts yet: refused before anything connects.

@@ -509,7 +509,7 @@ pub fn run_plan(
         (None, Some(bps)) => Some(line_policy(bps, 1 + run as u64)),
         (None, None) => wan_policy(&plan.sessions, 1 + run as u64),
     };
-    let owned = hosts::Owned::new(plan, wan.is_some())?;
+    let owned = hosts::Owned::new(plan.topology.as_ref(), HOSTS, "tb", wan.is_some())?;
     let bed = owned.bed()?;
     let srcs: Vec<Ipv4Addr> = plan
         .sessions
@@ -956,6 +956,7 @@ pub fn run_each(
 }
 
 mod hosts;
+pub(crate) use hosts::Owned;
 pub use hosts::{check_duts, HOSTS};
 mod output;
 pub use output::{recordings, voice_delay_series, Outputs};
