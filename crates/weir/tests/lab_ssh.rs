@@ -470,3 +470,70 @@ fn rrul_on_ssh_hosts() {
     assert!(added < 3.0, "added p50 {added} ms");
     assert_eq!([h.state(0), h.state(1)], before, "a host was left changed");
 }
+
+/// What runs only in namespaces is refused with `--topology` before anything connects
+/// (no root or sshd needed).
+#[test]
+fn topology_refusals_before_anything_connects() {
+    let dir = TempDir(std::env::temp_dir().join(format!("weir-ssh-refuse-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let write = |name: &str, roles: [&str; 2]| {
+        let p = dir.0.join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "[hosts.{}]\nssh = \"h1\"\ninterface = \"eth1\"\n[hosts.{}]\nssh = \"h2\"\n\
+                 interface = \"eth1\"\n[dut]\nlan = \"l0\"\nwan = \"w0\"\n",
+                roles[0], roles[1]
+            ),
+        )
+        .unwrap();
+        p.display().to_string()
+    };
+    let seed000 = write("seed000.toml", ["sender", "receiver"]);
+    let rrul = write("rrul.toml", ["client", "server"]);
+    for (args, want) in [
+        (
+            vec!["lab", "robustness", "--topology", &seed000],
+            "only in the namespace testbed",
+        ),
+        (
+            vec!["lab", "voip", "--topology", &seed000],
+            "only in the namespace testbed",
+        ),
+        (
+            vec!["lab", "rrul", "--topology", &rrul, "--rtt", "50"],
+            "--rtt 0",
+        ),
+        (
+            vec![
+                "lab",
+                "rrul",
+                "--topology",
+                &rrul,
+                "--rtt",
+                "0",
+                "--case",
+                "voice",
+            ],
+            "voice case",
+        ),
+        // each lab's own host names
+        (
+            vec!["lab", "rrul", "--topology", &seed000, "--rtt", "0"],
+            "unknown host `receiver`",
+        ),
+        (
+            vec!["lab", "basic", "--topology", &rrul],
+            "unknown host `client`",
+        ),
+        (
+            vec!["lab", "basic", "--topology", "/nonexistent.toml"],
+            "/nonexistent.toml",
+        ),
+    ] {
+        let (code, _, err) = weir(&args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: want {want:?} in {err}");
+    }
+}

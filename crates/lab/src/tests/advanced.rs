@@ -126,6 +126,9 @@ pub struct AdvancedConfig {
     pub interval_ms: u64,
     /// Sliding window for t95 and the charts, ms.
     pub smooth_ms: u64,
+    /// Real hosts instead of namespaces (`--topology FILE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<crate::remote::Topology>,
 }
 
 impl AdvancedConfig {
@@ -154,6 +157,7 @@ impl AdvancedConfig {
             after_s: ((stop + 5.0).min(duration_s - 1.5), duration_s - 0.5),
             interval_ms: 100,
             smooth_ms: 500,
+            topology: None,
         }
     }
 
@@ -242,7 +246,7 @@ pub fn plan(subtest: &str, c: &AdvancedConfig) -> Result<Plan> {
         udp: Vec::new(),
         stage_policy: None,
         count_dscp: false,
-        topology: None,
+        topology: c.topology.clone(),
     };
     plan.validate()?;
     Ok(plan)
@@ -398,6 +402,9 @@ impl Lab for Advanced {
 
     fn plan(&self, c: &AdvancedConfig) -> Result<Outline> {
         let plans = plans(c)?;
+        if let Some(t) = &c.topology {
+            super::testbed::check_duts(t, &c.duts)?;
+        }
         Ok(Outline {
             what: format!(
                 "{} on {} DUT(s) x {} run(s) of {} s",

@@ -145,6 +145,11 @@ struct TestbedArgs {
     /// weir DUTs busy-poll (more precise timing, one busy core).
     #[arg(long)]
     busy_poll: bool,
+    /// Run on real hosts: a topology file naming the hosts `sender` and `receiver` (reached
+    /// over SSH, `weir agent` there) and the DUT (docs/lab.md, "Real hosts"). basic and
+    /// advanced.
+    #[arg(long, value_name = "FILE")]
+    topology: Option<PathBuf>,
 }
 
 /// Makes a lab's DUT list from `--compare` and `--dut` (`None`: the lab's default).
@@ -152,6 +157,7 @@ type DutList = fn(bool, Vec<String>) -> weir_lab::Result<Option<Vec<String>>>;
 
 impl TestbedArgs {
     /// Put the options into a seed 000 lab's configuration; `list` makes its DUT list.
+    /// `topology`: where `--topology` goes, `None` for a lab that runs only in namespaces.
     fn apply(
         self,
         list: DutList,
@@ -159,11 +165,25 @@ impl TestbedArgs {
         runs: &mut u32,
         cc: &mut String,
         busy_poll: &mut bool,
+        topology: Option<&mut Option<weir_lab::remote::Topology>>,
     ) -> anyhow::Result<()> {
         set(duts, list(self.compare, self.dut)?);
         set(runs, runs_arg(self.runs)?);
         *cc = self.cc;
         *busy_poll = self.busy_poll;
+        match (self.topology, topology) {
+            (None, _) => {}
+            (Some(t), Some(to)) => {
+                *to = Some(weir_lab::remote::Topology::read(
+                    &t.display().to_string(),
+                    &testbed::HOSTS,
+                )?)
+            }
+            (Some(_), None) => anyhow::bail!(
+                "--topology: this lab runs only in the namespace testbed (its subtests need \
+                 the WAN stage); basic and advanced run on real hosts"
+            ),
+        }
         Ok(())
     }
 }
@@ -247,10 +267,6 @@ pub(super) struct BasicArgs {
     /// Analysis window FROM-TO in seconds (paper: 30-230).
     #[arg(long)]
     window: Option<String>,
-    /// Run on real hosts: a topology file naming the hosts `sender` and `receiver` (reached
-    /// over SSH, `weir agent` there) and the DUT (docs/lab.md, "Real hosts").
-    #[arg(long, value_name = "FILE")]
-    topology: Option<PathBuf>,
 }
 
 impl LabArgs for BasicArgs {
@@ -265,6 +281,7 @@ impl LabArgs for BasicArgs {
             &mut c.runs,
             &mut c.cc,
             &mut c.busy_poll,
+            Some(&mut c.topology),
         )?;
         if let Some(d) = self.duration {
             // in the paper's proportions, unless --window says otherwise
@@ -272,12 +289,6 @@ impl LabArgs for BasicArgs {
         }
         if let Some(w) = &self.window {
             c.window_s = window_arg(w)?;
-        }
-        if let Some(t) = &self.topology {
-            c.topology = Some(weir_lab::remote::Topology::read(
-                &t.display().to_string(),
-                &testbed::HOSTS,
-            )?);
         }
         let (policy_file, policy_text) =
             read_policy(self.policy.as_deref(), crate::DEFAULT_POLICY)?;
@@ -340,6 +351,7 @@ impl LabArgs for RobustnessArgs {
             &mut c.delays.runs,
             &mut c.cc,
             &mut c.busy_poll,
+            None,
         )?;
         if !self.only.is_empty() {
             c.subtests = self.only;
@@ -378,6 +390,7 @@ impl LabArgs for AdvancedArgs {
             &mut c.runs,
             &mut c.cc,
             &mut c.busy_poll,
+            Some(&mut c.topology),
         )?;
         if !self.only.is_empty() {
             c.subtests = self.only;
@@ -414,6 +427,7 @@ impl LabArgs for VoipArgs {
             &mut c.runs,
             &mut c.cc,
             &mut c.busy_poll,
+            None,
         )?;
         if !self.link.is_empty() {
             c.links = self.link;
