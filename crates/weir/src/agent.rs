@@ -24,6 +24,7 @@ pub fn run(_: Args) -> anyhow::Result<ExitCode> {
         std::io::BufReader::new(std::io::stdin()),
         std::io::stdout(),
         &|| stop.load(Ordering::Relaxed) || hup.load(Ordering::Relaxed),
+        weir_lab::remote::IDLE_TIMEOUT,
     )?;
     if stop.load(Ordering::Relaxed) || hup.load(Ordering::Relaxed) {
         eprintln!("weir agent: stopped by a signal; its agents stopped and its changes undone");

@@ -421,6 +421,16 @@ fn ssh_host_failures_name_the_host_and_leave_hosts_clean() {
     assert_eq!([h.state(0), h.state(1)], before, "a host was left changed");
 }
 
+/// `weir lab rrul --quick --case rrul_be --rtt 0 --dut DUT [EXTRA…] --topology TOPO --out OUT`.
+fn rrul_args<'a>(dut: &'a str, topo: &'a str, out: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut a = vec![
+        "lab", "rrul", "--quick", "--case", "rrul_be", "--rtt", "0", "--dut", dut,
+    ];
+    a.extend_from_slice(extra);
+    a.extend_from_slice(&["--topology", topo, "--out", out.to_str().unwrap()]);
+    a
+}
+
 /// `weir lab rrul` on SSH-reached hosts: the network's own path (here veths), weir's
 /// default queue at 10 Mbit/s; one-way delays on the lab's clock.
 #[test]
@@ -431,21 +441,7 @@ fn rrul_on_ssh_hosts() {
     let before = [h.state(0), h.state(1)];
     let topo = h.write("rrul", &h.topology_of(["client", "server"]));
     let out = h.dir.0.join("out");
-    let (code, stdout, err) = weir(&[
-        "lab",
-        "rrul",
-        "--quick",
-        "--case",
-        "rrul_be",
-        "--rtt",
-        "0",
-        "--dut",
-        "weir:fq_cobalt",
-        "--topology",
-        &topo,
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let (code, stdout, err) = weir(&rrul_args("weir:fq_cobalt", &topo, &out, &[]));
     eprintln!("{stdout}\n{err}");
     assert_eq!(code, 0, "{err}");
     assert!(stdout.contains("real hosts"), "{stdout}");
@@ -531,9 +527,70 @@ fn topology_refusals_before_anything_connects() {
             vec!["lab", "basic", "--topology", "/nonexistent.toml"],
             "/nonexistent.toml",
         ),
+        // an external DUT needs real hosts
+        (
+            vec!["lab", "basic", "--dut", "external"],
+            "only on real hosts",
+        ),
+        (
+            vec!["lab", "robustness", "--dut", "external"],
+            "only on real hosts",
+        ),
+        (
+            vec!["lab", "rrul", "--dut", "external"],
+            "only on real hosts",
+        ),
+        (
+            vec!["lab", "rfc2544", "--dut", "external"],
+            "only on real hosts",
+        ),
     ] {
         let (code, _, err) = weir(&args);
         assert_eq!(code, 1, "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: want {want:?} in {err}");
     }
+}
+
+/// rrul against an external DUT: the lab configures nothing between the hosts (here the
+/// test itself bridges the two veths, as a box of its own would forward).
+#[test]
+fn rrul_against_an_external_dut() {
+    let Some(h) = Hosts::new("rrul_external") else {
+        return;
+    };
+    let here = Netns::host().unwrap();
+    let (br, _) = unique_veth_names();
+    here.ip(&["link", "add", &br, "type", "bridge"]).unwrap();
+    struct DelBridge(String);
+    impl Drop for DelBridge {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["link", "del", &self.0]).status();
+        }
+    }
+    let _bridge = DelBridge(br.clone());
+    for port in [&h.lan, &h.wan] {
+        here.ip(&["link", "set", port, "master", &br]).unwrap();
+    }
+    set_up(&here, &br).unwrap();
+    let lan_wan = format!("lan = \"{}\"\nwan = \"{}\"", h.lan, h.wan);
+    let topo = h.write(
+        "external",
+        &h.topology_of(["client", "server"])
+            .replace(&lan_wan, "external = true"),
+    );
+    let out = h.dir.0.join("out");
+    let (code, stdout, err) = weir(&rrul_args(
+        "external",
+        &topo,
+        &out,
+        &["--idle", "1s", "--length", "4s"],
+    ));
+    eprintln!("{stdout}\n{err}");
+    assert_eq!(code, 0, "{err}");
+    let v = lab_result(&out, "rrul", &["result.json"]);
+    let run = &v["parts"][0]["runs"][0];
+    assert_eq!(run["dut_report"]["spec"], "external");
+    // nothing shapes: the flows run at the veths' speed, far above the 10 Mbit/s named
+    let row = &v["parts"][0]["rows"][0];
+    assert!(row["down"]["share"].as_f64().unwrap() > 2.0, "{row}");
 }

@@ -249,6 +249,32 @@ pub struct DutReport {
     pub errors: Vec<String>,
 }
 
+/// `spec`, refused when it is `external` (for the labs that run only in namespaces).
+pub fn in_namespaces(spec: DutSpec) -> Result<DutSpec> {
+    match spec {
+        DutSpec::External => Err(Error::Invalid(
+            "DUT external: only on real hosts, with a topology file whose [dut] is \
+             `external = true` (--topology: basic, advanced, rrul)"
+                .into(),
+        )),
+        s => Ok(s),
+    }
+}
+
+impl DutReport {
+    /// The report of an external DUT (`--dut external`): nothing ran here, nothing counted.
+    pub fn external(topology_file: &str) -> DutReport {
+        DutReport {
+            spec: DutSpec::External.name(),
+            description: format!(
+                "external: a device the lab does not configure, between the hosts of {topology_file}"
+            ),
+            counters: Value::Null,
+            errors: Vec::new(),
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Running DUTs
 

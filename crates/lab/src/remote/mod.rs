@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use host::{Agent, Host, LocalAgent};
-pub use serve::serve;
+pub use serve::{serve, IDLE_TIMEOUT};
 pub use ssh::{ClockOffset, SshHost, SshTarget};
 pub use topology::{TopoDut, TopoHost, Topology};
 

@@ -6,8 +6,10 @@
 //! process's own network namespace.
 //!
 //! **Cleanup.** The session ends at end of input — the lab closed the channel, or the lab,
-//! its machine or the network died (sshd then closes the pipe) — or when `stop` says so
-//! (`weir agent` on SIGINT, SIGTERM or SIGHUP). Every agent still running
+//! its machine or the network died (sshd then closes the pipe) — when no request came for
+//! [`IDLE_TIMEOUT`] (the lab pings every [`PING_EVERY`](super::ssh::PING_EVERY); a lab
+//! machine cut off the network closes nothing, and sshd would wait for TCP to give up), or
+//! when `stop` says so (`weir agent` on SIGINT, SIGTERM or SIGHUP). Every agent still running
 //! is stopped, and every change the session made is undone in reverse order: sysctls and
 //! offloads written back, addresses and routes removed, an interface it brought up set
 //! down again. A host is left as the lab found it
@@ -105,15 +107,18 @@ struct Session {
 
 /// How often the request loop looks at `stop` while no request comes.
 const STOP_POLL: Duration = Duration::from_millis(50);
+/// The session ends when no request came for this long (six of the lab's pings).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Serves requests from `input` until its end or until `stop()` is true, replies to
-/// `output`; then stops every agent and undoes every change. Returns the problems met
+/// Serves requests from `input` until its end, until none came for `idle` or until
+/// `stop()` is true, replies to `output`; then stops every agent and undoes every change. Returns the problems met
 /// while undoing (also written to standard error). `input` is read on a thread of its own
 /// that is left blocked in its read when `stop` ends the session.
 pub fn serve(
     input: impl BufRead + Send + 'static,
     output: impl Write + Send,
     stop: &(dyn Fn() -> bool + Sync),
+    idle: Duration,
 ) -> Result<Vec<String>> {
     let session = Session {
         ns: Netns::host()?,
@@ -143,13 +148,21 @@ pub fn serve(
         })
         .map_err(|e| Error::io("spawn thread", e))?;
     std::thread::scope(|sc| {
+        let mut last = Instant::now();
         loop {
             let line = match rx.recv_timeout(STOP_POLL) {
                 Ok(l) => l,
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) if stop() => break,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if last.elapsed() > idle => {
+                    eprintln!(
+                        "weir agent: no request from the lab for {idle:?}: ending the session"
+                    );
+                    break;
+                }
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
             };
+            last = Instant::now();
             if line.trim().is_empty() {
                 continue;
             }
@@ -209,6 +222,7 @@ fn handle(s: &Session, op: Op) -> Result<Value> {
                 .unwrap_or_default(),
         })),
         Op::Clock => Ok(Value::from(weir_io::clock::realtime_ns())),
+        Op::Ping => Ok(Value::Null),
         Op::Sysctl { key, value } => {
             let old = s.ns.get_sysctl(&key)?;
             s.ns.set_sysctl(&key, &value)?;
@@ -379,8 +393,9 @@ mod tests {
         // the sink must listen before the sender connects: feed in two steps through a pipe
         let (r, mut w) = std::io::pipe().unwrap();
         let (out_r, out_w) = std::io::pipe().unwrap();
-        let server =
-            std::thread::spawn(move || serve(std::io::BufReader::new(r), out_w, &|| false));
+        let server = std::thread::spawn(move || {
+            serve(std::io::BufReader::new(r), out_w, &|| false, IDLE_TIMEOUT)
+        });
         let mut replies = std::io::BufReader::new(out_r).lines();
         let mut next =
             || -> Reply { serde_json::from_str(&replies.next().unwrap().unwrap()).unwrap() };
@@ -429,9 +444,12 @@ mod stop_tests {
         let (out_r, out_w) = std::io::pipe().unwrap();
         static STOP: AtomicBool = AtomicBool::new(false);
         let server = std::thread::spawn(move || {
-            serve(std::io::BufReader::new(r), out_w, &|| {
-                STOP.load(Ordering::Relaxed)
-            })
+            serve(
+                std::io::BufReader::new(r),
+                out_w,
+                &|| STOP.load(Ordering::Relaxed),
+                IDLE_TIMEOUT,
+            )
         });
         w.write_all(b"{\"id\":1,\"op\":\"hello\"}\n").unwrap();
         let mut replies = std::io::BufReader::new(out_r).lines();
@@ -439,6 +457,35 @@ mod stop_tests {
         assert_eq!(hello.id, 1);
         STOP.store(true, Ordering::Relaxed);
         assert!(server.join().unwrap().unwrap().is_empty());
+        drop(w);
+    }
+}
+
+#[cfg(test)]
+mod idle_tests {
+    use super::*;
+
+    /// A lab that stops talking (its machine cut off) ends the session after `idle`.
+    #[test]
+    fn silence_ends_the_session() {
+        let (r, mut w) = std::io::pipe().unwrap();
+        let (out_r, out_w) = std::io::pipe().unwrap();
+        let t0 = Instant::now();
+        let server = std::thread::spawn(move || {
+            serve(
+                std::io::BufReader::new(r),
+                out_w,
+                &|| false,
+                Duration::from_millis(300),
+            )
+        });
+        w.write_all(b"{\"id\":1,\"op\":\"ping\"}\n").unwrap();
+        let mut replies = std::io::BufReader::new(out_r).lines();
+        let ping: Reply = serde_json::from_str(&replies.next().unwrap().unwrap()).unwrap();
+        assert_eq!((ping.id, ping.error), (1, None));
+        assert!(server.join().unwrap().unwrap().is_empty());
+        let took = t0.elapsed();
+        assert!(took >= Duration::from_millis(300), "{took:?}");
         drop(w);
     }
 }

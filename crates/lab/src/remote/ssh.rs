@@ -38,6 +38,9 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(15);
 /// How much of ssh's standard error is kept for messages (the end of it).
 const STDERR_KEEP: usize = 4096;
+/// How often the lab pings each agent, so that an agent whose lab vanished without closing
+/// the channel ends its session ([`super::IDLE_TIMEOUT`]).
+pub const PING_EVERY: Duration = Duration::from_secs(5);
 
 /// How to reach a host (a topology file's `[hosts.NAME]`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,6 +80,30 @@ struct Pending {
 struct Shared {
     pending: Mutex<Pending>,
     stderr: Mutex<String>,
+    /// The agent's input (`None` once closed).
+    stdin: Mutex<Option<ChildStdin>>,
+    /// The next request id.
+    next: AtomicU64,
+    /// Set when the host is being released: the pinger stops.
+    closing: std::sync::atomic::AtomicBool,
+}
+
+impl Shared {
+    /// Writes one request line; false when the channel is closed.
+    fn send(&self, id: u64, op: Op) -> bool {
+        let Ok(mut line) = serde_json::to_string(&Request { id, op }) else {
+            return false;
+        };
+        line.push('\n');
+        match lock(&self.stdin).as_mut() {
+            Some(w) => w.write_all(line.as_bytes()).and_then(|_| w.flush()).is_ok(),
+            None => false,
+        }
+    }
+
+    fn next_id(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::Relaxed)
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -88,9 +115,7 @@ pub struct SshHost {
     name: String,
     target: SshTarget,
     child: Mutex<Child>,
-    stdin: Mutex<Option<ChildStdin>>,
     shared: Arc<Shared>,
-    next: AtomicU64,
     threads: Vec<JoinHandle<()>>,
     hello: Hello,
 }
@@ -140,8 +165,11 @@ impl SshHost {
             .map_err(|e| Error::io(format!("{name}: run ssh"), e))?;
         let stdout = child.stdout.take().expect("piped");
         let stderr = child.stderr.take().expect("piped");
-        let stdin = child.stdin.take();
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared {
+            stdin: Mutex::new(child.stdin.take()),
+            next: AtomicU64::new(1),
+            ..Shared::default()
+        });
         let mut threads = Vec::new();
         let sh = Arc::clone(&shared);
         threads.push(
@@ -161,9 +189,7 @@ impl SshHost {
             name: name.to_string(),
             target: target.clone(),
             child: Mutex::new(child),
-            stdin: Mutex::new(stdin),
             shared,
-            next: AtomicU64::new(1),
             threads,
             hello: Hello {
                 protocol: 0,
@@ -185,6 +211,13 @@ impl SshHost {
             )));
         }
         host.hello = hello;
+        let sh = Arc::clone(&host.shared);
+        host.threads.push(
+            std::thread::Builder::new()
+                .name(format!("ssh-ping:{name}"))
+                .spawn(move || ping(&sh))
+                .map_err(|e| Error::io("spawn thread", e))?,
+        );
         Ok(host)
     }
 
@@ -209,7 +242,7 @@ impl SshHost {
     }
 
     fn call_timeout(&self, op: Op, timeout: Option<Duration>) -> Result<Value> {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let id = self.shared.next_id();
         let what = op_name(&op);
         let (tx, rx) = mpsc::channel();
         {
@@ -219,14 +252,7 @@ impl SshHost {
             }
             p.waiting.insert(id, tx);
         }
-        let mut line = serde_json::to_string(&Request { id, op })
-            .map_err(|e| Error::Invalid(format!("encode request: {e}")))?;
-        line.push('\n');
-        let sent = match lock(&self.stdin).as_mut() {
-            Some(w) => w.write_all(line.as_bytes()).and_then(|_| w.flush()).is_ok(),
-            None => false,
-        };
-        if !sent {
+        if !self.shared.send(id, op) {
             lock(&self.shared.pending).waiting.remove(&id);
             return Err(self.gone());
         }
@@ -333,7 +359,8 @@ impl Drop for SshHost {
     /// Closes the agent's input (it stops its agents and undoes its changes), waits for it,
     /// kills ssh if it is still there.
     fn drop(&mut self) {
-        lock(&self.stdin).take();
+        self.shared.closing.store(true, Ordering::Relaxed);
+        lock(&self.shared.stdin).take();
         let deadline = Instant::now() + CLOSE_TIMEOUT;
         let mut child = lock(&self.child);
         loop {
@@ -360,6 +387,7 @@ fn op_name(op: &Op) -> &'static str {
     match op {
         Op::Hello => "hello",
         Op::Clock => "clock",
+        Op::Ping => "ping",
         Op::Sysctl { .. } => "sysctl",
         Op::Offloads { .. } => "offloads",
         Op::LinkUp { .. } => "link_up",
@@ -368,6 +396,23 @@ fn op_name(op: &Op) -> &'static str {
         Op::Start { .. } => "start",
         Op::Stop { .. } => "stop",
         Op::Join { .. } => "join",
+    }
+}
+
+/// The pinger thread: a `ping` every [`PING_EVERY`] until the host is released or the
+/// channel closes (its replies are for nobody and dropped by the reader).
+fn ping(shared: &Shared) {
+    let step = Duration::from_millis(100);
+    let mut since = Duration::ZERO;
+    while !shared.closing.load(Ordering::Relaxed) {
+        std::thread::sleep(step);
+        since += step;
+        if since >= PING_EVERY {
+            since = Duration::ZERO;
+            if !shared.send(shared.next_id(), Op::Ping) {
+                return;
+            }
+        }
     }
 }
 

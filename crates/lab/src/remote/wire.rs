@@ -47,6 +47,8 @@ pub enum Op {
     Hello,
     /// The host's `CLOCK_REALTIME`, ns since the Unix epoch (a JSON number).
     Clock,
+    /// Nothing: the lab's keep-alive (the agent ends a session that stays silent).
+    Ping,
     /// Write a sysctl (dotted, `net.ipv4.tcp_sack`); the old value is written back when
     /// the session ends.
     Sysctl { key: String, value: String },

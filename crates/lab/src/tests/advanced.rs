@@ -402,9 +402,7 @@ impl Lab for Advanced {
 
     fn plan(&self, c: &AdvancedConfig) -> Result<Outline> {
         let plans = plans(c)?;
-        if let Some(t) = &c.topology {
-            super::testbed::check_duts(t, &c.duts)?;
-        }
+        testbed::check_duts(c.topology.as_ref(), &c.duts)?;
         Ok(Outline {
             what: format!(
                 "{} on {} DUT(s) x {} run(s) of {} s",

@@ -185,9 +185,7 @@ impl Lab for Basic {
 
     fn plan(&self, c: &BasicConfig) -> Result<Outline> {
         let plan = plan(&self.policy_file, &self.policy_text, c)?;
-        if let Some(t) = &c.topology {
-            testbed::check_duts(t, &c.duts)?;
-        }
+        testbed::check_duts(c.topology.as_ref(), &c.duts)?;
         Ok(Outline {
             what: format!(
                 "{} sessions, {} DUT(s) x {} run(s) of {} s",

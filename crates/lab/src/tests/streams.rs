@@ -49,8 +49,9 @@ impl DutChoice {
             return Ok(DutChoice::WeirAsWritten);
         }
         DutSpec::parse(s)
-            .map(DutChoice::Spec)
             .map_err(|e| Error::Invalid(format!("{e}, or weir (the policy as written)")))
+            .and_then(dut::in_namespaces)
+            .map(DutChoice::Spec)
     }
 
     /// Whether this is weir (as written or a preset): the DUT the labs' checks judge.

@@ -250,8 +250,9 @@ pub fn spec_of(dut: &str) -> Result<(DutSpec, bool)> {
         Ok((DutSpec::Weir(Technique::Cbq, None), true))
     } else {
         DutSpec::parse(dut)
-            .map(|s| (s, false))
             .map_err(|e| Error::Invalid(format!("{e}, or {ROUTER}")))
+            .and_then(crate::dut::in_namespaces)
+            .map(|s| (s, false))
     }
 }
 

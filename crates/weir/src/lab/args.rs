@@ -172,7 +172,10 @@ impl TestbedArgs {
         *cc = self.cc;
         *busy_poll = self.busy_poll;
         match (self.topology, topology) {
-            (None, _) => {}
+            // a lab that runs only in namespaces refuses `external` here; the others in
+            // their plan, where they know the topology
+            (None, None) => testbed::check_duts(None, duts)?,
+            (None, Some(_)) => {}
             (Some(t), Some(to)) => {
                 *to = Some(weir_lab::remote::Topology::read(
                     &t.display().to_string(),

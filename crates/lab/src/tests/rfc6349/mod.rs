@@ -183,6 +183,7 @@ impl Rfc6349Config {
             rates,
             &self.rtts_ms,
             self.line_pct,
+            false,
         )? {
             return bad(m);
         }

@@ -163,7 +163,13 @@ impl RrulConfig {
         }
         let symmetric = self.cases.iter().any(|c| c.fixed_line().is_none());
         let rates = symmetric.then_some(&self.rates_bps[..]);
-        if let Some(m) = policy::matrix_error(&self.duts, rates, &self.rtts_ms, self.line_pct)? {
+        let external = self
+            .topology
+            .as_ref()
+            .is_some_and(|t| matches!(t.dut, crate::remote::TopoDut::External));
+        if let Some(m) =
+            policy::matrix_error(&self.duts, rates, &self.rtts_ms, self.line_pct, external)?
+        {
             return bad(m);
         }
         if !(self.idle_s >= 1.0 && self.load_s >= 2.0 && self.warmup_s >= 0.0)
@@ -201,12 +207,7 @@ impl RrulConfig {
                     c.name()
                 ));
             }
-            if matches!(t.dut, crate::remote::TopoDut::External) {
-                return bad(format!(
-                    "--topology {}: an external DUT runs only with `weir lab basic` so far",
-                    t.file
-                ));
-            }
+            crate::tests::testbed::check_duts(Some(t), &self.duts)?;
         }
         Ok(())
     }

@@ -128,12 +128,14 @@ impl Link {
 /// Refuse a matrix of links and DUTs that cannot run, with a message that names what is
 /// wrong (the caller prefixes its lab): RTTs of 0 to 2 s, the line faster than the DUT
 /// (`line_pct` 101 to 1000), DUT names [`DutKind::parse`] accepts, none twice, and — when
-/// `rates` is given — rates of 100 kbit/s to 1 Gbit/s. `Ok(None)`: it can run.
+/// `rates` is given — rates of 100 kbit/s to 1 Gbit/s; `external` only where
+/// `external_ok` (a topology whose DUT is external). `Ok(None)`: it can run.
 pub fn matrix_error(
     duts: &[String],
     rates: Option<&[u64]>,
     rtts_ms: &[u64],
     line_pct: u64,
+    external_ok: bool,
 ) -> Result<Option<String>> {
     if rtts_ms.is_empty() || rtts_ms.iter().any(|&r| r > 2000) {
         return Ok(Some("base RTTs of 0 to 2000 ms are needed".into()));
@@ -150,7 +152,13 @@ pub fn matrix_error(
     }
     let mut seen = std::collections::HashSet::new();
     for d in duts {
-        DutKind::parse(d)?;
+        if DutKind::parse(d)? == DutKind::External && !external_ok {
+            return Ok(Some(
+                "DUT external: only on real hosts, with a topology file whose [dut] is \
+                 `external = true` (--topology)"
+                    .into(),
+            ));
+        }
         if !seen.insert(d) {
             return Ok(Some(format!("DUT {d} listed twice")));
         }
@@ -171,6 +179,9 @@ pub enum DutKind {
         aqm: Option<&'static str>,
     },
     Cmd(PathBuf),
+    /// A device the lab does not configure (`external`, with a topology file whose `[dut]`
+    /// is external): assumed to shape to the link's rate.
+    External,
 }
 
 impl DutKind {
@@ -196,9 +207,7 @@ impl DutKind {
             DutSpec::KernelBridge => Ok(DutKind::Bridge),
             k @ (DutSpec::KernelHtb | DutSpec::KernelHtbPerFlow) => Ok(DutKind::Kernel(k)),
             DutSpec::Cmd(p) => Ok(DutKind::Cmd(p)),
-            DutSpec::External => Err(Error::Invalid(format!(
-                "DUT {s:?}: this lab runs on namespaces only (no topology file yet)"
-            ))),
+            DutSpec::External => Ok(DutKind::External),
             DutSpec::Weir(..) => unreachable!("weir: handled above"),
         }
     }
@@ -226,6 +235,7 @@ impl DutKind {
             DutKind::Router | DutKind::Weir { .. } => dut::start_weir_as_written(name, setup),
             DutKind::Kernel(s) => dut::start(s, setup),
             DutKind::Cmd(p) => dut::start(&DutSpec::Cmd(p.clone()), setup),
+            DutKind::External => dut::start(&DutSpec::External, setup),
         }
     }
 }
@@ -266,7 +276,7 @@ pub fn shaper_policy(kind: &DutKind, link: &Link, title: &str) -> String {
     let technique = match kind {
         DutKind::Bridge | DutKind::Router | DutKind::Kernel(_) => Some("cbq"),
         DutKind::Weir { technique, .. } => Some(technique.as_str()),
-        DutKind::Cmd(_) => None,
+        DutKind::Cmd(_) | DutKind::External => None,
     };
     let mut s = format!(
         "# {title}, line {line}\n\

@@ -140,15 +140,25 @@ pub(super) fn run_one(
             Dir::Down => dut::Session::tcp(SocketAddr::new(IpAddr::V4(SERVER), 0), down_sink),
         })
         .collect();
-    let setup = DutSetup {
-        place: bed
-            .place
-            .ok_or_else(|| Error::Invalid("rrul: an external DUT is not supported".into()))?,
-        policy: &policy,
-        sessions: &sessions,
-        busy_poll: c.busy_poll,
+    // an external DUT: nothing to start (the topology's `[dut] external = true`)
+    let running = match (&kind, bed.place) {
+        (DutKind::External, _) => None,
+        (_, Some(place)) => Some(kind.start(
+            &pol.dut,
+            &DutSetup {
+                place,
+                policy: &policy,
+                sessions: &sessions,
+                busy_poll: c.busy_poll,
+            },
+        )?),
+        (_, None) => {
+            return Err(Error::Invalid(format!(
+                "{}: the topology's DUT is external: run with --dut external",
+                pol.dut
+            )))
+        }
     };
-    let running = kind.start(&pol.dut, &setup)?;
 
     let t0 = Instant::now();
     let t0_ns = weir_io::clock::realtime_ns();
@@ -258,7 +268,7 @@ pub(super) fn run_one(
                 t0.elapsed().min(end).as_secs_f64(),
                 end.as_secs_f64()
             ));
-            if !running.is_running() || crate::interrupted() {
+            if !running.as_ref().is_none_or(|r| r.is_running()) || crate::interrupted() {
                 break;
             }
             if let Some(e) = owned.dead_host() {
@@ -302,7 +312,14 @@ pub(super) fn run_one(
         }
         None => (None, None),
     };
-    let dut_report = running.stop();
+    let dut_report = match running {
+        Some(r) => r.stop(),
+        None => dut::DutReport::external(
+            c.topology
+                .as_ref()
+                .map_or("the topology", |t| t.file.as_str()),
+        ),
+    };
     let line_report = match line.as_mut().and_then(|l| l.stop()) {
         Some(Ok(r)) => serde_json::to_value(r).unwrap_or(Value::Null),
         Some(Err(e)) => json!({ "error": e }),

@@ -214,8 +214,15 @@ pub(crate) fn check_remote(plan: &Plan, t: &Topology) -> Result<()> {
     }
 }
 
-/// The DUT list fits the topology: `external` exactly when its `[dut]` is external.
-pub fn check_duts(t: &Topology, duts: &[String]) -> Result<()> {
+/// The DUT list fits the topology: `external` exactly when its `[dut]` is external (never
+/// in namespaces, `None`).
+pub fn check_duts(t: Option<&Topology>, duts: &[String]) -> Result<()> {
+    let Some(t) = t else {
+        for d in duts {
+            crate::dut::in_namespaces(crate::dut::DutSpec::parse(d)?)?;
+        }
+        return Ok(());
+    };
     let external = matches!(t.dut, crate::remote::TopoDut::External);
     for d in duts {
         if (d == "external") != external {

@@ -730,17 +730,11 @@ pub fn run_plan(
     let sink_report = sink_report?;
     let dut_report = match running {
         Some(r) => r.stop(),
-        None => dut::DutReport {
-            spec: spec.name(),
-            description: format!(
-                "external: a device the lab does not configure, between the hosts of {}",
-                plan.topology
-                    .as_ref()
-                    .map_or("the topology", |t| t.file.as_str())
-            ),
-            counters: serde_json::Value::Null,
-            errors: Vec::new(),
-        },
+        None => dut::DutReport::external(
+            plan.topology
+                .as_ref()
+                .map_or("the topology", |t| t.file.as_str()),
+        ),
     };
     let wan_report = wan_stage
         .as_mut()
