@@ -174,7 +174,11 @@ impl TestbedArgs {
         match (self.topology, topology) {
             // a lab that runs only in namespaces refuses `external` here; the others in
             // their plan, where they know the topology
-            (None, None) => testbed::check_duts(None, duts)?,
+            (None, None) => {
+                if duts.iter().any(|d| d == "external") {
+                    weir_lab::dut::in_namespaces(weir_lab::dut::DutSpec::External)?;
+                }
+            }
             (None, Some(_)) => {}
             (Some(t), Some(to)) => {
                 *to = Some(weir_lab::remote::Topology::read(
