@@ -262,6 +262,18 @@ pub fn in_namespaces(spec: DutSpec) -> Result<DutSpec> {
 }
 
 impl DutReport {
+    /// `running`'s report once stopped, or (`None`) an external DUT's between the hosts of
+    /// `topology`.
+    pub fn of(
+        running: Option<RunningDut<'_>>,
+        topology: Option<&crate::remote::Topology>,
+    ) -> DutReport {
+        match running {
+            Some(r) => r.stop(),
+            None => DutReport::external(topology.map_or("the topology", |t| t.file.as_str())),
+        }
+    }
+
     /// The report of an external DUT (`--dut external`): nothing ran here, nothing counted.
     pub fn external(topology_file: &str) -> DutReport {
         DutReport {

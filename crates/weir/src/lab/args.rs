@@ -172,14 +172,8 @@ impl TestbedArgs {
         *cc = self.cc;
         *busy_poll = self.busy_poll;
         match (self.topology, topology) {
-            // a lab that runs only in namespaces refuses `external` here; the others in
-            // their plan, where they know the topology
-            (None, None) => {
-                if duts.iter().any(|d| d == "external") {
-                    weir_lab::dut::in_namespaces(weir_lab::dut::DutSpec::External)?;
-                }
-            }
-            (None, Some(_)) => {}
+            // each lab refuses `external` in its plan, where it knows the topology
+            (None, _) => {}
             (Some(t), Some(to)) => {
                 *to = Some(weir_lab::remote::Topology::read(
                     &t.display().to_string(),

@@ -512,6 +512,7 @@ impl Lab for Robustness {
 
     fn plan(&self, c: &RobustnessConfig) -> Result<Outline> {
         plans(&self.policy_file, &self.policy_text, c)?;
+        testbed::check_duts(None, &c.duts)?;
         let per_dut = c.seconds_per_dut() + 3.0 * c.runs_per_dut() as f64;
         Ok(Outline {
             what: format!(

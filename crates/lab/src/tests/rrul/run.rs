@@ -312,14 +312,7 @@ pub(super) fn run_one(
         }
         None => (None, None),
     };
-    let dut_report = match running {
-        Some(r) => r.stop(),
-        None => dut::DutReport::external(
-            c.topology
-                .as_ref()
-                .map_or("the topology", |t| t.file.as_str()),
-        ),
-    };
+    let dut_report = dut::DutReport::of(running, c.topology.as_ref());
     let line_report = match line.as_mut().and_then(|l| l.stop()) {
         Some(Ok(r)) => serde_json::to_value(r).unwrap_or(Value::Null),
         Some(Err(e)) => json!({ "error": e }),

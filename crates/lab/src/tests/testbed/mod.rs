@@ -728,14 +728,7 @@ pub fn run_plan(
         })
         .collect();
     let sink_report = sink_report?;
-    let dut_report = match running {
-        Some(r) => r.stop(),
-        None => dut::DutReport::external(
-            plan.topology
-                .as_ref()
-                .map_or("the topology", |t| t.file.as_str()),
-        ),
-    };
+    let dut_report = dut::DutReport::of(running, plan.topology.as_ref());
     let wan_report = wan_stage
         .as_mut()
         .and_then(|w| w.stop())
