@@ -9,9 +9,10 @@
 //!
 //! The test's sshd and ssh use a throwaway host key and client key in a temporary
 //! directory (`ssh -F none -i KEY -o UserKnownHostsFile=TEMP`); a user's labs go through
-//! their own ssh configuration and `known_hosts`. Checks: the Basic Test and `rrul` run
-//! there (the Basic Test's fastest classes at their rate and fair; rrul's goodput and the
-//! latency weir's default queue adds), every host reports its clock offset, and the hosts
+//! their own ssh configuration and `known_hosts`. Checks: the Basic Test, `rrul` and
+//! `rfc6349` run there (the Basic Test's fastest classes at their rate and fair; rrul's
+//! goodput and the latency weir's default queue adds; RFC 6349's path MTU, bottleneck
+//! bandwidth and a whole transfer), every host reports its clock offset, and the hosts
 //! are left as they were (addresses, link state, sysctls, offloads); a topology file with a mistake, a host that
 //! refuses SSH or has no weir, and a host whose agent dies mid-run each stop the lab with
 //! a message naming the host and leave every host clean.
@@ -467,6 +468,50 @@ fn rrul_on_ssh_hosts() {
     assert_eq!([h.state(0), h.state(1)], before, "a host was left changed");
 }
 
+/// `weir lab rfc6349` on SSH-reached hosts: the path MTU search, the baseline probes, the
+/// bottleneck stream (a CBR sender and sink run by the hosts' agents) and a transfer, all
+/// through weir's default queue at 10 Mbit/s on this machine.
+#[test]
+fn rfc6349_on_ssh_hosts() {
+    let Some(h) = Hosts::new("rfc6349_on_ssh_hosts") else {
+        return;
+    };
+    let before = [h.state(0), h.state(1)];
+    let topo = h.write("rfc6349", &h.topology_of(["client", "server"]));
+    let out = h.dir.0.join("out");
+    let (code, stdout, err) = weir(&[
+        "lab",
+        "rfc6349",
+        "--quick",
+        "--rtt",
+        "0",
+        "--transfer",
+        "4s",
+        "--dut",
+        "weir:fq_cobalt",
+        "--topology",
+        &topo,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    eprintln!("{stdout}\n{err}");
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("real hosts"), "{stdout}");
+    let v = lab_result(&out, "rfc6349", &["result.json"]);
+    let p = &v["paths"][0];
+    assert_eq!(p["hosts"].as_array().unwrap().len(), 2, "{p}");
+    assert_eq!(p["mtu"]["mtu"], 1500, "{p}");
+    // the bottleneck stream, offered at 125 % of the rate, comes out at the rate
+    let bb = p["bb"]["bb_bps"].as_f64().unwrap();
+    assert!((bb / 10e6 - 1.0).abs() < 0.03, "BB {bb}");
+    assert!(p["baseline"]["min_ms"].as_f64().unwrap() < 5.0, "{p}");
+    for c in p["tests"][0]["conns"].as_array().unwrap() {
+        assert_eq!(c["bytes_received"], c["bytes_asked"], "{c}");
+    }
+    assert!(p["rmem_max"].as_u64().unwrap() > 0, "{p}");
+    assert_eq!([h.state(0), h.state(1)], before, "a host was left changed");
+}
+
 /// What runs only in namespaces is refused with `--topology` before anything connects
 /// (no root or sshd needed).
 #[test]
@@ -500,6 +545,14 @@ fn topology_refusals_before_anything_connects() {
         (
             vec!["lab", "rrul", "--topology", &rrul, "--rtt", "50"],
             "--rtt 0",
+        ),
+        (
+            vec!["lab", "rfc6349", "--topology", &rrul, "--rtt", "50"],
+            "--rtt 0",
+        ),
+        (
+            vec!["lab", "rfc6349", "--dut", "external"],
+            "only on real hosts",
         ),
         (
             vec![

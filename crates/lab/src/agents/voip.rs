@@ -34,7 +34,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::cbr::{CbrRecords, CbrSenderOpts, CbrSinkOpts};
 use crate::stats::voice::VoicePacket;
@@ -58,7 +58,7 @@ pub fn g729_l2_bps() -> f64 {
 }
 
 /// The RTP header of a stream: what stays the same from packet to packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rtp {
     pub payload_type: u8,
     pub ssrc: u32,

@@ -8,12 +8,15 @@ use weir_io::ethtool::Offloads;
 
 use super::ssh::SshHost;
 use super::wire::{Op, StartAgent};
-use std::net::SocketAddr;
-use std::time::Instant;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
 
+use crate::agents::cbr::{
+    CbrRecords, CbrSender, CbrSenderOpts, CbrSenderReport, CbrSink, CbrSinkOpts,
+};
 use crate::agents::{
-    ProbeOpts, ProbeReport, Prober, ReflectorReport, SenderOpts, SenderReport, SinkOpts,
-    SinkReport, TcpSender, TcpSink, UdpReflector,
+    path_mtu, MtuReport, ProbeOpts, ProbeReport, Prober, ReflectorReport, SenderOpts, SenderReport,
+    SinkOpts, SinkReport, TcpSender, TcpSink, UdpReflector,
 };
 use crate::topo::Netns;
 use crate::{Error, Result};
@@ -147,6 +150,61 @@ impl<'a> Host<'a> {
     }
 }
 
+impl<'a> Host<'a> {
+    /// Reads a sysctl (dotted, `net.ipv4.tcp_rmem`).
+    pub fn get_sysctl(&self, key: &str) -> Result<String> {
+        match self {
+            Host::Local(ns) => ns.get_sysctl(key),
+            Host::Remote(h) => {
+                let v = h.call(Op::SysctlGet { key: key.into() })?;
+                v.as_str().map(str::to_string).ok_or_else(|| {
+                    Error::Invalid(format!("{}: sysctl {key}: not a string: {v}", h.name()))
+                })
+            }
+        }
+    }
+
+    /// Starts a [`CbrSender`] (sending `opts.start_delay` after it is ready).
+    pub fn cbr_sender(&self, opts: CbrSenderOpts) -> Result<Agent<'a, CbrSender>> {
+        match self {
+            Host::Local(ns) => Ok(Agent::Local(CbrSender::start(ns, opts)?)),
+            Host::Remote(h) => Ok(Agent::Remote(h, h.start(StartAgent::CbrSender { opts })?)),
+        }
+    }
+
+    /// Starts a [`CbrSink`]; end it with [`Agent::drain`].
+    pub fn cbr_sink(&self, opts: CbrSinkOpts) -> Result<Agent<'a, CbrSink>> {
+        match self {
+            Host::Local(ns) => Ok(Agent::Local(CbrSink::start_with(ns, opts)?)),
+            Host::Remote(h) => Ok(Agent::Remote(h, h.start(StartAgent::CbrSink { opts })?)),
+        }
+    }
+
+    /// [`path_mtu`] from this host (from `src`, if given) to the reflector at `to`.
+    pub fn path_mtu(
+        &self,
+        src: Option<Ipv4Addr>,
+        to: SocketAddr,
+        max: u32,
+        wait: Duration,
+        tries: u32,
+    ) -> Result<MtuReport> {
+        match self {
+            Host::Local(ns) => path_mtu(ns, src, to, max, wait, tries),
+            Host::Remote(h) => {
+                let id = h.start(StartAgent::PathMtu {
+                    src,
+                    to,
+                    max,
+                    wait_us: wait.as_micros() as u64,
+                    tries,
+                })?;
+                h.finish(id, true)
+            }
+        }
+    }
+}
+
 /// µs from `t` (in the past) to now, for an instant sent to a remote host.
 fn us_ago(t: Instant) -> u64 {
     t.elapsed().as_micros() as u64
@@ -192,6 +250,26 @@ impl LocalAgent for UdpReflector {
     }
 }
 
+impl LocalAgent for CbrSender {
+    type Report = CbrSenderReport;
+    fn stop_now(self) -> CbrSenderReport {
+        self.stop()
+    }
+    fn wait(self) -> CbrSenderReport {
+        self.join()
+    }
+}
+
+impl LocalAgent for CbrSink {
+    type Report = CbrRecords;
+    fn stop_now(self) -> CbrRecords {
+        self.stop()
+    }
+    fn wait(self) -> CbrRecords {
+        self.stop()
+    }
+}
+
 impl LocalAgent for TcpSender {
     type Report = SenderReport;
     fn stop_now(self) -> SenderReport {
@@ -225,6 +303,17 @@ impl<L: LocalAgent> Agent<'_, L> {
         match self {
             Agent::Local(a) => Ok(a.wait()),
             Agent::Remote(h, id) => h.finish(id, true),
+        }
+    }
+}
+
+impl Agent<'_, CbrSink> {
+    /// Waits until `expected` packets arrived or none for `idle`, then stops the sink and
+    /// returns its records ([`CbrSink::finish`]).
+    pub fn drain(self, expected: u64, idle: Duration) -> Result<CbrRecords> {
+        match self {
+            Agent::Local(a) => Ok(a.finish(expected, idle)),
+            Agent::Remote(h, id) => h.drain(id, expected, idle),
         }
     }
 }

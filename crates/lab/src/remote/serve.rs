@@ -19,13 +19,15 @@ use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde_json::Value;
 
 use super::wire::{Hello, Op, Reply, Request, StartAgent, Started, PROTOCOL};
-use crate::agents::{Prober, TcpSender, TcpSink, UdpReflector};
+use crate::agents::cbr::{CbrSender, CbrSink};
+use crate::agents::{path_mtu, MtuReport, Prober, TcpSender, TcpSink, UdpReflector};
 use crate::topo::{wait_link_up, Netns};
 use crate::{Error, Result};
 
@@ -40,31 +42,52 @@ enum Running {
     Sender(TcpSender),
     Prober(Prober),
     Reflector(UdpReflector),
+    CbrSender(CbrSender),
+    CbrSink(CbrSink),
+    /// A path MTU search: it ends by itself (its sizes × tries × wait at most).
+    PathMtu(JoinHandle<Result<MtuReport>>),
 }
 
 impl Running {
     fn is_finished(&self) -> bool {
         match self {
-            Running::Sink(_) | Running::Prober(_) | Running::Reflector(_) => false,
+            Running::Sink(_) | Running::Prober(_) | Running::Reflector(_) | Running::CbrSink(_) => {
+                false
+            }
             Running::Sender(s) => s.is_finished(),
+            Running::CbrSender(s) => s.is_finished(),
+            Running::PathMtu(t) => t.is_finished(),
         }
     }
 
-    fn stop(self) -> Value {
-        match self {
+    fn stop(self) -> Result<Value> {
+        Ok(match self {
             Running::Sink(s) => to_value(&s.stop()),
             Running::Sender(s) => to_value(&s.stop()),
             Running::Prober(p) => to_value(&p.finish()),
             Running::Reflector(r) => to_value(&r.stop()),
-        }
+            Running::CbrSender(s) => to_value(&s.stop()),
+            Running::CbrSink(s) => to_value(&s.stop()),
+            Running::PathMtu(t) => return path_mtu_report(t),
+        })
     }
 
-    /// Waits for a sender; the others run until stopped, so they stop now.
-    fn join(self) -> Value {
+    /// Waits for an agent that ends by itself; the others run until stopped, so they stop
+    /// now.
+    fn join(self) -> Result<Value> {
         match self {
-            Running::Sender(s) => to_value(&s.join()),
+            Running::Sender(s) => Ok(to_value(&s.join())),
+            Running::CbrSender(s) => Ok(to_value(&s.join())),
             other => other.stop(),
         }
+    }
+}
+
+/// A path MTU search's report, or its error.
+fn path_mtu_report(t: JoinHandle<Result<MtuReport>>) -> Result<Value> {
+    match t.join() {
+        Ok(r) => r.map(|r| to_value(&r)),
+        Err(_) => Err(Error::Invalid("path MTU: the search panicked".into())),
     }
 }
 
@@ -198,7 +221,7 @@ pub fn serve(
         session.ending.store(true, Ordering::Relaxed);
         let running: Vec<Running> = lock(&session.agents).drain().map(|(_, a)| a).collect();
         for a in running {
-            a.stop();
+            drop(a.stop());
         }
     });
     let problems = undo_all(&session);
@@ -232,9 +255,13 @@ fn handle(s: &Session, op: Op) -> Result<Value> {
         Op::Offloads { ifname, want } => {
             let old = weir_io::ethtool::get_offloads(&ifname)
                 .map_err(|e| Error::Invalid(format!("offloads of {ifname}: {e}")))?;
+            // recorded first: a change that fails half-way is undone too
+            lock(&s.undo).push(Undo::Offloads {
+                ifname: ifname.clone(),
+                old,
+            });
             let outcome = weir_io::ethtool::set_offloads(&ifname, &want)
                 .map_err(|e| Error::Invalid(format!("offloads of {ifname}: {e}")))?;
-            lock(&s.undo).push(Undo::Offloads { ifname, old });
             Ok(to_value(&outcome))
         }
         Op::LinkUp { ifname } => {
@@ -284,12 +311,48 @@ fn handle(s: &Session, op: Op) -> Result<Value> {
                 StartAgent::UdpReflector { bind, tos } => {
                     Running::Reflector(UdpReflector::start(&s.ns, bind, tos)?)
                 }
+                StartAgent::CbrSender { opts } => {
+                    Running::CbrSender(CbrSender::start(&s.ns, opts)?)
+                }
+                StartAgent::CbrSink { opts } => Running::CbrSink(CbrSink::start_with(&s.ns, opts)?),
+                StartAgent::PathMtu {
+                    src,
+                    to,
+                    max,
+                    wait_us,
+                    tries,
+                } => {
+                    let ns = Netns::host()?;
+                    let wait = Duration::from_micros(wait_us);
+                    Running::PathMtu(
+                        std::thread::Builder::new()
+                            .name("path-mtu".into())
+                            .spawn(move || path_mtu(&ns, src, to, max, wait, tries))
+                            .map_err(|e| Error::io("spawn the path MTU search", e))?,
+                    )
+                }
             };
             let handle = s.next.fetch_add(1, Ordering::Relaxed);
             lock(&s.agents).insert(handle, running);
             Ok(to_value(&Started { handle }))
         }
-        Op::Stop { handle } => Ok(take(s, handle)?.stop()),
+        Op::Stop { handle } => take(s, handle)?.stop(),
+        Op::Drain {
+            handle,
+            expected,
+            idle_us,
+        } => match take(s, handle)? {
+            Running::CbrSink(k) => Ok(to_value(
+                &k.finish(expected, Duration::from_micros(idle_us)),
+            )),
+            other => {
+                drop(other.stop());
+                Err(Error::Invalid(format!(
+                    "agent {handle} is not a CBR sink: drain is for CBR sinks (it was stopped)"
+                )))
+            }
+        },
+        Op::SysctlGet { key } => Ok(Value::String(s.ns.get_sysctl(&key)?)),
         Op::Join { handle } => loop {
             {
                 let mut agents = lock(&s.agents);
@@ -298,7 +361,7 @@ fn handle(s: &Session, op: Op) -> Result<Value> {
                     Some(a) if a.is_finished() || s.ending.load(Ordering::Relaxed) => {
                         let a = agents.remove(&handle).expect("present");
                         drop(agents);
-                        return Ok(if a.is_finished() { a.join() } else { a.stop() });
+                        return if a.is_finished() { a.join() } else { a.stop() };
                     }
                     Some(_) => {}
                 }
@@ -487,5 +550,95 @@ mod idle_tests {
         let took = t0.elapsed();
         assert!(took >= Duration::from_millis(300), "{took:?}");
         drop(w);
+    }
+}
+
+#[cfg(test)]
+mod cbr_tests {
+    use super::*;
+    use crate::agents::cbr::{CbrRecords, CbrSenderOpts, CbrSenderReport, CbrSinkOpts};
+
+    /// A CBR sink and sender on loopback through the protocol: the sender's report at
+    /// `join`, the sink's records at `drain`; `drain` on an agent that is not a sink is
+    /// refused; a sysctl is read.
+    #[test]
+    fn cbr_streams_cross_the_protocol() {
+        let port = {
+            let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            s.local_addr().unwrap().port()
+        };
+        let dst: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let mut so = CbrSenderOpts::new(dst, 1000.0, 200);
+        so.count = Some(50);
+        let line = |id: u64, op: Op| serde_json::to_string(&Request { id, op }).unwrap() + "\n";
+        let (r, mut w) = std::io::pipe().unwrap();
+        let (out_r, out_w) = std::io::pipe().unwrap();
+        let server = std::thread::spawn(move || {
+            serve(std::io::BufReader::new(r), out_w, &|| false, IDLE_TIMEOUT)
+        });
+        let mut replies = std::io::BufReader::new(out_r).lines();
+        let mut next =
+            || -> Reply { serde_json::from_str(&replies.next().unwrap().unwrap()).unwrap() };
+        let start = |agent| Op::Start {
+            agent: Box::new(agent),
+        };
+        // the sink first (handle 1), then the sender (handle 2)
+        w.write_all(
+            line(
+                1,
+                start(StartAgent::CbrSink {
+                    opts: CbrSinkOpts::new(dst, None),
+                }),
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(next().ok.unwrap()["handle"], 1);
+        w.write_all(line(2, start(StartAgent::CbrSender { opts: so })).as_bytes())
+            .unwrap();
+        assert_eq!(next().ok.unwrap()["handle"], 2);
+        w.write_all(line(3, Op::Join { handle: 2 }).as_bytes())
+            .unwrap();
+        let rep: CbrSenderReport = serde_json::from_value(next().into_result().unwrap()).unwrap();
+        assert_eq!(rep.attempted, 50);
+        let drain = |handle| Op::Drain {
+            handle,
+            expected: 50,
+            idle_us: 500_000,
+        };
+        w.write_all(line(4, drain(1)).as_bytes()).unwrap();
+        let recs: CbrRecords = serde_json::from_value(next().into_result().unwrap()).unwrap();
+        assert_eq!(recs.distinct(), 50);
+        assert!(recs.records.iter().all(|r| r.len == 200 - 42));
+        // a reflector is not a sink: refused, and stopped
+        w.write_all(
+            line(
+                5,
+                start(StartAgent::UdpReflector {
+                    bind: "127.0.0.1:0".parse().unwrap(),
+                    tos: None,
+                }),
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(next().ok.unwrap()["handle"], 3);
+        w.write_all(line(6, drain(3)).as_bytes()).unwrap();
+        let e = next().into_result().unwrap_err();
+        assert!(e.contains("not a CBR sink"), "{e}");
+        w.write_all(
+            line(
+                7,
+                Op::SysctlGet {
+                    key: "net.ipv4.tcp_rmem".into(),
+                },
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        let v = next().into_result().unwrap();
+        assert_eq!(v.as_str().unwrap().split_whitespace().count(), 3, "{v}");
+        drop(w);
+        assert!(server.join().unwrap().unwrap().is_empty());
     }
 }

@@ -235,7 +235,7 @@ impl SshHost {
     /// takes, or until the channel ends).
     pub fn call(&self, op: Op) -> Result<Value> {
         let timeout = match op {
-            Op::Join { .. } => None,
+            Op::Join { .. } | Op::Drain { .. } => None,
             _ => Some(CALL_TIMEOUT),
         };
         self.call_timeout(op, timeout)
@@ -330,6 +330,23 @@ impl SshHost {
             .map_err(|e| Error::Invalid(format!("{}: agent {handle}'s report: {e}", self.name)))
     }
 
+    /// Waits until CBR sink `handle` has `expected` packets or none came for `idle`, and
+    /// reads its records.
+    pub fn drain<R: DeserializeOwned>(
+        &self,
+        handle: u64,
+        expected: u64,
+        idle: Duration,
+    ) -> Result<R> {
+        let v = self.call(Op::Drain {
+            handle,
+            expected,
+            idle_us: idle.as_micros() as u64,
+        })?;
+        serde_json::from_value(v)
+            .map_err(|e| Error::Invalid(format!("{}: agent {handle}'s records: {e}", self.name)))
+    }
+
     /// The host's clock offset from `n` `clock` exchanges (the one with the shortest round
     /// trip counts).
     pub fn clock_offset(&self, n: usize) -> Result<ClockOffset> {
@@ -396,6 +413,8 @@ fn op_name(op: &Op) -> &'static str {
         Op::Start { .. } => "start",
         Op::Stop { .. } => "stop",
         Op::Join { .. } => "join",
+        Op::Drain { .. } => "drain",
+        Op::SysctlGet { .. } => "sysctl_get",
     }
 }
 

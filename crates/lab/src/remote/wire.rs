@@ -22,8 +22,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use weir_io::ethtool::Offloads;
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 
+use crate::agents::cbr::{CbrSenderOpts, CbrSinkOpts};
 use crate::agents::{ProbeOpts, SenderOpts, SinkOpts};
 
 /// The protocol's version: `hello` refuses a peer that speaks another.
@@ -68,6 +69,15 @@ pub enum Op {
     Stop { handle: u64 },
     /// Wait until agent `handle` is done by itself; the reply is its report.
     Join { handle: u64 },
+    /// A CBR sink (`handle`): wait until `expected` packets arrived or none for `idle_us`,
+    /// then stop it; the reply is its [`CbrRecords`](crate::agents::cbr::CbrRecords).
+    Drain {
+        handle: u64,
+        expected: u64,
+        idle_us: u64,
+    },
+    /// Read a sysctl (dotted); the reply is its value as a string.
+    SysctlGet { key: String },
 }
 
 /// The agents a remote host runs, with their options.
@@ -99,6 +109,20 @@ pub enum StartAgent {
     /// A [`UdpReflector`](crate::agents::UdpReflector); its report is a
     /// [`ReflectorReport`](crate::agents::ReflectorReport).
     UdpReflector { bind: SocketAddr, tos: Option<u8> },
+    /// A [`CbrSender`](crate::agents::cbr::CbrSender); its report is a
+    /// [`CbrSenderReport`](crate::agents::cbr::CbrSenderReport).
+    CbrSender { opts: CbrSenderOpts },
+    /// A [`CbrSink`](crate::agents::cbr::CbrSink); end it with [`Op::Drain`] (or `stop`).
+    CbrSink { opts: CbrSinkOpts },
+    /// [`path_mtu`](crate::agents::path_mtu) from `src` to the reflector at `to`; its
+    /// report (at `join`) is a [`MtuReport`](crate::agents::MtuReport).
+    PathMtu {
+        src: Option<Ipv4Addr>,
+        to: SocketAddr,
+        max: u32,
+        wait_us: u64,
+        tries: u32,
+    },
 }
 
 /// One reply: exactly one of `ok` and `error`.

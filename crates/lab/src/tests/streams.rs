@@ -23,8 +23,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::agents::cbr::{payload_len, CbrSender, CbrSenderOpts, CbrSink, CbrSinkOpts, Pacing};
+use crate::agents::cbr::{payload_len, CbrSenderOpts, CbrSinkOpts, Pacing};
 use crate::dut::{self, DutSetup, DutSpec, RunningDut};
+use crate::remote::Host;
 use crate::topo::BridgeTopo;
 use crate::{Error, Result};
 
@@ -269,6 +270,9 @@ pub fn stream_class(
     Ok((i, src))
 }
 
+/// From a sender's start to its first frame: the time to start every sender of a set.
+const SEND_DELAY: Duration = Duration::from_millis(20);
+
 /// One stream to send: from `src` to the receiver's UDP `port`, `frame`-byte Ethernet
 /// frames (without FCS) at `bps` bit/s of frames, `count` of them.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -337,6 +341,25 @@ pub struct Sent {
 /// Send every stream of `set` at once from `topo.snd` to `topo.rcv` and measure each;
 /// waits until nothing arrived for `drain` after the senders finished.
 pub fn send(topo: &BridgeTopo, set: &[Send], drain: Duration) -> Result<Vec<Sent>> {
+    send_between(
+        Host::Local(&topo.snd),
+        Host::Local(&topo.rcv),
+        set,
+        drain,
+        0,
+    )
+}
+
+/// [`send`] between any two hosts (namespaces or real hosts over SSH): from `snd` to the
+/// testbed's receiver address on `rcv`. `rcv_ahead_ns` is how far the receiver's clock is
+/// ahead of the sender's (0 on one machine): the frames' one-way delays are corrected by it.
+pub fn send_between(
+    snd: Host,
+    rcv: Host,
+    set: &[Send],
+    drain: Duration,
+    rcv_ahead_ns: i64,
+) -> Result<Vec<Sent>> {
     let mut sinks = Vec::new();
     let mut opts = Vec::new();
     for s in set {
@@ -346,13 +369,13 @@ pub fn send(topo: &BridgeTopo, set: &[Send], drain: Duration) -> Result<Vec<Sent
         // read every 20 ms: the timestamps are the kernel's, the CPU stays with the DUT
         o.wake_every = Some(Duration::from_millis(20));
         o.cpu = Some(0);
-        sinks.push(CbrSink::start_with(&topo.rcv, o)?);
+        sinks.push(rcv.cbr_sink(o)?);
         let mut so = CbrSenderOpts::new(s.dst(), s.pps(), s.frame);
         so.src = Some(SocketAddr::new(IpAddr::V4(s.src), 0));
         so.flow = s.flow();
         so.count = Some(s.count);
         so.cpu = Some(0);
-        so.start_delay = Duration::from_millis(20);
+        so.start_delay = SEND_DELAY;
         so.sndbuf = Some(4 << 20);
         if let Some(b) = s.burst_batch {
             so.pacing = Pacing::Spin;
@@ -362,28 +385,34 @@ pub fn send(topo: &BridgeTopo, set: &[Send], drain: Duration) -> Result<Vec<Sent
     }
     let senders = opts
         .into_iter()
-        .map(|o| CbrSender::start(&topo.snd, o))
+        .map(|o| snd.cbr_sender(o))
         .collect::<Result<Vec<_>>>()?;
-    while !senders.iter().all(|s| s.is_finished()) {
+    // the longest stream's time, then each sender's report (it is done by then)
+    let longest = set.iter().map(Send::duration_s).fold(0.0, f64::max);
+    let end = std::time::Instant::now() + SEND_DELAY + Duration::from_secs_f64(longest);
+    while std::time::Instant::now() < end {
         if crate::interrupted() {
             for s in senders {
-                s.stop();
+                drop(s.stop());
             }
             return Err(Error::Invalid("interrupted".into()));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let reports: Vec<_> = senders.into_iter().map(|s| s.join()).collect();
+    let reports = senders
+        .into_iter()
+        .map(|s| s.join())
+        .collect::<Result<Vec<_>>>()?;
     let mut out = Vec::new();
     for ((s, sink), rep) in set.iter().zip(sinks).zip(reports) {
-        let recs = sink.finish(rep.attempted, drain);
+        let recs = sink.drain(rep.attempted, drain)?;
         let header = s.frame - payload_len(s.frame, false)?;
         let arrivals: Vec<Arrival> = recs
             .records
             .iter()
             .map(|r| Arrival {
                 seq: r.seq,
-                tx_ns: r.tx_ns,
+                tx_ns: r.tx_ns.saturating_add_signed(rcv_ahead_ns),
                 rx_ns: r.rx_ns,
                 frame: r.len + header as u32,
             })

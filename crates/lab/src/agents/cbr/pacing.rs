@@ -7,11 +7,11 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use weir_io::clock::{monotonic_ns, sleep_until_monotonic_ns};
 
 /// How a [`CbrSender`](super::CbrSender) waits for a packet's due time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Pacing {
     /// Sleep (`clock_nanosleep`, absolute) until `spin` before the due time, then busy-spin:
     /// sub-microsecond precision; spins a whole core once the period is below `spin` plus

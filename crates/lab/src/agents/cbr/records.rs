@@ -6,12 +6,12 @@
 use std::fmt;
 use std::net::SocketAddr;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::stats::dist::DistUs;
 
 /// One received CBR packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CbrRecord {
     /// Sequence number.
     pub seq: u64,
@@ -30,7 +30,7 @@ pub struct CbrRecord {
 
 /// What a [`CbrSink`](super::CbrSink) received, in arrival order, and the statistics over
 /// it (see the module documentation for the definitions).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CbrRecords {
     /// The address the sink was bound to.
     pub local: SocketAddr,

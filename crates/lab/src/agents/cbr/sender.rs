@@ -12,7 +12,7 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use socket2::{Domain, Protocol, Socket, Type};
 use weir_io::clock::{monotonic_ns, realtime_ns, set_timer_slack_1ns};
 
@@ -24,7 +24,7 @@ use crate::topo::Netns;
 use crate::{Error, Result};
 
 /// Settings of a [`CbrSender`]. Build with [`CbrSenderOpts::new`], then set fields.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CbrSenderOpts {
     /// Source address to bind (an IP with port 0 lets the kernel pick the port); `None`: the
     /// kernel chooses both.
@@ -128,7 +128,7 @@ impl CbrSenderOpts {
 }
 
 /// Send errors of a [`CbrSender`], by cause.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct SendErrors {
     /// All failed sends (each one packet, its sequence number used up).
     pub total: u64,
@@ -160,7 +160,7 @@ impl SendErrors {
 }
 
 /// What a [`CbrSender`] did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CbrSenderReport {
     /// The options it ran with.
     pub opts: CbrSenderOpts,

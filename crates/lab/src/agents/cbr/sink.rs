@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use socket2::{Domain, Protocol, Socket, Type};
 use weir_io::clock::realtime_ns;
 
@@ -23,7 +23,7 @@ use crate::topo::Netns;
 use crate::{Error, Result};
 
 /// Settings of a [`CbrSink`]. Build with [`CbrSinkOpts::new`], then set fields.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CbrSinkOpts {
     /// Address to bind (port 0 picks a free port: see [`CbrSink::local_addr`]).
     pub bind: SocketAddr,

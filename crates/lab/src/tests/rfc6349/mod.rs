@@ -130,6 +130,9 @@ pub struct Rfc6349Config {
     /// weir DUTs and the line busy-poll.
     pub busy_poll: bool,
     pub quick: bool,
+    /// Real hosts `client` and `server` instead of namespaces (`--topology FILE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<crate::remote::Topology>,
 }
 
 impl Rfc6349Config {
@@ -152,6 +155,7 @@ impl Rfc6349Config {
             runs: 1,
             busy_poll: false,
             quick: false,
+            topology: None,
         }
     }
 
@@ -178,14 +182,18 @@ impl Rfc6349Config {
             return bad("no DUT, run or connection count".into());
         }
         let rates = Some(&self.rates_bps[..]);
+        let external = crate::tests::rrul::policy::external_dut(self.topology.as_ref());
         if let Some(m) = crate::tests::rrul::policy::matrix_error(
             &self.duts,
             rates,
             &self.rtts_ms,
             self.line_pct,
-            false,
+            external,
         )? {
             return bad(m);
+        }
+        if let Some(t) = &self.topology {
+            crate::tests::rrul::policy::check_real_hosts("rfc6349", t, &self.rtts_ms, &self.duts)?;
         }
         if let Some(n) = self.connections.iter().find(|&&n| !(1..=64).contains(&n)) {
             return bad(format!("{n} connections (1 to 64)"));
@@ -363,6 +371,9 @@ pub struct PathRun {
     pub tests: Vec<TcpTest>,
     pub dut_report: serde_json::Value,
     pub errors: Vec<String>,
+    /// Real hosts (`--topology`): names, versions, clock offsets (empty in namespaces).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<crate::remote::HostInfo>,
 }
 
 impl PathRun {

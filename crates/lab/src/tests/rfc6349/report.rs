@@ -168,13 +168,26 @@ fn formulas(p: &PathRun, t: &TcpTest) -> String {
 /// The report as text.
 pub fn text(r: &Rfc6349Result) -> String {
     let c = &r.config;
+    let path = match &c.topology {
+        None => format!("the line behind the DUT at {} % of its rate", c.line_pct),
+        Some(t) => format!(
+            "real hosts ({}: client, server over SSH), the network's own path",
+            t.file
+        ),
+    };
     let mut s = format!(
-        "RFC 6349 TCP throughput tests: {} congestion control, transfers of {} s at the maximum achievable TCP throughput; the line behind the DUT at {} % of its rate\n\
+        "RFC 6349 TCP throughput tests: {} congestion control, transfers of {} s at the maximum achievable TCP throughput; {path}\n\
          (rates count Ethernet frames without FCS, as the DUTs do)\n\n",
-        c.cc, c.transfer_s, c.line_pct
+        c.cc, c.transfer_s
     );
     for p in &r.paths {
         s += &format!("{}\n", p.name());
+        for h in &p.hosts {
+            s += &format!(
+                "  host {}: {} ({}), weir {}, clock {:+.3} ms ± {:.3} ms\n",
+                h.name, h.ssh, h.hostname, h.version, h.clock.offset_ms, h.clock.uncertainty_ms
+            );
+        }
         s += &path_text(p);
         s += &tests_table(p);
         s += "\n";

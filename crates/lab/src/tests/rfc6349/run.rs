@@ -1,7 +1,9 @@
-//! Running the RFC 6349 lab: per path a fresh topology (client, DUT, line, server), the line
-//! and the DUT, the reflector; then the path MTU, the baseline RTT, the bottleneck bandwidth
-//! and each throughput test in turn. Everything a path made is removed when it returns, also
-//! on error (the topology and every agent are dropped).
+//! Running the RFC 6349 lab: per path a fresh testbed (client, DUT, line, server: namespaces
+//! of this machine, or with `--topology` the real hosts `client` and `server` over SSH, the
+//! network's own path and the DUT here or external), the line and the DUT, the reflector;
+//! then the path MTU, the baseline RTT, the bottleneck bandwidth and each throughput test
+//! in turn. Everything a path made is removed when it returns, also on error (the testbed
+//! and every agent are dropped; real hosts undo their changes when their session ends).
 //!
 //! Threads: the line's and (weir) the DUT's bridges, the reflector, the prober, the CBR
 //! sender (pinned to CPU 0 by [`streams::send`]) and its sink, one per TCP sender and the
@@ -16,17 +18,15 @@ use super::{
     finish, metrics, Baseline, Bottleneck, Conn, PathRun, Rfc6349Config, Rfc6349Result, TcpTest,
     FRAME_OVERHEAD, TCP_HEADERS,
 };
-use crate::agents::{
-    path_mtu, ProbeKind, ProbeOpts, Prober, SenderOpts, SenderReport, SinkOpts, TcpSender, TcpSink,
-    UdpReflector,
-};
-use crate::dut::{self, DutSetup};
+use crate::agents::{ProbeKind, ProbeOpts, SenderOpts, SenderReport, SinkOpts};
+use crate::dut;
+use crate::remote::{Host, HostInfo};
 use crate::report;
 use crate::stats::dist::DistUs;
 use crate::tests::rrul::policy::{line_policy, shaper_policy};
-use crate::tests::rrul::{DutKind, Link};
+use crate::tests::rrul::{DutKind, Link, HOSTS};
 use crate::tests::streams::{self, Send};
-use crate::tests::testbed::{join_each, start_wan_stage};
+use crate::tests::testbed::{join_each, start_wan_stage, Bed, Owned};
 use crate::topo::{require_root, BridgeTopo};
 use crate::{Error, Result};
 
@@ -77,12 +77,22 @@ fn run_path(
     let text = shaper_policy(&kind, link, "weir lab rfc6349: one class at the rate");
     let tag = format!("rfc6349 {}-{run}", link.name());
     let (policy, _temp) = crate::tests::rrul::dut_policy_file(&kind, dut, &tag, &text)?;
-    let topo = BridgeTopo::with_wan_stage("r6349")?;
+    let owned = Owned::new(c.topology.as_ref(), HOSTS, "r6349", true)?;
+    let bed = owned.bed()?;
     // the hosts' defaults (offloads, autotuning) with the RFC's options made explicit
-    for ns in [&topo.snd, &topo.rcv] {
-        crate::remote::Host::Local(ns).set_tcp_options(true, true, true)?;
+    for h in [bed.snd, bed.rcv] {
+        h.set_tcp_options(true, true, true)?;
     }
-    let mut line = start_wan_stage(&topo, &line_policy(link, 1 + u64::from(run)), c.busy_poll)?;
+    bed.address(&[])?;
+    // the emulated line in namespaces; on real hosts the network's own path
+    let mut line = match bed.topo {
+        Some(topo) => Some(start_wan_stage(
+            topo,
+            &line_policy(link, 1 + u64::from(run)),
+            c.busy_poll,
+        )?),
+        None => None,
+    };
     let sessions = [
         dut::Session::tcp(
             SocketAddr::new(IpAddr::V4(CLIENT), 0),
@@ -94,22 +104,18 @@ fn run_path(
             proto: 17,
         },
     ];
-    let setup = DutSetup {
-        place: topo.dut_place(),
-        policy: &policy,
-        sessions: &sessions,
-        busy_poll: c.busy_poll,
-    };
-    let running = kind.start(dut, &setup)?;
-    let reflector = UdpReflector::start(
-        &topo.rcv,
-        SocketAddr::new(IpAddr::V4(SERVER), PROBE_PORT),
-        None,
-    )?;
+    // an external DUT: nothing to start (the topology's `[dut] external = true`)
+    let running = kind.start_at(dut, bed.place, &policy, &sessions, c.busy_poll)?;
+    let reflector = bed
+        .rcv
+        .udp_reflector(SocketAddr::new(IpAddr::V4(SERVER), PROBE_PORT), None)?;
     let mut errors = Vec::new();
-    let alive = |running: &dut::RunningDut| -> Result<()> {
+    let alive = |running: &Option<dut::RunningDut>| -> Result<()> {
         crate::check_interrupted()?;
-        if running.is_running() {
+        if let Some(e) = owned.dead_host() {
+            return Err(e);
+        }
+        if running.as_ref().is_none_or(|r| r.is_running()) {
             Ok(())
         } else {
             Err(Error::Invalid(format!("{dut} stopped during the test")))
@@ -118,13 +124,12 @@ fn run_path(
 
     // baseline RTT first: it sets how long a path MTU probe waits
     progress(&format!("{label}: baseline RTT ({} s)", c.baseline_s));
-    let baseline = baseline_rtt(&topo, c)?;
+    let baseline = baseline_rtt(bed.snd, c)?;
     alive(&running)?;
     let wait =
         Duration::from_secs_f64((baseline.map_or(1.0, |b| b.max_ms * 3.0 / 1e3)).clamp(0.2, 5.0));
     progress(&format!("{label}: path MTU"));
-    let mtu = path_mtu(
-        &topo.snd,
+    let mtu = bed.snd.path_mtu(
         Some(CLIENT),
         SocketAddr::new(IpAddr::V4(SERVER), PROBE_PORT),
         c.max_mtu,
@@ -144,7 +149,8 @@ fn run_path(
     let frame = path_mtu_b + FRAME_OVERHEAD;
     let offered = link.up_bps as f64 * c.bb_offered_pct as f64 / 100.0;
     let s = Send::for_duration(CLIENT, BB_PORT, frame as usize, offered, c.bb_s);
-    let x = streams::send(&topo, &[s], BB_DRAIN)?.remove(0);
+    let x =
+        streams::send_between(bed.snd, bed.rcv, &[s], BB_DRAIN, server_ahead_ns(&owned))?.remove(0);
     if let Some(e) = &x.error {
         errors.push(format!("bottleneck test: {e}"));
     }
@@ -157,7 +163,7 @@ fn run_path(
         bb_bps: x.figures.ir_bps,
     };
     alive(&running)?;
-    let rmem_max = topo
+    let rmem_max = bed
         .rcv
         .get_sysctl("net.ipv4.tcp_rmem")
         .ok()
@@ -172,12 +178,12 @@ fn run_path(
     for &n in &c.connections {
         std::thread::sleep(PAUSE);
         alive(&running)?;
-        tests.push(throughput_test(&topo, c, n, size_bytes, &label, progress)?);
+        tests.push(throughput_test(&bed, c, n, size_bytes, &label, progress)?);
         alive(&running)?;
     }
     drop(reflector.stop());
-    let dut_report = running.stop();
-    let line_report = match line.stop() {
+    let dut_report = dut::DutReport::of(running, c.topology.as_ref());
+    let line_report = match line.as_mut().and_then(|l| l.stop()) {
         Some(Ok(r)) => serde_json::to_value(r).unwrap_or_default(),
         Some(Err(e)) => json!({ "error": e }),
         None => serde_json::Value::Null,
@@ -195,18 +201,30 @@ fn run_path(
         tests,
         dut_report: json!({ "dut": dut_report, "line": line_report }),
         errors,
+        hosts: owned.host_info(),
     })
 }
 
+/// How far the server's clock is ahead of the client's, ns (0 in namespaces).
+fn server_ahead_ns(owned: &Owned) -> i64 {
+    let info: Vec<HostInfo> = owned.host_info();
+    let off = |n: &str| {
+        info.iter()
+            .find(|h| h.name == n)
+            .map_or(0.0, |h| h.clock.offset_ms)
+    };
+    ((off(HOSTS[1]) - off(HOSTS[0])) * 1e6) as i64
+}
+
 /// UDP probes on the idle path for `baseline_s`; `None` when no reply came.
-fn baseline_rtt(topo: &BridgeTopo, c: &Rfc6349Config) -> Result<Option<Baseline>> {
+fn baseline_rtt(client: Host, c: &Rfc6349Config) -> Result<Option<Baseline>> {
     let mut o = ProbeOpts::new(
         ProbeKind::Udp,
         SocketAddr::new(IpAddr::V4(SERVER), PROBE_PORT),
         Duration::from_secs_f64(c.probe_ms / 1e3),
     );
     o.src = Some(CLIENT);
-    let prober = Prober::start(&topo.snd, o)?;
+    let prober = client.prober(o)?;
     let end = Instant::now() + Duration::from_secs_f64(c.baseline_s);
     while Instant::now() < end {
         crate::check_interrupted()?;
@@ -215,7 +233,7 @@ fn baseline_rtt(topo: &BridgeTopo, c: &Rfc6349Config) -> Result<Option<Baseline>
                 .min(Duration::from_millis(100)),
         );
     }
-    let rep = prober.finish();
+    let rep = prober.stop()?;
     if let Some(e) = rep.error {
         return Err(Error::Invalid(format!("baseline RTT probes: {e}")));
     }
@@ -236,7 +254,7 @@ fn baseline_rtt(topo: &BridgeTopo, c: &Rfc6349Config) -> Result<Option<Baseline>
 
 /// One throughput test: `n` connections share `size_bytes`.
 fn throughput_test(
-    topo: &BridgeTopo,
+    bed: &Bed,
     c: &Rfc6349Config,
     n: usize,
     size_bytes: u64,
@@ -252,7 +270,7 @@ fn throughput_test(
         Duration::from_millis(INFO_MS),
     );
     so.epoch = Some(t0);
-    let sink = TcpSink::start_with(&topo.rcv, so)?;
+    let sink = bed.rcv.tcp_sink(so)?;
     // each connection's part; the first takes the remainder
     let parts: Vec<u64> = (0..n as u64)
         .map(|i| size_bytes / n as u64 + if i == 0 { size_bytes % n as u64 } else { 0 })
@@ -272,10 +290,10 @@ fn throughput_test(
                 o.info_origin = Some(t0);
                 o.connect_timeout = Duration::from_secs(10);
                 o.drain_timeout = Duration::from_secs(30);
-                let ns = &topo.snd;
+                let client = bed.snd;
                 sc.spawn(move || -> std::result::Result<SenderReport, String> {
-                    let s = TcpSender::start(ns, o).map_err(|e| e.to_string())?;
-                    Ok(s.join())
+                    let s = client.tcp_sender(o).map_err(|e| e.to_string())?;
+                    s.join().map_err(|e| e.to_string())
                 })
             })
             .collect();
@@ -285,7 +303,7 @@ fn throughput_test(
         "{label}: {n} connection(s): done in {:.1} s",
         t0.elapsed().as_secs_f64()
     ));
-    let sink = sink.stop();
+    let sink = sink.stop()?;
     let conns = parts
         .iter()
         .zip(reports)

@@ -104,6 +104,7 @@ fn path(dut: &str, bb: f64, baseline_ms: f64, tests: Vec<TcpTest>) -> PathRun {
         tests,
         dut_report: serde_json::Value::Null,
         errors: Vec::new(),
+        hosts: Vec::new(),
     }
 }
 

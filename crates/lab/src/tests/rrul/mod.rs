@@ -163,10 +163,7 @@ impl RrulConfig {
         }
         let symmetric = self.cases.iter().any(|c| c.fixed_line().is_none());
         let rates = symmetric.then_some(&self.rates_bps[..]);
-        let external = self
-            .topology
-            .as_ref()
-            .is_some_and(|t| matches!(t.dut, crate::remote::TopoDut::External));
+        let external = policy::external_dut(self.topology.as_ref());
         if let Some(m) =
             policy::matrix_error(&self.duts, rates, &self.rtts_ms, self.line_pct, external)?
         {
@@ -189,13 +186,7 @@ impl RrulConfig {
         }
         crate::agents::check_cc(&self.cc)?;
         if let Some(t) = &self.topology {
-            if self.rtts_ms != [0] {
-                return bad(format!(
-                    "--topology {}: on real hosts the path is the network's own (no emulated \
-                     line): run with --rtt 0",
-                    t.file
-                ));
-            }
+            policy::check_real_hosts("rrul", t, &self.rtts_ms, &self.duts)?;
             if let Some(c) = self
                 .cases
                 .iter()
@@ -207,7 +198,6 @@ impl RrulConfig {
                     c.name()
                 ));
             }
-            crate::tests::testbed::check_duts(Some(t), &self.duts)?;
         }
         Ok(())
     }

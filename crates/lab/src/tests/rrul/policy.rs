@@ -125,6 +125,29 @@ impl Link {
     }
 }
 
+/// Whether a topology's DUT is external (`[dut] external = true`; `None`: namespaces).
+pub fn external_dut(topology: Option<&crate::remote::Topology>) -> bool {
+    topology.is_some_and(|t| matches!(t.dut, crate::remote::TopoDut::External))
+}
+
+/// What a lab on rrul's testbed needs on real hosts (`lab` prefixes the message): the
+/// network's own path, so `--rtt 0` only, and DUTs that fit the topology's `[dut]`.
+pub fn check_real_hosts(
+    lab: &str,
+    t: &crate::remote::Topology,
+    rtts_ms: &[u64],
+    duts: &[String],
+) -> Result<()> {
+    if rtts_ms != [0] {
+        return Err(Error::Invalid(format!(
+            "{lab}: --topology {}: on real hosts the path is the network's own (no emulated \
+             line): run with --rtt 0",
+            t.file
+        )));
+    }
+    crate::tests::testbed::check_duts(Some(t), duts)
+}
+
 /// Refuse a matrix of links and DUTs that cannot run, with a message that names what is
 /// wrong (the caller prefixes its lab): RTTs of 0 to 2 s, the line faster than the DUT
 /// (`line_pct` 101 to 1000), DUT names [`DutKind::parse`] accepts, none twice, and — when
@@ -236,6 +259,36 @@ impl DutKind {
             DutKind::Kernel(s) => dut::start(s, setup),
             DutKind::Cmd(p) => dut::start(&DutSpec::Cmd(p.clone()), setup),
             DutKind::External => dut::start(&DutSpec::External, setup),
+        }
+    }
+
+    /// Starts the DUT named `name` at `place` (a testbed's `Bed::place`; `None`: the
+    /// topology's DUT is external) with `policy`; `None` for an external DUT, which
+    /// nothing here starts. The other kinds need a place.
+    pub fn start_at<'a>(
+        &self,
+        name: &str,
+        place: Option<crate::topo::DutPlace<'a>>,
+        policy: &'a weir_core::policy::Policy,
+        sessions: &'a [dut::Session],
+        busy_poll: bool,
+    ) -> Result<Option<RunningDut<'a>>> {
+        match (self, place) {
+            (DutKind::External, _) => Ok(None),
+            (_, Some(place)) => self
+                .start(
+                    name,
+                    &DutSetup {
+                        place,
+                        policy,
+                        sessions,
+                        busy_poll,
+                    },
+                )
+                .map(Some),
+            (_, None) => Err(Error::Invalid(format!(
+                "{name}: the topology's DUT is external: run with --dut external"
+            ))),
         }
     }
 }

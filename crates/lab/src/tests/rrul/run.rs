@@ -21,7 +21,7 @@ use crate::agents::voip::{voice_sender, voice_sink};
 use crate::agents::{
     DscpCounter, ProbeKind, ProbeOpts, ProbeReport, SenderOpts, SenderReport, SinkOpts,
 };
-use crate::dut::{self, DutSetup};
+use crate::dut;
 use crate::tests::testbed::Owned;
 use crate::tests::testbed::{join_each, send_cbr, start_wan_stage, VoiceOutcome};
 use crate::topo::BridgeTopo;
@@ -141,24 +141,7 @@ pub(super) fn run_one(
         })
         .collect();
     // an external DUT: nothing to start (the topology's `[dut] external = true`)
-    let running = match (&kind, bed.place) {
-        (DutKind::External, _) => None,
-        (_, Some(place)) => Some(kind.start(
-            &pol.dut,
-            &DutSetup {
-                place,
-                policy: &policy,
-                sessions: &sessions,
-                busy_poll: c.busy_poll,
-            },
-        )?),
-        (_, None) => {
-            return Err(Error::Invalid(format!(
-                "{}: the topology's DUT is external: run with --dut external",
-                pol.dut
-            )))
-        }
-    };
+    let running = kind.start_at(&pol.dut, bed.place, &policy, &sessions, c.busy_poll)?;
 
     let t0 = Instant::now();
     let t0_ns = weir_io::clock::realtime_ns();

@@ -209,6 +209,12 @@ pub(in crate::lab) struct Rfc6349Args {
     /// weir DUTs and the line busy-poll.
     #[arg(long)]
     busy_poll: bool,
+    /// Run on real hosts: a topology file naming the hosts `client` and `server` (reached
+    /// over SSH, `weir agent` there) and the DUT's interfaces on this machine, or an
+    /// external DUT; with --rtt 0 (the network's own path, no emulated line) (docs/lab.md,
+    /// "Real hosts").
+    #[arg(long, value_name = "FILE")]
+    topology: Option<PathBuf>,
 }
 
 impl LabArgs for Rfc6349Args {
@@ -241,6 +247,12 @@ impl LabArgs for Rfc6349Args {
         set(&mut c.line_pct, self.line_pct);
         set(&mut c.runs, runs_arg(self.runs)?);
         c.busy_poll = self.busy_poll;
+        if let Some(t) = &self.topology {
+            c.topology = Some(weir_lab::remote::Topology::read(
+                &t.display().to_string(),
+                &weir_lab::tests::rrul::HOSTS,
+            )?);
+        }
         Ok(Rfc6349)
     }
 }
