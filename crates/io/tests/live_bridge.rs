@@ -26,7 +26,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 /// The testbed with hosts that send wire-size frames (segmentation offloads off: these
 /// tests are about shaping accuracy up to 100 Mbit/s; hosts with their default offloads
-/// are tested in crates/weir/tests/live_tso.rs, and a single TSO flow at 100 Mbit/s came
+/// are tested in crates/weir/tests/all/live_tso.rs, and a single TSO flow at 100 Mbit/s came
 /// 6.8 % short here — under investigation) and TCP timestamps off (so the MSS is 1460,
 /// which the expected goodputs use). SACK stays on: without it a
 /// drop-tail overflow costs NewReno one round trip per lost segment, and with a full queue
