@@ -249,14 +249,14 @@ pub struct DutReport {
     pub errors: Vec<String>,
 }
 
+/// Why the DUT `external` is refused without real hosts (every lab says the same).
+pub const EXTERNAL_NEEDS_HOSTS: &str = "DUT external: only on real hosts, with a topology \
+     file whose [dut] is `external = true` (--topology: basic, advanced, rrul, rfc6349)";
+
 /// `spec`, refused when it is `external` (for the labs that run only in namespaces).
 pub fn in_namespaces(spec: DutSpec) -> Result<DutSpec> {
     match spec {
-        DutSpec::External => Err(Error::Invalid(
-            "DUT external: only on real hosts, with a topology file whose [dut] is \
-             `external = true` (--topology: basic, advanced, rrul)"
-                .into(),
-        )),
+        DutSpec::External => Err(Error::Invalid(EXTERNAL_NEEDS_HOSTS.into())),
         s => Ok(s),
     }
 }

@@ -85,14 +85,10 @@ fn run_path(
     }
     bed.address(&[])?;
     // the emulated line in namespaces; on real hosts the network's own path
-    let mut line = match bed.topo {
-        Some(topo) => Some(start_wan_stage(
-            topo,
-            &line_policy(link, 1 + u64::from(run)),
-            c.busy_poll,
-        )?),
-        None => None,
-    };
+    let mut line = bed
+        .topo
+        .map(|t| start_wan_stage(t, &line_policy(link, 1 + u64::from(run)), c.busy_poll))
+        .transpose()?;
     let sessions = [
         dut::Session::tcp(
             SocketAddr::new(IpAddr::V4(CLIENT), 0),

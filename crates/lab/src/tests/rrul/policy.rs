@@ -176,11 +176,7 @@ pub fn matrix_error(
     let mut seen = std::collections::HashSet::new();
     for d in duts {
         if DutKind::parse(d)? == DutKind::External && !external_ok {
-            return Ok(Some(
-                "DUT external: only on real hosts, with a topology file whose [dut] is \
-                 `external = true` (--topology)"
-                    .into(),
-            ));
+            return Ok(Some(dut::EXTERNAL_NEEDS_HOSTS.into()));
         }
         if !seen.insert(d) {
             return Ok(Some(format!("DUT {d} listed twice")));

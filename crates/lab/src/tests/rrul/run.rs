@@ -119,10 +119,10 @@ pub(super) fn run_one(
     }
     // the emulated line in namespaces; on real hosts the network's own path
     let line_text = line_policy(&spec.link, 1 + u64::from(run));
-    let mut line = match bed.topo {
-        Some(topo) => Some(start_wan_stage(topo, &line_text, c.busy_poll)?),
-        None => None,
-    };
+    let mut line = bed
+        .topo
+        .map(|t| start_wan_stage(t, &line_text, c.busy_poll))
+        .transpose()?;
     let up_sink = SocketAddr::new(IpAddr::V4(SERVER), UP_PORT);
     // where a host's uploads go: host B's to the server's second address (`hosts`)
     let up_to = |h: Host| match h {
