@@ -364,6 +364,8 @@ impl Bridge {
                 pcap,
                 stats: LaneStats::default(),
                 skip_before: 0,
+                fresh_before: u64::MAX,
+                held: false,
                 meter: RateMeter::default(),
             })
         };
@@ -384,6 +386,12 @@ impl Bridge {
         let mut inb = lane(Direction::Inbound, &cfg.wan, &cfg.lan, pcap_in, &mut bypass)?;
         out.skip_before = took_over;
         inb.skip_before = took_over;
+        // a worker's comes from its supervisor at its first turn
+        let fresh = bypass
+            .as_ref()
+            .map_or(u64::MAX, failopen::Bypass::fresh_before);
+        out.fresh_before = fresh;
+        inb.fresh_before = fresh;
         if took_over != 0 {
             log::warning(&format!(
                 "fail-open: opening the rings took past {} ms; the kernel forwarded meanwhile",
@@ -498,7 +506,9 @@ impl Bridge {
                 }
                 next_stats = self.publisher.cost.next(now);
             }
-            if work {
+            let held = self.drv.out.held || self.drv.inb.held;
+            if work || (held && self.bypass.is_some()) {
+                // (a frame held for the next beat: the beat is due now)
                 continue;
             }
             // frames the kernel has not sent yet (a kick stopped early): kick again, soon
@@ -524,7 +534,10 @@ impl Bridge {
             // unsent frames or a backlog: the TX ring's POLLOUT only reports a free head
             // slot, so wake soon to kick again rather than wait for it
             let backlog = !self.drv.out.backlog.is_empty() || !self.drv.inb.backlog.is_empty();
-            let wake = if unsent || backlog {
+            // a worker's frame held for its supervisor's next beat: look again soon
+            let wake = if held {
+                wake.min(now + Duration::from_micros(500))
+            } else if unsent || backlog {
                 wake.min(now + Duration::from_micros(50))
             } else {
                 wake
@@ -568,9 +581,11 @@ impl Bridge {
     /// away is an error (its socket reports POLLERR/POLLHUP/POLLNVAL for ever after); one
     /// that is merely down makes the loop back off for 10 ms instead of spinning.
     fn sleep_until(&mut self, now: Instant, wake: Instant) -> Result<bool, BridgeError> {
+        // a lane holding a frame for the next beat would wake at once: not polled
+        let rx_events = |held: bool| if held { 0 } else { libc::POLLIN };
         let mut fds = [
-            pollfd(self.drv.out.rx.fd(), libc::POLLIN),
-            pollfd(self.drv.inb.rx.fd(), libc::POLLIN),
+            pollfd(self.drv.out.rx.fd(), rx_events(self.drv.out.held)),
+            pollfd(self.drv.inb.rx.fd(), rx_events(self.drv.inb.held)),
             pollfd(
                 self.drv.out.tx.fd(),
                 if self.drv.out.backlog.is_empty() {
@@ -628,7 +643,10 @@ impl Bridge {
     /// from the kernel: skip the frames it may have forwarded.
     fn heartbeat(&mut self, now: Instant) {
         let Some(b) = &mut self.bypass else { return };
-        let Some(failopen::Beat::TookOver { before_realtime_ns }) = b.beat(now.0) else {
+        let Some(beat) = b.beat(now.0) else { return };
+        self.drv.out.fresh_before = b.fresh_before();
+        self.drv.inb.fresh_before = b.fresh_before();
+        let failopen::Beat::TookOver { before_realtime_ns } = beat else {
             return;
         };
         self.drv.out.skip_before = before_realtime_ns;

@@ -33,8 +33,16 @@
 //! of them: weir discards those copies (counted, `handover_skipped`) and forwards only
 //! frames received after it. A frame is timestamped before the program sees it, so a
 //! redirected frame is always older than the instant; a frame that was not redirected
-//! but is older is lost (a handful, at a hand-over) — loss, never a duplicate. At start
+//! but is older is lost (those that came during the stall before the kernel took over,
+//! late by the whole stall anyway) — loss, never a duplicate. At start
 //! the filter is replaced before the rings open, so nothing older is read.
+//!
+//! A stall can also fall between a beat and the reading of the rings (a `SIGSTOP` in the
+//! middle of a turn): the frames read after it may be younger than the heartbeat's
+//! timeout, redirected already, and no beat has yet seen the stall. So each beat also
+//! gives the instant its heartbeat goes stale, less the margin ([`Heart::fresh_before`],
+//! CLOCK_REALTIME): a frame received at or after it is left in the ring until the next
+//! beat — which, coming later still, finds the stall and skips the frame.
 //!
 //! `--fail-closed` (and `weir emu`, an emulator whose impairment must not silently
 //! vanish) removes weir's filter instead, so a stopped weir forwards nothing.
@@ -122,14 +130,26 @@ pub struct Heart {
     timeout_ns: u64,
     /// The heartbeat last stored (CLOCK_MONOTONIC ns).
     last: u64,
+    /// CLOCK_REALTIME − CLOCK_MONOTONIC, ns, as read at the last beat.
+    real_minus_mono: i128,
 }
 
 impl Heart {
-    pub fn new(timeout: Duration, stored: u64) -> Heart {
+    /// `stored` (CLOCK_MONOTONIC ns) was written; `real_minus_mono` is the difference of
+    /// the clocks read after it.
+    pub fn new(timeout: Duration, stored: u64, real_minus_mono: i128) -> Heart {
         Heart {
             timeout_ns: timeout.as_nanos(),
             last: stored,
+            real_minus_mono,
         }
+    }
+    /// Frames received from this CLOCK_REALTIME instant (ns) on may have been redirected
+    /// by the kernel unless a later beat was fresh: the last stored heartbeat plus the
+    /// timeout, less the margin.
+    pub fn fresh_before(&self) -> u64 {
+        let stale = self.last as i128 + self.real_minus_mono + self.timeout_ns as i128;
+        (stale - MARGIN_NS as i128).max(0) as u64
     }
     /// How often to beat: an eighth of the timeout.
     pub fn interval(&self) -> Duration {
@@ -143,6 +163,7 @@ impl Heart {
     pub fn beat(&mut self, stored: u64, after_mono: u64, after_real: u64) -> Beat {
         let gap = after_mono.saturating_sub(self.last);
         self.last = stored;
+        self.real_minus_mono = after_real as i128 - after_mono as i128;
         if gap + MARGIN_NS > self.timeout_ns {
             Beat::TookOver {
                 before_realtime_ns: after_real,
@@ -176,6 +197,8 @@ impl Bypass {
             .word(TIMEOUT)
             .store(timeout.as_nanos(), Ordering::SeqCst);
         words.word(HEARTBEAT).store(now, Ordering::SeqCst);
+        let real_minus_mono =
+            crate::clock::realtime_ns() as i128 - crate::clock::monotonic_ns() as i128;
         let (lan_ix, wan_ix) = (tc::ifindex(lan)?, tc::ifindex(wan)?);
         for (iface, peer, counters) in [(lan, wan_ix, LAN_COUNTERS), (wan, lan_ix, WAN_COUNTERS)] {
             let prog = bpf::load_program(
@@ -189,8 +212,14 @@ impl Bypass {
         }
         Ok(Bypass {
             words,
-            heart: Heart::new(timeout, now),
+            heart: Heart::new(timeout, now, real_minus_mono),
         })
+    }
+
+    /// Frames received from this CLOCK_REALTIME instant (ns) on must wait for the next
+    /// beat ([`Heart::fresh_before`]).
+    pub fn fresh_before(&self) -> u64 {
+        self.heart.fresh_before()
     }
 
     /// How often the loop must beat (it wakes at least this often).
@@ -265,7 +294,7 @@ mod tests {
     /// the store.
     #[test]
     fn the_stale_rule() {
-        let mut h = Heart::new(Duration::from_millis(100), 1000 * MS);
+        let mut h = Heart::new(Duration::from_millis(100), 1000 * MS, 0);
         assert_eq!(h.interval(), Duration::from_micros(12_500));
         assert!(!h.due(1000 * MS + 12 * MS));
         assert!(h.due(1000 * MS + 12_500_000));
@@ -285,7 +314,7 @@ mod tests {
     /// A stall long enough to cross the timeout (a stopped process) is a take-over.
     #[test]
     fn a_stopped_process_takes_over() {
-        let mut h = Heart::new(Duration::from_millis(100), 0);
+        let mut h = Heart::new(Duration::from_millis(100), 0, 0);
         assert_eq!(h.beat(5 * MS, 5 * MS, 1), Beat::Fresh);
         assert_eq!(
             h.beat(3000 * MS, 3000 * MS, 2),
@@ -293,6 +322,54 @@ mod tests {
                 before_realtime_ns: 2
             }
         );
+    }
+
+    /// Timeout 100 ms, heartbeat stored at 1000 ms monotonic with the realtime clock
+    /// 5 s ahead: frames from 6099 ms realtime on (1000 + 5000 + 100 − the 1 ms margin)
+    /// wait for a beat; a beat at or after such a frame's arrival is a take-over that
+    /// skips it; a fresh beat moves the instant on.
+    #[test]
+    fn frames_past_the_fresh_instant_wait_for_the_beat_that_skips_them() {
+        let mut h = Heart::new(Duration::from_millis(100), 1000 * MS, 5000 * MS as i128);
+        assert_eq!(h.fresh_before(), 6099 * MS);
+        // a frame that arrived at 6099 ms realtime = 1099 ms monotonic; the beat 1 µs after
+        let after = 1099 * MS + 1000;
+        match h.beat(after, after, after + 5000 * MS) {
+            Beat::TookOver { before_realtime_ns } => assert!(before_realtime_ns > 6099 * MS),
+            Beat::Fresh => panic!("a beat after a held frame must take over"),
+        }
+        assert_eq!(h.fresh_before(), 6198 * MS + 1000);
+        assert_eq!(
+            h.beat(1110 * MS, 1110 * MS + 10, 6110 * MS + 10),
+            Beat::Fresh
+        );
+        assert_eq!(h.fresh_before(), 6209 * MS);
+    }
+
+    proptest::proptest! {
+        /// The rule that makes a hand-over duplicate-free: any frame at or past the
+        /// fresh instant, read before a beat that comes after it (by 1 ns at least), is
+        /// skipped by that beat.
+        #[test]
+        fn a_held_frame_is_always_skipped(
+            timeout_ms in 20u64..2000,
+            last in 0u64..1_000_000_000_000,
+            offset in -1_000_000_000_000i128..1_000_000_000_000_000_000,
+            past in 0u64..10_000_000_000,
+            beat_later in 1u64..1_000_000_000,
+        ) {
+            let mut h = Heart::new(Duration::from_millis(timeout_ms), last, offset);
+            let frame_real = h.fresh_before() + past;
+            let frame_mono = (frame_real as i128 - offset) as u64;
+            let after_mono = frame_mono + beat_later;
+            let after_real = (after_mono as i128 + offset) as u64;
+            match h.beat(after_mono, after_mono, after_real) {
+                Beat::TookOver { before_realtime_ns } => {
+                    proptest::prop_assert!(frame_real < before_realtime_ns)
+                }
+                Beat::Fresh => proptest::prop_assert!(false, "fresh after a held frame"),
+            }
+        }
     }
 
     /// The program: the jump lands on `pass`, the counters are the direction's, the

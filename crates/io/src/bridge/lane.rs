@@ -33,6 +33,12 @@ pub(super) struct Lane {
     /// Frames received before this CLOCK_REALTIME instant (ns) are skipped: the kernel's
     /// fail-open bypass may have forwarded them (set at a hand-over).
     pub(super) skip_before: u64,
+    /// Frames received from this CLOCK_REALTIME instant (ns) on wait in the ring for the
+    /// next fail-open beat ([`crate::failopen::Heart::fresh_before`]); `u64::MAX` without
+    /// a bypass.
+    pub(super) fresh_before: u64,
+    /// The last [`receive`] left a frame in the ring for the next beat.
+    pub(super) held: bool,
     pub(super) meter: RateMeter,
     /// Super-packets may cross this lane whole: no capture of wire frames (and while its
     /// TX ring still sends them whole: [`TxRing::sends_whole`]).
@@ -50,8 +56,15 @@ pub(super) fn receive(lane: &mut Lane, eng: &mut Engine, now: &mut Instant, batc
         clock,
     } = eng;
     let mut got = false;
+    lane.held = false;
     for _ in 0..batch {
         let Some(f) = lane.rx.peek() else { break };
+        if f.ts_ns >= lane.fresh_before && f.ts_ns >= lane.skip_before {
+            // the heartbeat may have gone stale before it came: the kernel may have
+            // forwarded it; the next beat says (see crate::failopen)
+            lane.held = true;
+            break;
+        }
         got = true;
         if f.ts_ns < lane.skip_before {
             // the kernel's fail-open bypass may have forwarded it: never twice

@@ -85,6 +85,9 @@ pub struct Shared {
     alive: Vec<AtomicU64>,
     /// CLOCK_REALTIME ns: frames received before may have been forwarded by the kernel.
     skip_before: AtomicU64,
+    /// CLOCK_REALTIME ns: frames received from then on wait for the next beat
+    /// ([`failopen::Bypass::fresh_before`]); stored after `skip_before`.
+    fresh_before: AtomicU64,
     /// Stop every worker.
     stop: AtomicBool,
     slots: Vec<Mutex<Slot>>,
@@ -99,15 +102,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
-    fn new(n: usize, beat: Option<Duration>) -> Shared {
+    fn new(n: usize, bypass: Option<&failopen::Bypass>) -> Shared {
         Shared {
             alive: (0..n).map(|_| AtomicU64::new(u64::MAX)).collect(),
             skip_before: AtomicU64::new(0),
+            fresh_before: AtomicU64::new(bypass.map_or(u64::MAX, failopen::Bypass::fresh_before)),
             stop: AtomicBool::new(false),
             slots: (0..n).map(|_| Mutex::new(Slot::default())).collect(),
             division: Mutex::new(Division::default()),
             docs: Mutex::new((0..n).map(|_| None).collect()),
-            beat,
+            beat: bypass.map(failopen::Bypass::interval),
         }
     }
 
@@ -313,6 +317,10 @@ impl Worker {
     /// Once a turn: say this worker is alive and take a hand-over's skip instant.
     pub(super) fn turn(&mut self, now: Instant, out: &mut Lane, inb: &mut Lane) {
         self.shared.alive[self.index].store(now.0, Ordering::Relaxed);
+        // the fresh instant first: a hand-over's skip instant is stored before it
+        let fresh = self.shared.fresh_before.load(Ordering::Acquire);
+        out.fresh_before = fresh;
+        inb.fresh_before = fresh;
         let skip = self.shared.skip_before.load(Ordering::Relaxed);
         if skip > out.skip_before {
             out.skip_before = skip;
@@ -430,7 +438,7 @@ impl Workers {
         // group ids are per network namespace: two of weir's own, from its process id
         // (2 pid and 2 pid + 1, modulo 2^16: weirs of neighbouring pids do not collide)
         let group = (std::process::id().wrapping_mul(2) & 0xffff) as u16;
-        let shared = Arc::new(Shared::new(n, bypass.as_ref().map(|b| b.interval())));
+        let shared = Arc::new(Shared::new(n, bypass.as_ref()));
         let cpus = usable_cpus();
         let (ended_tx, ended) = std::sync::mpsc::channel::<Ended>();
         let mut controls = Vec::with_capacity(n);
@@ -859,12 +867,19 @@ fn add_refusals(v: &mut serde_json::Value, (refused, throttled): (u64, u64)) {
 fn supervise_beat(bypass: &mut Option<failopen::Bypass>, shared: &Shared, handovers: &mut u64) {
     let Some(b) = bypass else { return };
     let now = crate::clock::monotonic_ns();
-    if let Some(failopen::Beat::TookOver { before_realtime_ns }) =
-        b.beat_for(shared.least_alive(now), now)
-    {
+    let Some(beat) = b.beat_for(shared.least_alive(now), now) else {
+        return;
+    };
+    // the skip instant before the fresh one (a worker loads them the other way round)
+    if let failopen::Beat::TookOver { before_realtime_ns } = beat {
         shared
             .skip_before
             .store(before_realtime_ns, Ordering::Relaxed);
+    }
+    shared
+        .fresh_before
+        .store(b.fresh_before(), Ordering::Release);
+    if beat != failopen::Beat::Fresh {
         *handovers += 1;
         let (out, back) = b.forwarded();
         log::warning(&format!(

@@ -181,6 +181,9 @@ pub struct ProbeReport {
     pub send_errors: u64,
     /// Second replies to one probe.
     pub duplicates: u64,
+    /// The probes (sequence numbers) that had a second reply, once each.
+    #[serde(default)]
+    pub duplicated: Vec<u64>,
     /// Datagrams that were not replies to this prober.
     pub ignored: u64,
     pub error: Option<String>,
@@ -345,6 +348,9 @@ fn probe_loop(sock: &Socket, o: &ProbeOpts, waker: &Waker) -> ProbeReport {
                             let r = &mut rep.records[seq as usize];
                             if r.rx_ns.is_some() {
                                 rep.duplicates += 1;
+                                if rep.duplicated.last() != Some(&r.seq) {
+                                    rep.duplicated.push(r.seq);
+                                }
                             } else {
                                 r.rx_ns = Some(rx_ns);
                                 if let Some((frx, ftx)) = far {

@@ -14,6 +14,12 @@
 //! in either direction (a duplicated request would be reflected twice, a duplicated reply
 //! seen twice: the prober counts second replies).
 //!
+//! A stop can land anywhere in weir's loop, between its heartbeat and its reading of the
+//! rings too: [`a_stop_in_the_middle_of_a_turn_duplicates_nothing`] stops a busy-polling
+//! weir (whose loop never sleeps, so a stop lands mid-turn) five times with a slow CBR
+//! stream through it, whose ring then holds frames from before and after the kernel took
+//! over, and counts duplicates at the sink: none.
+//!
 //! Root and iperf3 needed; without them the test prints `SKIP: …` and passes, except
 //! under CI (`CI` set).
 
@@ -25,6 +31,7 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use weir_lab::agents::cbr::{CbrSender, CbrSenderOpts, CbrSink};
 use weir_lab::agents::UdpReflector;
 use weir_lab::topo::{skip_unless_root, BridgeTopo};
 
@@ -96,9 +103,13 @@ fn signal(w: &KillOnDrop, sig: i32) {
     assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
 }
 
+/// This file's tests time outages and rates: one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 #[test]
 fn the_link_survives_kill_stop_and_restart_of_weir() {
     let _group = crate::common::group(module_path!());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let test = "the_link_survives_kill_stop_and_restart_of_weir";
     if skip_unless_root(test) || !have(test, "iperf3") {
         return;
@@ -187,13 +198,29 @@ fn the_link_survives_kill_stop_and_restart_of_weir() {
     let n = |v: &serde_json::Value, dir: &str, k: &str| {
         v[dir]["lane"][k]["packets"].as_u64().unwrap_or(u64::MAX)
     };
+    // when the duplicated probes were sent, ms from the events
+    let dup_at: Vec<String> = p
+        .duplicated
+        .iter()
+        .map(|&seq| {
+            let tx = p.records[seq as usize].tx_ns as i64;
+            let from = |ev: u64| (tx - ev as i64) as f64 / 1e6;
+            format!(
+                "{seq} (kill {:+.1}, stop {:+.1}, term {:+.1} ms)",
+                from(killed),
+                from(stopped),
+                from(terminated)
+            )
+        })
+        .take(8)
+        .collect();
     let summary = format!(
         "shaped {shaped_before:.1} Mbit/s; kill -9: forwarding again after {kill_ms:.1} ms, \
          {bypassed:.1} Mbit/s unshaped; restarted: {shaped_after:.1} Mbit/s; SIGSTOP: \
          forwarding again after {stop_ms:.1} ms, {while_stopped:.1} Mbit/s; SIGCONT: \
          {after_cont:.1} Mbit/s; SIGTERM: {term_ms:.1} ms; probes {} sent, {answered} \
          answered, {} duplicates, {} reflected; weir after SIGCONT: {} hand-overs, {} + {} \
-         frames skipped, kernel forwarded {} + {}",
+         frames skipped, kernel forwarded {} + {}; duplicated: {dup_at:?}",
         p.records.len(),
         p.duplicates,
         r.reflected,
@@ -255,4 +282,73 @@ fn the_link_survives_kill_stop_and_restart_of_weir() {
         "a probe reflected twice: {summary}"
     );
     assert!(answered as f64 >= 0.9 * p.records.len() as f64, "{summary}");
+}
+
+/// `SIGSTOP` of a busy-polling weir, five times, 400 ms each (the kernel takes over after
+/// 100 ms), with 250 frames/s through it: the frames that wait in weir's ring when it
+/// continues are from before the kernel took over and after; a stop between the loop's
+/// heartbeat and its reading of the ring must not forward the later ones (the kernel did):
+/// the sink sees no frame twice, and each stop is one hand-over. Once with the one loop,
+/// once with two workers (the supervisor beats for them).
+#[test]
+fn a_stop_in_the_middle_of_a_turn_duplicates_nothing() {
+    let _group = crate::common::group(module_path!());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let test = "a_stop_in_the_middle_of_a_turn_duplicates_nothing";
+    if skip_unless_root(test) {
+        return;
+    }
+    stops_mid_turn(&[]);
+    stops_mid_turn(&["--workers", "2"]);
+}
+
+fn stops_mid_turn(extra: &[&str]) {
+    const STOPS: u64 = 5;
+    let t = BridgeTopo::new("fom").unwrap();
+    let dir = crate::common::TempDir(
+        std::env::temp_dir().join(format!("weir-live-failopen-mid-{}", std::process::id())),
+    );
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let policy = dir.0.join("p.toml");
+    std::fs::write(&policy, POLICY).unwrap();
+    let sock = dir.0.join("w.sock");
+    let mut args = vec!["run", "--policy", policy.to_str().unwrap(), "--busy-poll"];
+    args.extend_from_slice(extra);
+    let w = start_weir(&t, &args, &sock);
+    let sink = CbrSink::start(
+        &t.rcv,
+        SocketAddr::new(IpAddr::V4(BridgeTopo::RCV_ADDR), 0),
+        None,
+    )
+    .unwrap();
+    let sender =
+        CbrSender::start(&t.snd, CbrSenderOpts::new(sink.local_addr(), 250.0, 200)).unwrap();
+    for _ in 0..STOPS {
+        std::thread::sleep(Duration::from_millis(300));
+        signal(&w, libc::SIGSTOP);
+        std::thread::sleep(Duration::from_millis(400));
+        signal(&w, libc::SIGCONT);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = sender.stop();
+    let got = sink.finish(sent.sent, Duration::from_millis(500));
+    let v = stats(&sock);
+    drop(w);
+    let summary = format!(
+        "weir run {extra:?}: {} sent, {} received, {} duplicates; {} hand-overs, {} + {} \
+         frames skipped, kernel forwarded {} + {}",
+        sent.sent,
+        got.len(),
+        got.duplicates(),
+        v["fail_open"]["handovers"],
+        v["outbound"]["lane"]["handover_skipped"]["packets"],
+        v["inbound"]["lane"]["handover_skipped"]["packets"],
+        v["outbound"]["lane"]["kernel_forwarded"]["packets"],
+        v["inbound"]["lane"]["kernel_forwarded"]["packets"],
+    );
+    eprintln!("{summary}");
+    assert_eq!(got.duplicates(), 0, "{summary}");
+    assert_eq!(v["fail_open"]["handovers"], STOPS, "{summary}");
+    // the first 100 ms of each stop are lost (nobody forwards), a handful at each hand-over
+    assert!(got.len() as f64 >= 0.8 * sent.sent as f64, "{summary}");
 }
