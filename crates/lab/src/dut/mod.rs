@@ -251,7 +251,32 @@ pub struct DutReport {
 
 /// Why the DUT `external` is refused without real hosts (every lab says the same).
 pub const EXTERNAL_NEEDS_HOSTS: &str = "DUT external: only on real hosts, with a topology \
-     file whose [dut] is `external = true` (--topology: basic, advanced, rrul, rfc6349)";
+     file whose [dut] is `external = true` (--topology: basic, advanced, rrul, rfc6349, \
+     rfc2544, y1564)";
+
+/// Start a DUT at `place` (a testbed's; `None`: the topology's DUT is external) with
+/// `start`, or nothing when it is `external` (`None`: a device nothing here starts).
+pub fn start_at<'a>(
+    name: &str,
+    external: bool,
+    place: Option<DutPlace<'a>>,
+    (policy, sessions, busy_poll): (&'a Policy, &'a [Session], bool),
+    start: impl FnOnce(&DutSetup<'a>) -> Result<RunningDut<'a>>,
+) -> Result<Option<RunningDut<'a>>> {
+    match (external, place) {
+        (true, _) => Ok(None),
+        (false, Some(place)) => start(&DutSetup {
+            place,
+            policy,
+            sessions,
+            busy_poll,
+        })
+        .map(Some),
+        (false, None) => Err(Error::Invalid(format!(
+            "{name}: the topology's DUT is external: run with --dut external"
+        ))),
+    }
+}
 
 /// `spec`, refused when it is `external` (for the labs that run only in namespaces).
 pub fn in_namespaces(spec: DutSpec) -> Result<DutSpec> {

@@ -18,6 +18,7 @@ use crate::agents::{
     path_mtu, MtuReport, ProbeOpts, ProbeReport, Prober, ReflectorReport, SenderOpts, SenderReport,
     SinkOpts, SinkReport, TcpSender, TcpSink, UdpReflector,
 };
+use crate::tests::streams::{received_figures, FiguresOf, StreamFigures};
 use crate::topo::Netns;
 use crate::{Error, Result};
 
@@ -309,11 +310,17 @@ impl<L: LocalAgent> Agent<'_, L> {
 
 impl Agent<'_, CbrSink> {
     /// Waits until `expected` packets arrived or none for `idle`, then stops the sink and
-    /// returns its records ([`CbrSink::finish`]).
-    pub fn drain(self, expected: u64, idle: Duration) -> Result<CbrRecords> {
+    /// returns the figures of its records ([`CbrSink::finish`], [`received_figures`]),
+    /// computed on the host that received them.
+    pub fn drain_figures(
+        self,
+        expected: u64,
+        idle: Duration,
+        of: FiguresOf,
+    ) -> Result<StreamFigures> {
         match self {
-            Agent::Local(a) => Ok(a.finish(expected, idle)),
-            Agent::Remote(h, id) => h.drain(id, expected, idle),
+            Agent::Local(a) => Ok(received_figures(&a.finish(expected, idle), &of)),
+            Agent::Remote(h, id) => h.drain(id, expected, idle, of),
         }
     }
 }

@@ -52,6 +52,21 @@ pub struct HostInfo {
     pub clock: ClockOffset,
 }
 
+impl HostInfo {
+    /// One line for a report: `host NAME: SSH (HOSTNAME), weir VERSION, clock ±`.
+    pub fn line(&self) -> String {
+        format!(
+            "host {}: {} ({}), weir {}, clock {:+.3} ms ± {:.3} ms",
+            self.name,
+            self.ssh,
+            self.hostname,
+            self.version,
+            self.clock.offset_ms,
+            self.clock.uncertainty_ms
+        )
+    }
+}
+
 /// A topology's hosts, connected, and its DUT place.
 #[derive(Debug)]
 pub struct RemoteBed {

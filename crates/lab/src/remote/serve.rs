@@ -28,6 +28,7 @@ use serde_json::Value;
 use super::wire::{Hello, Op, Reply, Request, StartAgent, Started, PROTOCOL};
 use crate::agents::cbr::{CbrSender, CbrSink};
 use crate::agents::{path_mtu, MtuReport, Prober, TcpSender, TcpSink, UdpReflector};
+use crate::tests::streams::received_figures;
 use crate::topo::{wait_link_up, Netns};
 use crate::{Error, Result};
 
@@ -341,10 +342,12 @@ fn handle(s: &Session, op: Op) -> Result<Value> {
             handle,
             expected,
             idle_us,
+            of,
         } => match take(s, handle)? {
-            Running::CbrSink(k) => Ok(to_value(
-                &k.finish(expected, Duration::from_micros(idle_us)),
-            )),
+            Running::CbrSink(k) => {
+                let recs = k.finish(expected, Duration::from_micros(idle_us));
+                Ok(to_value(&received_figures(&recs, &of)))
+            }
             other => {
                 drop(other.stop());
                 Err(Error::Invalid(format!(
@@ -556,10 +559,11 @@ mod idle_tests {
 #[cfg(test)]
 mod cbr_tests {
     use super::*;
-    use crate::agents::cbr::{CbrRecords, CbrSenderOpts, CbrSenderReport, CbrSinkOpts};
+    use crate::agents::cbr::{CbrSenderOpts, CbrSenderReport, CbrSinkOpts};
+    use crate::tests::streams::{FiguresOf, StreamFigures};
 
     /// A CBR sink and sender on loopback through the protocol: the sender's report at
-    /// `join`, the sink's records at `drain`; `drain` on an agent that is not a sink is
+    /// `join`, the figures of the sink's records at `drain`; `drain` on an agent that is not a sink is
     /// refused; a sysctl is read.
     #[test]
     fn cbr_streams_cross_the_protocol() {
@@ -605,11 +609,22 @@ mod cbr_tests {
             handle,
             expected: 50,
             idle_us: 500_000,
+            of: FiguresOf {
+                attempted: rep.attempted,
+                send_failed: 0,
+                pps: 1000.0,
+                duration_s: 0.05,
+                header: 42,
+                rcv_ahead_ns: 0,
+            },
         };
         w.write_all(line(4, drain(1)).as_bytes()).unwrap();
-        let recs: CbrRecords = serde_json::from_value(next().into_result().unwrap()).unwrap();
-        assert_eq!(recs.distinct(), 50);
-        assert!(recs.records.iter().all(|r| r.len == 200 - 42));
+        let got: StreamFigures = serde_json::from_value(next().into_result().unwrap()).unwrap();
+        assert_eq!((got.figures.received, got.figures.lost), (50, 0), "{got:?}");
+        assert_eq!(got.error, None);
+        // every frame 200 bytes: 1000 frames/s of them over the middle 80 %
+        let ir = got.figures.ir_bps.unwrap();
+        assert!((1.2e6..2.0e6).contains(&ir), "{ir}");
         // a reflector is not a sink: refused, and stopped
         w.write_all(
             line(

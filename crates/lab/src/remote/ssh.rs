@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::wire::{Hello, Op, Reply, Request, StartAgent, Started, PROTOCOL};
+use crate::tests::streams::{FiguresOf, StreamFigures};
 use crate::{Error, Result};
 
 /// Longest wait for `hello` (ssh's connect, authentication, and the agent's start).
@@ -331,20 +332,22 @@ impl SshHost {
     }
 
     /// Waits until CBR sink `handle` has `expected` packets or none came for `idle`, and
-    /// reads its records.
-    pub fn drain<R: DeserializeOwned>(
+    /// reads the figures of what came ([`Op::Drain`]).
+    pub fn drain(
         &self,
         handle: u64,
         expected: u64,
         idle: Duration,
-    ) -> Result<R> {
+        of: FiguresOf,
+    ) -> Result<StreamFigures> {
         let v = self.call(Op::Drain {
             handle,
             expected,
             idle_us: idle.as_micros() as u64,
+            of,
         })?;
         serde_json::from_value(v)
-            .map_err(|e| Error::Invalid(format!("{}: agent {handle}'s records: {e}", self.name)))
+            .map_err(|e| Error::Invalid(format!("{}: agent {handle}'s figures: {e}", self.name)))
     }
 
     /// The host's clock offset from `n` `clock` exchanges (the one with the shortest round

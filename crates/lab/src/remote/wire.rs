@@ -26,9 +26,10 @@ use std::net::{Ipv4Addr, SocketAddr};
 
 use crate::agents::cbr::{CbrSenderOpts, CbrSinkOpts};
 use crate::agents::{ProbeOpts, SenderOpts, SinkOpts};
+use crate::tests::streams::FiguresOf;
 
 /// The protocol's version: `hello` refuses a peer that speaks another.
-pub const PROTOCOL: u32 = 1;
+pub const PROTOCOL: u32 = 2;
 
 /// One request.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -70,11 +71,14 @@ pub enum Op {
     /// Wait until agent `handle` is done by itself; the reply is its report.
     Join { handle: u64 },
     /// A CBR sink (`handle`): wait until `expected` packets arrived or none for `idle_us`,
-    /// then stop it; the reply is its [`CbrRecords`](crate::agents::cbr::CbrRecords).
+    /// then stop it; the reply is the stream's
+    /// [`StreamFigures`](crate::tests::streams::StreamFigures), computed here from `of`
+    /// (a trial of small frames is millions of records).
     Drain {
         handle: u64,
         expected: u64,
         idle_us: u64,
+        of: FiguresOf,
     },
     /// Read a sysctl (dotted); the reply is its value as a string.
     SysctlGet { key: String },

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::agents::cbr::{payload_len, CbrSenderOpts, CbrSinkOpts, Pacing};
+use crate::agents::cbr::{payload_len, CbrRecords, CbrSenderOpts, CbrSinkOpts, Pacing};
 use crate::dut::{self, DutSetup, DutSpec, RunningDut};
 use crate::remote::Host;
 use crate::topo::BridgeTopo;
@@ -66,6 +66,21 @@ impl DutChoice {
             DutChoice::WeirAsWritten => dut::start_weir_as_written(name, setup),
             DutChoice::Spec(s) => dut::start(s, setup),
         }
+    }
+
+    /// Start it at `place` (a testbed's `Bed::place`; `None`: the topology's DUT is
+    /// external) with `policy`; `None` for `external`, which nothing here starts.
+    pub fn start_at<'a>(
+        &self,
+        name: &str,
+        place: Option<crate::topo::DutPlace<'a>>,
+        policy: &'a weir_core::policy::Policy,
+        sessions: &'a [dut::Session],
+        busy_poll: bool,
+    ) -> Result<Option<RunningDut<'a>>> {
+        let external = *self == DutChoice::Spec(DutSpec::External);
+        let with = (policy, sessions, busy_poll);
+        dut::start_at(name, external, place, with, |s| self.start(name, s))
     }
 }
 
@@ -405,49 +420,86 @@ pub fn send_between(
         .collect::<Result<Vec<_>>>()?;
     let mut out = Vec::new();
     for ((s, sink), rep) in set.iter().zip(sinks).zip(reports) {
-        let recs = sink.drain(rep.attempted, drain)?;
-        let header = s.frame - payload_len(s.frame, false)?;
-        let arrivals: Vec<Arrival> = recs
-            .records
-            .iter()
-            .map(|r| Arrival {
-                seq: r.seq,
-                tx_ns: r.tx_ns.saturating_add_signed(rcv_ahead_ns),
-                rx_ns: r.rx_ns,
-                frame: r.len + header as u32,
-            })
-            .collect();
-        let f = figures(
-            &arrivals,
-            rep.attempted,
-            rep.send_errors.total,
-            rep.opts.pps,
-            s.duration_s(),
-        );
-        // the sender's own failures (a full socket buffer) are counted in `send_errors`
-        // and are not the DUT's loss; the receiver's are errors of the measurement
-        let error = recs
-            .error
-            .clone()
-            .map(|e| format!("sink: {e}"))
-            .into_iter()
-            .chain((recs.socket_drops > 0).then(|| {
-                format!(
-                    "the receiving socket dropped {} frame(s)",
-                    recs.socket_drops
-                )
-            }))
-            .collect::<Vec<_>>();
+        let of = FiguresOf {
+            attempted: rep.attempted,
+            send_failed: rep.send_errors.total,
+            pps: rep.opts.pps,
+            duration_s: s.duration_s(),
+            header: (s.frame - payload_len(s.frame, false)?) as u32,
+            rcv_ahead_ns,
+        };
+        // computed where the frames arrived: a trial of small frames is millions of records
+        let got = sink.drain_figures(rep.attempted, drain, of)?;
         out.push(Sent {
             achieved_bps: rep.achieved_pps * s.frame as f64 * 8.0,
             attempted: rep.attempted,
             send_errors: rep.send_errors.total,
             late_max_ms: rep.max_lateness_ns as f64 / 1e6,
-            figures: f,
-            error: (!error.is_empty()).then(|| error.join("; ")),
+            figures: got.figures,
+            error: got.error,
         });
     }
     Ok(out)
+}
+
+/// What the figures of a received stream need beside its records (sent to the host that
+/// received it: [`received_figures`]).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FiguresOf {
+    /// Packets the sender attempted, and those its host failed to send.
+    pub attempted: u64,
+    pub send_failed: u64,
+    /// The sender's packet rate and sending time, s.
+    pub pps: f64,
+    pub duration_s: f64,
+    /// Ethernet, IP and UDP header bytes of a frame (the frame less the UDP payload).
+    pub header: u32,
+    /// How far the receiver's clock is ahead of the sender's, ns.
+    pub rcv_ahead_ns: i64,
+}
+
+/// A received stream's figures and the receiver's errors (a sink error, frames its
+/// socket dropped: errors of the measurement, not the DUT's loss).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StreamFigures {
+    pub figures: Figures,
+    pub error: Option<String>,
+}
+
+/// The figures of a CBR sink's records.
+pub fn received_figures(recs: &CbrRecords, of: &FiguresOf) -> StreamFigures {
+    let arrivals: Vec<Arrival> = recs
+        .records
+        .iter()
+        .map(|r| Arrival {
+            seq: r.seq,
+            tx_ns: r.tx_ns.saturating_add_signed(of.rcv_ahead_ns),
+            rx_ns: r.rx_ns,
+            frame: r.len + of.header,
+        })
+        .collect();
+    let figures = figures(
+        &arrivals,
+        of.attempted,
+        of.send_failed,
+        of.pps,
+        of.duration_s,
+    );
+    let error: Vec<String> = recs
+        .error
+        .iter()
+        .map(|e| format!("sink: {e}"))
+        .chain((recs.socket_drops > 0).then(|| {
+            format!(
+                "the receiving socket dropped {} frame(s)",
+                recs.socket_drops
+            )
+        }))
+        .collect();
+    StreamFigures {
+        figures,
+        error: (!error.is_empty()).then(|| error.join("; ")),
+    }
 }
 
 #[cfg(test)]

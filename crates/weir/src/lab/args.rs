@@ -147,7 +147,7 @@ struct TestbedArgs {
     busy_poll: bool,
     /// Run on real hosts: a topology file naming the hosts `sender` and `receiver` (reached
     /// over SSH, `weir agent` there) and the DUT (docs/lab.md, "Real hosts"). basic and
-    /// advanced.
+    /// advanced; robustness refuses it.
     #[arg(long, value_name = "FILE")]
     topology: Option<PathBuf>,
 }
@@ -182,7 +182,8 @@ impl TestbedArgs {
             }
             (Some(_), None) => anyhow::bail!(
                 "--topology: this lab runs only in the namespace testbed (its subtests need \
-                 the WAN stage); basic and advanced run on real hosts"
+                 the WAN stage); basic, advanced, rrul, rfc6349, rfc2544 and y1564 run on \
+                 real hosts"
             ),
         }
         Ok(())

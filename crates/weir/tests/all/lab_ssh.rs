@@ -9,10 +9,11 @@
 //!
 //! The test's sshd and ssh use a throwaway host key and client key in a temporary
 //! directory (`ssh -F none -i KEY -o UserKnownHostsFile=TEMP`); a user's labs go through
-//! their own ssh configuration and `known_hosts`. Checks: the Basic Test, `rrul` and
-//! `rfc6349` run there (the Basic Test's fastest classes at their rate and fair; rrul's
-//! goodput and the latency weir's default queue adds; RFC 6349's path MTU, bottleneck
-//! bandwidth and a whole transfer), every host reports its clock offset, and the hosts
+//! their own ssh configuration and `known_hosts`. Checks: the Basic Test, `rrul`,
+//! `rfc6349` and `rfc2544` run there (the Basic Test's fastest classes at their rate and
+//! fair; rrul's goodput and the latency weir's default queue adds; RFC 6349's path MTU,
+//! bottleneck bandwidth and a whole transfer; RFC 2544's throughput at the class's rate
+//! with figures computed on the receiving host), every host reports its clock offset, and the hosts
 //! are left as they were (addresses, link state, sysctls, offloads); a topology file with a mistake, a host that
 //! refuses SSH or has no weir, and a host whose agent dies mid-run each stop the lab with
 //! a message naming the host and leave every host clean.
@@ -514,6 +515,59 @@ fn rfc6349_on_ssh_hosts() {
     assert_eq!([h.state(0), h.state(1)], before, "a host was left changed");
 }
 
+/// RFC 2544 on the SSH-reached hosts: the CBR streams run there, the receiving host
+/// computes each stream's figures (the `drain` request); one frame size, a short search.
+/// weir holds the class's 100 Mbit/s, the frame delays count (one clock here), the
+/// lab's checks pass and the hosts are left as they were.
+#[test]
+fn rfc2544_on_ssh_hosts() {
+    let _group = crate::common::group(module_path!());
+    let Some(h) = Hosts::new("rfc2544_on_ssh_hosts") else {
+        return;
+    };
+    let before = [h.state(0), h.state(1)];
+    let topo = h.write("rfc2544", &h.topology());
+    let out = h.dir.0.join("out-rfc2544");
+    let (code, stdout, err) = weir(&[
+        "lab",
+        "rfc2544",
+        "--quick",
+        "--dut",
+        "weir",
+        "--sizes",
+        "1518",
+        "--line-rate",
+        "200Mbit",
+        "--resolution",
+        "5",
+        "--loss-step",
+        "50",
+        "--b2b-time",
+        "0s",
+        "--trial-time",
+        "500ms",
+        "--topology",
+        &topo,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    eprintln!("{stdout}\n{err}");
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("real hosts"), "{stdout}");
+    let v = lab_result(&out, "rfc2544", &["result.json"]);
+    let d = &v["duts"][0];
+    assert_eq!(d["hosts"].as_array().unwrap().len(), 2, "{d}");
+    assert_eq!(d["one_way"], true, "{d}");
+    let size = &d["sizes"][0];
+    let tput = size["throughput_bps"].as_f64().unwrap();
+    assert!((0.9e8..1.01e8).contains(&tput), "throughput {tput}");
+    assert!(size["latency"]["ftd"]["mean"].as_f64().is_some(), "{size}");
+    for c in v["checks"].as_array().unwrap() {
+        assert_eq!(c["passed"], true, "{c}");
+    }
+    assert_eq!([h.state(0), h.state(1)], before, "a host was left changed");
+}
+
 /// What runs only in namespaces is refused with `--topology` before anything connects
 /// (no root or sshd needed).
 #[test]
@@ -599,6 +653,14 @@ fn topology_refusals_before_anything_connects() {
         (
             vec!["lab", "rfc2544", "--dut", "external"],
             "only on real hosts",
+        ),
+        (
+            vec!["lab", "y1564", "--dut", "external"],
+            "only on real hosts",
+        ),
+        (
+            vec!["lab", "y1564", "--topology", &rrul],
+            "unknown host `client`",
         ),
     ] {
         let (code, _, err) = weir(&args);

@@ -119,6 +119,9 @@ pub struct Rfc2544Config {
     pub b2b_trials: u32,
     /// weir DUTs busy-poll.
     pub busy_poll: bool,
+    /// Real hosts `sender` and `receiver` instead of namespaces (`--topology FILE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<crate::remote::Topology>,
 }
 
 impl Rfc2544Config {
@@ -136,6 +139,7 @@ impl Rfc2544Config {
             b2b_s: 2.0,
             b2b_trials: 50,
             busy_poll: false,
+            topology: None,
         }
     }
 
@@ -162,6 +166,7 @@ pub fn validate(c: &Rfc2544Config) -> Result<()> {
     for d in &c.duts {
         DutChoice::parse(d)?;
     }
+    check_external(c.topology.as_ref(), &c.duts)?;
     if c.sizes.is_empty() || c.sizes.iter().any(|s| !(64..=1518).contains(s)) {
         return bad(format!(
             "frame sizes {:?}: want sizes of 64..=1518 bytes with FCS (RFC 2544: {})",
@@ -191,6 +196,18 @@ pub fn validate(c: &Rfc2544Config) -> Result<()> {
         return bad("back-to-back trials: want at least 1".into());
     }
     Ok(())
+}
+
+/// `external` exactly when the topology's DUT is external; never in namespaces (the
+/// conformance labs' DUT lists, whose `weir` is no [`crate::dut::DutSpec`]).
+pub fn check_external(t: Option<&crate::remote::Topology>, duts: &[String]) -> Result<()> {
+    match t {
+        Some(_) => crate::tests::testbed::check_duts(t, duts),
+        None if duts.iter().any(|d| d == "external") => {
+            Err(Error::Invalid(crate::dut::EXTERNAL_NEEDS_HOSTS.into()))
+        }
+        None => Ok(()),
+    }
 }
 
 /// The class under test and its rate: the tightest `ceil` on its way to the root.
@@ -387,6 +404,17 @@ pub struct DutRun {
     pub sizes: Vec<SizeRun>,
     pub counters: serde_json::Value,
     pub errors: Vec<String>,
+    /// Real hosts (`--topology`): names, versions, clock offsets (empty in namespaces).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<crate::remote::HostInfo>,
+    /// Frame delays were measured: false on real hosts whose clock offsets are not known
+    /// to within [`crate::tests::rrul::ONE_WAY_BOUND_MS`] together.
+    #[serde(default = "yes")]
+    pub one_way: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The lab's result.

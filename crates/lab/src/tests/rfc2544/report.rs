@@ -11,6 +11,7 @@ use crate::report::{
     self, bar_chart, checks_text, csv_field, fmt_opt, html_report, line_chart, meta_text,
     text_table, BarOpts, ChartOpts, Section, Series,
 };
+use crate::tests::rrul::ONE_WAY_BOUND_MS;
 use crate::Result;
 
 fn mbit(x: f64) -> String {
@@ -132,13 +133,31 @@ pub fn text(r: &Rfc2544Result) -> String {
         mbit(r.config.line_bps as f64),
         r.config.trial_s
     );
+    if let Some(t) = &r.config.topology {
+        s += &format!(
+            "real hosts ({}: sender, receiver over SSH); frame delays on the receiver's clock \
+             less its offset from the sender's, reported when the two offsets' bounds sum to \
+             at most {ONE_WAY_BOUND_MS} ms\n\n",
+            t.file
+        );
+    }
     for d in &r.duts {
+        for h in &d.hosts {
+            s += &format!("{}: {}\n", d.dut, h.line());
+        }
         s += &format!("{}: throughput (26.1)\n{}\n", d.dut, throughput_table(r, d));
         s += &format!(
             "{}: latency at the throughput rate (26.2)\n{}\n",
             d.dut,
             latency_table(d)
         );
+        if !d.one_way {
+            s += &format!(
+                "{}: frame delays not reported: the hosts' clock offsets are not known to \
+                 within {ONE_WAY_BOUND_MS} ms together\n\n",
+                d.dut
+            );
+        }
         s += &format!("{}: frame loss rate (26.3)\n{}\n", d.dut, loss_table(r, d));
         if d.sizes.iter().any(|x| !x.b2b.is_empty()) {
             s += &format!(

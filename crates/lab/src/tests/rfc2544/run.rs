@@ -1,6 +1,10 @@
-//! Running the RFC 2544 lab: a fresh testbed per DUT, the DUT started on it, then per
-//! frame size the throughput search, the latency trial, the frame loss steps and the
-//! back-to-back searches, each trial one stream of [`crate::tests::streams::send`].
+//! Running the RFC 2544 lab: a fresh testbed per DUT (namespaces of this machine, or with
+//! `--topology` the real hosts `sender` and `receiver` over SSH, the DUT here or external),
+//! the DUT started on it, then per frame size the throughput search, the latency trial,
+//! the frame loss steps and the back-to-back searches, each trial one stream of
+//! [`crate::tests::streams::send_between`]. On real hosts the frame delays count only when
+//! the hosts' clock offsets are known to within
+//! [`ONE_WAY_BOUND_MS`](crate::tests::rrul::ONE_WAY_BOUND_MS) together.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -11,11 +15,12 @@ use super::{
     back_to_back, class_under_test, finish, loss_steps, throughput, validate, Burst, DutRun,
     Rfc2544Config, Rfc2544Result, SizeRun, Trial, BURST_BATCH, FCS, PORT,
 };
-use crate::dut::{self, DutSetup};
+use crate::dut;
 use crate::report;
 use crate::tests::streams::{self, DutChoice, Send};
+use crate::tests::testbed::{Owned, HOSTS};
 use crate::topo::{require_root, BridgeTopo};
-use crate::{Error, Result};
+use crate::Result;
 
 /// A trial is over when nothing arrived for this long after its sender finished.
 const DRAIN: Duration = Duration::from_millis(500);
@@ -59,20 +64,23 @@ fn run_dut(
     progress: &mut dyn FnMut(&str),
 ) -> Result<DutRun> {
     let choice = DutChoice::parse(name)?;
-    let topo = BridgeTopo::new("r2544")?;
-    topo.add_sender_addrs(&[src])?;
+    let owned = Owned::new(c.topology.as_ref(), HOSTS, "r2544", false)?;
+    let bed = owned.bed()?;
+    bed.address(&[src])?;
+    let (rcv_ahead_ns, one_way) = owned.receiver_ahead();
     let sessions = [dut::Session {
         src: SocketAddr::new(IpAddr::V4(src), 0),
         dst: SocketAddr::new(IpAddr::V4(BridgeTopo::RCV_ADDR), PORT),
         proto: 17,
     }];
-    let setup = DutSetup {
-        place: topo.dut_place(),
-        policy: p,
-        sessions: &sessions,
-        busy_poll: c.busy_poll,
+    // an external DUT: nothing to start (the topology's `[dut] external = true`)
+    let running = choice.start_at(name, bed.place, p, &sessions, c.busy_poll)?;
+    let alive = || owned.check_alive(name, running.as_ref());
+    let send = |s: Send| -> Result<streams::Sent> {
+        let x = streams::send_between(bed.snd, bed.rcv, &[s], DRAIN, rcv_ahead_ns)?.remove(0);
+        alive()?;
+        Ok(x)
     };
-    let running = choice.start(name, &setup)?;
     let line = c.line_bps as f64;
     let mut sizes = Vec::new();
     for &size in &c.sizes {
@@ -85,18 +93,15 @@ fn run_dut(
                 "{name}: {size} B: {what} trial {n} at {:.3} Mbit/s",
                 bps / 1e6
             ));
-            let s = Send::for_duration(src, PORT, frame, bps, c.trial_s);
-            let x = streams::send(&topo, &[s], DRAIN)?.remove(0);
-            if !running.is_running() {
-                return Err(Error::Invalid(format!("{name} stopped during the test")));
-            }
+            let x = send(Send::for_duration(src, PORT, frame, bps, c.trial_s))?;
             Ok(Trial {
                 asked_bps: bps,
                 achieved_bps: x.achieved_bps,
                 sent: x.attempted - x.send_errors,
                 lost: x.figures.lost,
                 ir_bps: x.figures.ir_bps,
-                ftd: x.figures.ftd,
+                // one-way: only on one clock, or two known well enough
+                ftd: x.figures.ftd.filter(|_| one_way),
                 error: x.error,
             })
         };
@@ -126,15 +131,14 @@ fn run_dut(
                         k + 1,
                         c.b2b_trials
                     ));
-                    let s = Send {
+                    let x = send(Send {
                         src,
                         port: PORT,
                         frame,
                         bps: line,
                         count: frames.max(2),
                         burst_batch: Some(BURST_BATCH),
-                    };
-                    let x = streams::send(&topo, &[s], DRAIN)?.remove(0);
+                    })?;
                     Ok(Burst {
                         frames,
                         lost: x.figures.lost,
@@ -156,12 +160,14 @@ fn run_dut(
             b2b_bursts,
         });
     }
-    let rep = running.stop();
+    let rep = dut::DutReport::of(running, c.topology.as_ref());
     Ok(DutRun {
         dut: name.to_string(),
         description: rep.description,
         sizes,
         counters: rep.counters,
         errors: rep.errors,
+        hosts: owned.host_info(),
+        one_way,
     })
 }

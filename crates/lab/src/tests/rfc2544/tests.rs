@@ -153,6 +153,8 @@ fn the_checks_judge_weir_by_the_shapers_arithmetic() {
         ],
         counters: serde_json::Value::Null,
         errors: Vec::new(),
+        hosts: Vec::new(),
+        one_way: true,
     };
     let mut htb = weir.clone();
     htb.dut = "kernel:htb".into();

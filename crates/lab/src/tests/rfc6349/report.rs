@@ -183,10 +183,7 @@ pub fn text(r: &Rfc6349Result) -> String {
     for p in &r.paths {
         s += &format!("{}\n", p.name());
         for h in &p.hosts {
-            s += &format!(
-                "  host {}: {} ({}), weir {}, clock {:+.3} ms ± {:.3} ms\n",
-                h.name, h.ssh, h.hostname, h.version, h.clock.offset_ms, h.clock.uncertainty_ms
-            );
+            s += &format!("  {}\n", h.line());
         }
         s += &path_text(p);
         s += &tests_table(p);

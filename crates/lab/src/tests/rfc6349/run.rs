@@ -20,7 +20,7 @@ use super::{
 };
 use crate::agents::{ProbeKind, ProbeOpts, SenderOpts, SenderReport, SinkOpts};
 use crate::dut;
-use crate::remote::{Host, HostInfo};
+use crate::remote::Host;
 use crate::report;
 use crate::stats::dist::DistUs;
 use crate::tests::rrul::policy::{line_policy, shaper_policy};
@@ -108,14 +108,7 @@ fn run_path(
     let mut errors = Vec::new();
     let alive = |running: &Option<dut::RunningDut>| -> Result<()> {
         crate::check_interrupted()?;
-        if let Some(e) = owned.dead_host() {
-            return Err(e);
-        }
-        if running.as_ref().is_none_or(|r| r.is_running()) {
-            Ok(())
-        } else {
-            Err(Error::Invalid(format!("{dut} stopped during the test")))
-        }
+        owned.check_alive(dut, running.as_ref())
     };
 
     // baseline RTT first: it sets how long a path MTU probe waits
@@ -145,8 +138,8 @@ fn run_path(
     let frame = path_mtu_b + FRAME_OVERHEAD;
     let offered = link.up_bps as f64 * c.bb_offered_pct as f64 / 100.0;
     let s = Send::for_duration(CLIENT, BB_PORT, frame as usize, offered, c.bb_s);
-    let x =
-        streams::send_between(bed.snd, bed.rcv, &[s], BB_DRAIN, server_ahead_ns(&owned))?.remove(0);
+    let x = streams::send_between(bed.snd, bed.rcv, &[s], BB_DRAIN, owned.receiver_ahead().0)?
+        .remove(0);
     if let Some(e) = &x.error {
         errors.push(format!("bottleneck test: {e}"));
     }
@@ -199,17 +192,6 @@ fn run_path(
         errors,
         hosts: owned.host_info(),
     })
-}
-
-/// How far the server's clock is ahead of the client's, ns (0 in namespaces).
-fn server_ahead_ns(owned: &Owned) -> i64 {
-    let info: Vec<HostInfo> = owned.host_info();
-    let off = |n: &str| {
-        info.iter()
-            .find(|h| h.name == n)
-            .map_or(0.0, |h| h.clock.offset_ms)
-    };
-    ((off(HOSTS[1]) - off(HOSTS[0])) * 1e6) as i64
 }
 
 /// UDP probes on the idle path for `baseline_s`; `None` when no reply came.

@@ -269,23 +269,9 @@ impl DutKind {
         sessions: &'a [dut::Session],
         busy_poll: bool,
     ) -> Result<Option<RunningDut<'a>>> {
-        match (self, place) {
-            (DutKind::External, _) => Ok(None),
-            (_, Some(place)) => self
-                .start(
-                    name,
-                    &DutSetup {
-                        place,
-                        policy,
-                        sessions,
-                        busy_poll,
-                    },
-                )
-                .map(Some),
-            (_, None) => Err(Error::Invalid(format!(
-                "{name}: the topology's DUT is external: run with --dut external"
-            ))),
-        }
+        let external = matches!(self, DutKind::External);
+        let with = (policy, sessions, busy_poll);
+        dut::start_at(name, external, place, with, |s| self.start(name, s))
     }
 }
 

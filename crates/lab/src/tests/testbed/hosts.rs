@@ -14,7 +14,9 @@ use std::net::Ipv4Addr;
 use weir_io::ethtool::Offloads;
 
 use super::Plan;
+use crate::dut::RunningDut;
 use crate::remote::{Host, HostInfo, RemoteBed, Topology};
+use crate::tests::rrul::ONE_WAY_BOUND_MS;
 use crate::topo::{BridgeTopo, DutPlace};
 use crate::{Error, Result};
 
@@ -91,6 +93,37 @@ impl Owned {
         match self {
             Owned::Namespaces(_) => Vec::new(),
             Owned::Remote(r, _) => r.info().to_vec(),
+        }
+    }
+
+    /// Still able to go on: no real host's agent has ended, and `running` (a DUT started
+    /// here, `None` for an external one), named `name`, still runs.
+    pub fn check_alive(&self, name: &str, running: Option<&RunningDut>) -> Result<()> {
+        if let Some(e) = self.dead_host() {
+            return Err(e);
+        }
+        match running {
+            Some(r) if !r.is_running() => {
+                Err(Error::Invalid(format!("{name} stopped during the test")))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// How far the receiving host's clock is ahead of the sending host's, ns, and whether
+    /// their offsets are known well enough for one-way delays (the two bounds summing to
+    /// at most [`ONE_WAY_BOUND_MS`]); `(0, true)` in namespaces (one clock).
+    pub fn receiver_ahead(&self) -> (i64, bool) {
+        let Owned::Remote(r, [snd, rcv]) = self else {
+            return (0, true);
+        };
+        let clock = |n: &str| r.info().iter().find(|h| h.name == n).map(|h| h.clock);
+        match (clock(snd), clock(rcv)) {
+            (Some(s), Some(c)) => (
+                ((c.offset_ms - s.offset_ms) * 1e6) as i64,
+                s.uncertainty_ms + c.uncertainty_ms <= ONE_WAY_BOUND_MS,
+            ),
+            _ => (0, false),
         }
     }
 }

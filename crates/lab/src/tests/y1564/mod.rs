@@ -188,6 +188,9 @@ pub struct Y1564Config {
     pub ir_tolerance: f64,
     /// weir DUTs busy-poll.
     pub busy_poll: bool,
+    /// Real hosts `sender` and `receiver` instead of namespaces (`--topology FILE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<crate::remote::Topology>,
 }
 
 impl Y1564Config {
@@ -209,6 +212,7 @@ impl Y1564Config {
             overshoot: 1.25,
             ir_tolerance: 0.01,
             busy_poll: false,
+            topology: None,
         }
     }
 
@@ -345,6 +349,7 @@ pub fn validate(c: &Y1564Config) -> Result<()> {
     for d in &c.duts {
         crate::tests::streams::DutChoice::parse(d)?;
     }
+    crate::tests::rfc2544::check_external(c.topology.as_ref(), &c.duts)?;
     if c.steps.is_empty()
         || c.steps
             .iter()
@@ -399,6 +404,11 @@ pub struct Stream {
     /// What arrived.
     #[serde(flatten)]
     pub figures: Figures,
+    /// The FTD counts: false on real hosts whose clock offsets are not known to within
+    /// [`crate::tests::rrul::ONE_WAY_BOUND_MS`] together (FDV, a difference of delays,
+    /// still does).
+    #[serde(default = "yes")]
+    pub one_way: bool,
     /// What went wrong in the agents, if anything.
     pub error: Option<String>,
     /// The verdict ([`judge`], recomputed by `finish`).
@@ -469,7 +479,7 @@ pub fn judge(st: &Stream, s: &Service, tol: f64) -> Verdict {
         match st.figures.ftd {
             None => f.push("no frame arrived".into()),
             Some(d) => {
-                if d.mean > s.sac.ftd_ms {
+                if st.one_way && d.mean > s.sac.ftd_ms {
                     f.push(format!("FTD {:.3} ms > {} ms", d.mean, s.sac.ftd_ms));
                 }
                 if d.fdv() > s.sac.fdv_ms {
@@ -524,6 +534,13 @@ pub struct DutRun {
     pub counters: serde_json::Value,
     /// Problems while running or stopping the DUT.
     pub errors: Vec<String>,
+    /// Real hosts (`--topology`): names, versions, clock offsets (empty in namespaces).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<crate::remote::HostInfo>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl DutRun {

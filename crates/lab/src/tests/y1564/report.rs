@@ -27,9 +27,11 @@ fn verdict(st: &Stream) -> String {
 }
 
 fn ftd_cell(st: &Stream) -> String {
-    st.figures.ftd.map_or("n/a".into(), |d| {
-        format!("{:.3} / {:.3} / {:.3}", d.min, d.mean, d.max)
-    })
+    match st.figures.ftd {
+        None => "n/a".into(),
+        Some(_) if !st.one_way => "n/a (clocks)".into(),
+        Some(d) => format!("{:.3} / {:.3} / {:.3}", d.min, d.mean, d.max),
+    }
 }
 
 /// The services and their profiles.
@@ -163,7 +165,19 @@ pub fn text(r: &Y1564Result) -> String {
         r.policy_file,
         services_table(r)
     );
+    if let Some(t) = &r.config.topology {
+        s += &format!(
+            "real hosts ({}: sender, receiver over SSH); frame delays on the receiver's clock \
+             less its offset from the sender's, judged when the two offsets' bounds sum to at \
+             most {} ms (FDV always)\n\n",
+            t.file,
+            crate::tests::rrul::ONE_WAY_BOUND_MS
+        );
+    }
     for d in &r.duts {
+        for h in &d.hosts {
+            s += &format!("{}: {}\n", d.dut, h.line());
+        }
         s += &format!(
             "{}: service configuration test ({} s per stream)\n{}\n",
             d.dut,

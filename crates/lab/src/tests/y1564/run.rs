@@ -1,6 +1,7 @@
-//! Running the Y.1564 lab: a fresh testbed per DUT, the DUT started on it, then every
-//! configuration-test stream one at a time and the performance test's streams together
-//! ([`crate::tests::streams::send`]).
+//! Running the Y.1564 lab: a fresh testbed per DUT (namespaces of this machine, or with
+//! `--topology` the real hosts `sender` and `receiver` over SSH, the DUT here or external),
+//! the DUT started on it, then every configuration-test stream one at a time and the
+//! performance test's streams together ([`crate::tests::streams::send_between`]).
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -11,11 +12,12 @@ use super::{
     finish, plan_config, services, validate, DutRun, Phase, Service, Stream, Y1564Config,
     Y1564Result,
 };
-use crate::dut::{self, DutSetup};
+use crate::dut;
 use crate::report;
 use crate::tests::streams::{self, DutChoice, Send};
+use crate::tests::testbed::{Bed, Owned, HOSTS};
 use crate::topo::{require_root, BridgeTopo};
-use crate::{Error, Result};
+use crate::Result;
 
 /// A queue drains at the service's rate: a stream is over when nothing arrived for this
 /// long after its sender finished.
@@ -59,8 +61,10 @@ fn run_dut(
     progress: &mut dyn FnMut(&str),
 ) -> Result<DutRun> {
     let choice = DutChoice::parse(name)?;
-    let topo = BridgeTopo::new("y1564")?;
-    topo.add_sender_addrs(&svc.iter().map(|s| s.src).collect::<Vec<_>>())?;
+    let owned = Owned::new(c.topology.as_ref(), HOSTS, "y1564", false)?;
+    let bed = owned.bed()?;
+    bed.address(&svc.iter().map(|s| s.src).collect::<Vec<_>>())?;
+    let clocks = owned.receiver_ahead();
     let sessions: Vec<dut::Session> = svc
         .iter()
         .map(|s| dut::Session {
@@ -69,13 +73,9 @@ fn run_dut(
             proto: 17,
         })
         .collect();
-    let setup = DutSetup {
-        place: topo.dut_place(),
-        policy: p,
-        sessions: &sessions,
-        busy_poll: c.busy_poll,
-    };
-    let running = choice.start(name, &setup)?;
+    // an external DUT: nothing to start (the topology's `[dut] external = true`)
+    let running = choice.start_at(name, bed.place, p, &sessions, c.busy_poll)?;
+    let alive = || owned.check_alive(name, running.as_ref());
     let mut streams = Vec::new();
     let total = c.streams(svc) + 1;
     for s in svc {
@@ -87,10 +87,8 @@ fn run_dut(
                 s.name,
                 bps / 1e6
             ));
-            streams.extend(measure(&topo, &[(s, phase, bps)], c.step_s)?);
-            if !running.is_running() {
-                return Err(Error::Invalid(format!("{name} stopped during the test")));
-            }
+            streams.extend(measure(&bed, clocks, &[(s, phase, bps)], c.step_s)?);
+            alive()?;
         }
     }
     crate::check_interrupted()?;
@@ -103,20 +101,24 @@ fn run_dut(
         .iter()
         .map(|s| (s, Phase::Performance, s.cir_bps as f64))
         .collect();
-    streams.extend(measure(&topo, &all, c.perf_s)?);
-    let rep = running.stop();
+    streams.extend(measure(&bed, clocks, &all, c.perf_s)?);
+    alive()?;
+    let rep = dut::DutReport::of(running, c.topology.as_ref());
     Ok(DutRun {
         dut: name.to_string(),
         description: rep.description,
         streams,
         counters: rep.counters,
         errors: rep.errors,
+        hosts: owned.host_info(),
     })
 }
 
-/// Send one stream per `(service, test, rate)` at once for `duration_s` and measure each.
+/// Send one stream per `(service, test, rate)` at once for `duration_s` and measure each;
+/// `(rcv_ahead_ns, one_way)`: the testbed's clocks ([`Owned::receiver_ahead`]).
 fn measure(
-    topo: &BridgeTopo,
+    bed: &Bed,
+    (rcv_ahead_ns, one_way): (i64, bool),
     set: &[(&Service, Phase, f64)],
     duration_s: f64,
 ) -> Result<Vec<Stream>> {
@@ -124,7 +126,7 @@ fn measure(
         .iter()
         .map(|&(s, _, bps)| Send::for_duration(s.src, s.port, s.frame, bps, duration_s))
         .collect();
-    let sent = streams::send(topo, &sends, DRAIN)?;
+    let sent = streams::send_between(bed.snd, bed.rcv, &sends, DRAIN, rcv_ahead_ns)?;
     Ok(set
         .iter()
         .zip(sent)
@@ -137,6 +139,7 @@ fn measure(
             send_errors: x.send_errors,
             late_max_ms: x.late_max_ms,
             figures: x.figures,
+            one_way,
             error: x.error,
             verdict: Default::default(),
         })

@@ -132,9 +132,34 @@ fn stream(phase: Phase, offered: f64, ir: f64, lost: u64) -> Stream {
             unavailable_s: 0,
             seconds: 10,
         },
+        one_way: true,
         error: None,
         verdict: Verdict::default(),
     }
+}
+
+/// On real hosts whose clocks are not known well enough the FTD is not judged; the FDV
+/// (a difference of two delays, the offset cancels) still is.
+#[test]
+fn ftd_is_judged_only_on_known_clocks() {
+    let s = svc("video", 20_000_000, 10_000_000);
+    let mut st = stream(Phase::CirStep { fraction: 1.0 }, 20e6, 20e6, 0);
+    // 20 ms mean against the 10 ms SAC; FDV 30 − 12 = 18 ms against 5 ms
+    st.figures.ftd = Some(Ftd {
+        min: 12.0,
+        mean: 20.0,
+        max: 40.0,
+        p999: 30.0,
+    });
+    let v = judge(&st, &s, 0.01);
+    assert_eq!(
+        v.failures,
+        ["FTD 20.000 ms > 10 ms", "FDV 18.000 ms > 5 ms"],
+        "{v:?}"
+    );
+    st.one_way = false;
+    let v = judge(&st, &s, 0.01);
+    assert_eq!(v.failures, ["FDV 18.000 ms > 5 ms"], "{v:?}");
 }
 
 #[test]
@@ -197,6 +222,7 @@ fn the_checks_judge_weir_duts_only_and_the_rates_within_one_percent() {
         ],
         counters: serde_json::Value::Null,
         errors: Vec::new(),
+        hosts: Vec::new(),
     };
     let mut r = Y1564Result {
         kind: "y1564".into(),

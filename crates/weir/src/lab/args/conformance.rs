@@ -44,6 +44,11 @@ pub(in crate::lab) struct Y1564Args {
     /// weir DUTs busy-poll.
     #[arg(long)]
     busy_poll: bool,
+    /// Run on real hosts: a topology file naming the hosts `sender` and `receiver` (reached
+    /// over SSH, `weir agent` there) and the DUT's interfaces on this machine, or an
+    /// external DUT (docs/lab.md, "Real hosts").
+    #[arg(long, value_name = "FILE")]
+    topology: Option<PathBuf>,
 }
 
 impl LabArgs for Y1564Args {
@@ -78,6 +83,7 @@ impl LabArgs for Y1564Args {
         }
         set(&mut c.overshoot, self.overshoot);
         c.busy_poll = self.busy_poll;
+        c.topology = sender_receiver(self.topology.as_deref())?;
         let (policy_file, policy_text) =
             read_policy(self.policy.as_deref(), y1564::DEFAULT_POLICY)?;
         Ok(Y1564 {
@@ -117,7 +123,7 @@ pub(in crate::lab) struct Rfc2544Args {
     #[arg(long)]
     loss_step: Option<f64>,
     /// Longest back-to-back burst tried, as time at the maximum rate (paper: 2s; quick:
-    /// 500ms; 0 skips the test).
+    /// 500ms; 0s skips the test).
     #[arg(long, value_parser = crate::sim::dur)]
     b2b_time: Option<weir_core::Duration>,
     /// Back-to-back searches per frame size, averaged (paper: 50; quick: 1).
@@ -126,6 +132,11 @@ pub(in crate::lab) struct Rfc2544Args {
     /// weir DUTs busy-poll.
     #[arg(long)]
     busy_poll: bool,
+    /// Run on real hosts: a topology file naming the hosts `sender` and `receiver` (reached
+    /// over SSH, `weir agent` there) and the DUT's interfaces on this machine, or an
+    /// external DUT (docs/lab.md, "Real hosts").
+    #[arg(long, value_name = "FILE")]
+    topology: Option<PathBuf>,
 }
 
 impl LabArgs for Rfc2544Args {
@@ -155,6 +166,7 @@ impl LabArgs for Rfc2544Args {
         set(&mut c.b2b_s, self.b2b_time.map(|d| d.as_secs_f64()));
         set(&mut c.b2b_trials, self.b2b_trials);
         c.busy_poll = self.busy_poll;
+        c.topology = sender_receiver(self.topology.as_deref())?;
         let (policy_file, policy_text) =
             read_policy(self.policy.as_deref(), rfc2544::DEFAULT_POLICY)?;
         Ok(Rfc2544 {
@@ -162,6 +174,19 @@ impl LabArgs for Rfc2544Args {
             policy_text,
         })
     }
+}
+
+/// `--topology FILE` of a lab on the seed 000 testbed's hosts `sender` and `receiver`.
+fn sender_receiver(
+    file: Option<&std::path::Path>,
+) -> anyhow::Result<Option<weir_lab::remote::Topology>> {
+    Ok(match file {
+        Some(t) => Some(weir_lab::remote::Topology::read(
+            &t.display().to_string(),
+            &weir_lab::tests::testbed::HOSTS,
+        )?),
+        None => None,
+    })
 }
 
 #[derive(clap::Args)]
