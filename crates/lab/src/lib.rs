@@ -22,6 +22,7 @@ pub mod remote;
 pub mod report;
 pub mod stats;
 mod sys;
+pub mod testing;
 pub mod tests;
 pub mod topo;
 

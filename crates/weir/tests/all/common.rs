@@ -9,36 +9,8 @@ use std::time::{Duration, Instant};
 
 pub const WEIR: &str = env!("CARGO_BIN_EXE_weir");
 
-/// Which file's tests are running, and how many.
-static GROUP: std::sync::Mutex<(Option<&'static str>, usize)> = std::sync::Mutex::new((None, 0));
-static GROUP_FREE: std::sync::Condvar = std::sync::Condvar::new();
+pub use weir_lab::testing::group;
 
-/// A test's place in its file's group (see [`group`]); released when dropped, also when
-/// the test panics.
-pub struct Group;
-
-/// Waits until no other file's tests run, then joins `file`'s group (`module_path!()`):
-/// the tests of one file run side by side as they would in a binary of their own, never
-/// beside another file's (a timing check needs the machine to itself).
-pub fn group(file: &'static str) -> Group {
-    let mut g = GROUP.lock().unwrap_or_else(|e| e.into_inner());
-    while g.0.is_some_and(|f| f != file) {
-        g = GROUP_FREE.wait(g).unwrap_or_else(|e| e.into_inner());
-    }
-    *g = (Some(file), g.1 + 1);
-    Group
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        let mut g = GROUP.lock().unwrap_or_else(|e| e.into_inner());
-        g.1 -= 1;
-        if g.1 == 0 {
-            g.0 = None;
-            GROUP_FREE.notify_all();
-        }
-    }
-}
 pub const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
 /// Run `weir ARGS` in the repository's root: (exit code, stdout, stderr).

@@ -14,6 +14,7 @@ const RCV: Ipv4Addr = Ipv4Addr::new(10, 79, 0, 2);
 
 #[test]
 fn counts_bytes_per_flow_and_dscp() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("counts_bytes_per_flow_and_dscp") {
         return;
     }

@@ -366,6 +366,7 @@ fn check(p: &VethPair, dst_mac: [u8; 6], n: u32, side: Side, group: u16) {
 
 #[test]
 fn frames_reach_the_worker_of_their_circuit() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("frames_reach_the_worker_of_their_circuit") {
         return;
     }
@@ -382,6 +383,7 @@ fn frames_reach_the_worker_of_their_circuit() {
 /// Joining with a worker index past the group is refused before it reaches the kernel.
 #[test]
 fn a_worker_past_the_count_is_refused() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("a_worker_past_the_count_is_refused") {
         return;
     }
@@ -400,6 +402,7 @@ fn a_worker_past_the_count_is_refused() {
 /// would send them; each frame is in its worker's ring only.
 #[test]
 fn rx_rings_in_a_group_get_their_circuits() {
+    let _group = weir_lab::testing::group(module_path!());
     use weir_io::afpacket::{RingConfig, RxRing, TxRing};
     if skip_unless_root("rx_rings_in_a_group_get_their_circuits") {
         return;

@@ -45,6 +45,7 @@ fn static_neighbours(t: &BridgeTopo) {
 
 #[test]
 fn the_kernel_forwards_only_while_the_heartbeat_is_stale() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("the_kernel_forwards_only_while_the_heartbeat_is_stale") {
         return;
     }

@@ -107,6 +107,7 @@ fn print_sender(r: &CbrSenderReport) {
 
 #[test]
 fn cbr_800b_10kpps_plain_veth() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("cbr_800b_10kpps_plain_veth") {
         return;
     }
@@ -159,6 +160,7 @@ fn cbr_800b_10kpps_plain_veth() {
 
 #[test]
 fn cbr_64b_40kpps_plain_veth() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("cbr_64b_40kpps_plain_veth") {
         return;
     }
@@ -192,6 +194,7 @@ fn cbr_64b_40kpps_plain_veth() {
 /// field (EF, ECT(0): 0xba) on every record.
 #[test]
 fn cbr_sink_records_the_tos_byte() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("cbr_sink_records_the_tos_byte") {
         return;
     }
@@ -212,6 +215,7 @@ fn cbr_sink_records_the_tos_byte() {
 /// every packet the sender reports.
 #[test]
 fn cbr_stop_early() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("cbr_stop_early") {
         return;
     }
@@ -251,6 +255,7 @@ fn cbr_stop_early() {
 /// after the topology, so they are dropped first).
 #[test]
 fn cbr_cleanup_after_panic() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("cbr_cleanup_after_panic") {
         return;
     }
@@ -275,6 +280,7 @@ fn cbr_cleanup_after_panic() {
 /// Refused options fail at start, before any socket exists.
 #[test]
 fn cbr_refuses_bad_frames() {
+    let _group = weir_lab::testing::group(module_path!());
     let ns = Netns::host().unwrap();
     let dst: SocketAddr = "127.0.0.1:9".parse().unwrap();
     for frame in [0, 59] {
@@ -285,10 +291,11 @@ fn cbr_refuses_bad_frames() {
 }
 
 /// The sender's ceiling for 64-byte frames on plain veth: asks for 300 kpps for one second.
-/// Informational (`cargo test --release -p weir-lab --test cbr -- --ignored --nocapture`).
+/// Informational (`cargo test --release -p weir-lab --test all cbr:: -- --ignored --nocapture`).
 #[test]
 #[ignore = "informational: measures the sender's maximum rate"]
 fn cbr_max_rate_64b() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("cbr_max_rate_64b") {
         return;
     }

@@ -159,6 +159,7 @@ fn class<'a>(report: &'a DutReport, dev: &str, id: &str) -> &'a Value {
 
 #[test]
 fn kernel_htb_shapes_a_tcp_flow_and_cleans_up() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("kernel_htb_shapes_a_tcp_flow_and_cleans_up") {
         return;
     }
@@ -188,6 +189,7 @@ fn kernel_htb_shapes_a_tcp_flow_and_cleans_up() {
 
 #[test]
 fn kernel_htb_perflow_gives_the_session_its_child_class() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("kernel_htb_perflow_gives_the_session_its_child_class") {
         return;
     }
@@ -218,6 +220,7 @@ fn kernel_htb_perflow_gives_the_session_its_child_class() {
 
 #[test]
 fn weir_cbq_pfq_shapes_a_tcp_flow() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("weir_cbq_pfq_shapes_a_tcp_flow") {
         return;
     }
@@ -264,6 +267,7 @@ fn write_script(dir: &Path, body: &str) -> PathBuf {
 
 #[test]
 fn cmd_script_bridges_and_is_stopped() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("cmd_script_bridges_and_is_stopped") {
         return;
     }
@@ -334,6 +338,7 @@ echo "bridged $1 $2 ($WEIR_LAN $WEIR_WAN, action $WEIR_ACTION, link $WEIR_LINK_R
 /// deletes the qdiscs and the bridge.
 #[test]
 fn a_dropped_dut_cleans_up_even_on_panic() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("a_dropped_dut_cleans_up_even_on_panic") {
         return;
     }
@@ -384,6 +389,7 @@ fn a_dropped_dut_cleans_up_even_on_panic() {
 /// policy with every kind of condition, in both directions, are accepted by the kernel.
 #[test]
 fn generated_trees_are_accepted_by_tc() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("generated_trees_are_accepted_by_tc") {
         return;
     }

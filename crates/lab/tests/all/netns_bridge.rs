@@ -57,6 +57,7 @@ fn assert_gone(names: &[String]) {
 
 #[test]
 fn kernel_bridge_ping_and_tcp_goodput() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("kernel_bridge_ping_and_tcp_goodput") {
         return;
     }
@@ -121,6 +122,7 @@ fn kernel_bridge_ping_and_tcp_goodput() {
 
 #[test]
 fn probes_marks_and_tcp_info_samples() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("probes_marks_and_tcp_info_samples") {
         return;
     }
@@ -195,6 +197,7 @@ fn probes_marks_and_tcp_info_samples() {
 
 #[test]
 fn aliases_and_tcp_options() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("aliases_and_tcp_options") {
         return;
     }
@@ -265,6 +268,7 @@ fn aliases_and_tcp_options() {
 
 #[test]
 fn sender_deadlines_hold() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("sender_deadlines_hold") {
         return;
     }
@@ -335,6 +339,7 @@ fn sender_deadlines_hold() {
 
 #[test]
 fn netns_run_exec_sysctl() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("netns_run_exec_sysctl") {
         return;
     }
@@ -377,6 +382,7 @@ fn netns_run_exec_sysctl() {
 
 #[test]
 fn cleanup_after_panic() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("cleanup_after_panic") {
         return;
     }
@@ -410,6 +416,7 @@ fn cleanup_after_panic() {
 
 #[test]
 fn veth_to_host_goes_with_the_namespace() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("veth_to_host_goes_with_the_namespace") {
         return;
     }

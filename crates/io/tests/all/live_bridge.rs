@@ -120,6 +120,7 @@ fn check_no_unnamed_loss(r: &BridgeReport) {
 
 #[test]
 fn ping_and_arp_cross_the_bridge() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("ping_and_arp_cross_the_bridge") {
         return;
     }
@@ -150,6 +151,7 @@ fn ping_and_arp_cross_the_bridge() {
 /// attempt was on a machine losing more, the rate's result is reported as inconclusive.
 #[test]
 fn single_tcp_flow_gets_the_shaped_rate() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("single_tcp_flow_gets_the_shaped_rate") {
         return;
     }
@@ -233,6 +235,7 @@ fn shaped_flow_goodput(t: &BridgeTopo, rate: &str, secs: u64, from: u64) -> f64 
 /// timestamps, is within ±5 % of the class's rate.
 #[test]
 fn basic_test_policy_with_20_sessions() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("basic_test_policy_with_20_sessions") {
         return;
     }
@@ -344,6 +347,7 @@ fn basic_test_policy_with_20_sessions() {
 /// COBALT made, under the JSON key the lab's rrul reads (`ecn_marks`).
 #[test]
 fn aqm_counters_reach_the_final_report() {
+    let _group = weir_lab::testing::group(module_path!());
     use weir_core::classify::Classifier;
     use weir_core::queue::fq::FqConfig;
     use weir_core::sched::linkshare::{ClassSpec, LinkShare};
@@ -409,6 +413,7 @@ fn aqm_counters_reach_the_final_report() {
 /// does not hold up the frames behind it.
 #[test]
 fn oversize_frames_are_named_and_do_not_stall() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("oversize_frames_are_named_and_do_not_stall") {
         return;
     }
@@ -457,6 +462,7 @@ fn oversize_frames_are_named_and_do_not_stall() {
 /// spinning on a socket that reports an error for ever.
 #[test]
 fn a_vanished_interface_stops_the_bridge() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("a_vanished_interface_stops_the_bridge") {
         return;
     }

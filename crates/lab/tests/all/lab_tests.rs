@@ -17,6 +17,7 @@ fn quiet(_: &str) {}
 
 #[test]
 fn inter_class_borrowing_takes_the_freed_bandwidth_within_2_s() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("inter_class_borrowing_takes_the_freed_bandwidth_within_2_s") {
         return;
     }
@@ -39,6 +40,7 @@ fn inter_class_borrowing_takes_the_freed_bandwidth_within_2_s() {
 
 #[test]
 fn periodic_loss_lowers_goodput() {
+    let _group = weir_lab::testing::group(module_path!());
     if skip_unless_root("periodic_loss_lowers_goodput") {
         return;
     }
