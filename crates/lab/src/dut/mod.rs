@@ -1,12 +1,12 @@
 //! Devices under test (DUTs): what forwards between the testbed's `lan0` and `wan0` in the
-//! DUT namespace of a [`BridgeTopo`], and how a weir [`Policy`] is given to it.
+//! DUT namespace of a [`BridgeTopo`](crate::topo::BridgeTopo), and how a weir [`Policy`] is given to it.
 //!
 //! | spec | what runs |
 //! |---|---|
 //! | `weir:cbq`, `weir:cbq+red`, `weir:cbq+pfq`, `weir:cbq+pfq+red`, `weir:tcr`, `weir:cbq+tcr`, `weir:cbq+pfq+tcr` | weir's own bridge ([`weir_io::bridge::Bridge`]) on a thread in the DUT namespace, with the policy under that technique preset (`Policy::with_technique`), its `Device` (`Policy::build_device`: one pipeline per direction) |
 //! | any of these `+mssN`, e.g. `weir:cbq+pfq+mss256` | as above, and every TCP connection's SYN and SYN-ACK clamped to an MSS of N bytes (`Policy::with_mss`: seed 000's Sitara QoSWorks on the VoIP test) |
 //! | `kernel:bridge` | the Linux bridge `br0` over `lan0` + `wan0` and nothing else: the qdiscs stay as they are (a veth's default, `noqueue`); the policy is ignored — the baseline of a device that forwards and does not shape |
-//! | `kernel:htb` | the Linux bridge `br0` over `lan0` + `wan0` ([`BridgeTopo::with_kernel_bridge`]) and an HTB tree translated from the policy on the egress device(s) |
+//! | `kernel:htb` | the Linux bridge `br0` over `lan0` + `wan0` ([`BridgeTopo::with_kernel_bridge`](crate::topo::BridgeTopo::with_kernel_bridge)) and an HTB tree translated from the policy on the egress device(s) |
 //! | `kernel:htb-perflow` | as `kernel:htb`, and every leaf that the listed [`Session`]s classify into gets one HTB child class per session: the closest the kernel comes to a per-session guarantee |
 //! | `cmd:/path/script` | any script that makes the DUT forward (see `script.rs`) |
 //!

@@ -173,7 +173,7 @@ impl<'a> Host<'a> {
         }
     }
 
-    /// Starts a [`CbrSink`]; end it with [`Agent::drain`].
+    /// Starts a [`CbrSink`]; end it with [`Agent::drain_figures`].
     pub fn cbr_sink(&self, opts: CbrSinkOpts) -> Result<Agent<'a, CbrSink>> {
         match self {
             Host::Local(ns) => Ok(Agent::Local(CbrSink::start_with(ns, opts)?)),

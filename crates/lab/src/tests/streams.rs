@@ -1,8 +1,9 @@
 //! Constant-rate test streams through a DUT and what the conformance labs measure of them
 //! (`y1564`, `rfc2544`): the DUTs those labs name ([`DutChoice`]), sending one or several
-//! streams at once over a [`BridgeTopo`] with the CBR agents ([`send`]: the sender pinned to
-//! CPU 0 and pacing by its absolute schedule, a sink per stream reading kernel timestamps),
-//! and the figures of a stream ([`figures`]):
+//! streams at once between two hosts (namespaces or real hosts) with the CBR agents
+//! ([`send_between`]: the sender pinned to CPU 0 and pacing by its absolute schedule, a
+//! sink per stream reading kernel timestamps), and the figures of a stream ([`figures`],
+//! computed on the host that received it: [`received_figures`]):
 //!
 //! - **IR**, information rate: the bits of the Ethernet frames received (without FCS, the
 //!   bytes the DUTs' rates count) whose kernel receive time lies in the middle 80 % of the
@@ -353,20 +354,9 @@ pub struct Sent {
     pub error: Option<String>,
 }
 
-/// Send every stream of `set` at once from `topo.snd` to `topo.rcv` and measure each;
-/// waits until nothing arrived for `drain` after the senders finished.
-pub fn send(topo: &BridgeTopo, set: &[Send], drain: Duration) -> Result<Vec<Sent>> {
-    send_between(
-        Host::Local(&topo.snd),
-        Host::Local(&topo.rcv),
-        set,
-        drain,
-        0,
-    )
-}
-
-/// [`send`] between any two hosts (namespaces or real hosts over SSH): from `snd` to the
-/// testbed's receiver address on `rcv`. `rcv_ahead_ns` is how far the receiver's clock is
+/// Send every stream of `set` at once from `snd` to the testbed's receiver address on `rcv`
+/// (namespaces or real hosts over SSH) and measure each; waits until nothing arrived for
+/// `drain` after the senders finished. `rcv_ahead_ns` is how far the receiver's clock is
 /// ahead of the sender's (0 on one machine): the frames' one-way delays are corrected by it.
 pub fn send_between(
     snd: Host,

@@ -142,7 +142,7 @@ impl Device {
         !matches!(self, Device::None | Device::Htb)
     }
 
-    /// One of none, partition, sfq, postgate[:δ][+tcr], autorate[:threshold][+tcr], htb;
+    /// One of none, partition, sfq, postgate\[:δ\]\[+tcr\], autorate\[:threshold\]\[+tcr\], htb;
     /// δ and the threshold with a unit (`postgate:40ms+tcr`).
     pub fn parse(s: &str) -> Result<Device> {
         let bad = |why: &str| {

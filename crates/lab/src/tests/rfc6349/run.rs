@@ -6,7 +6,7 @@
 //! and every agent are dropped; real hosts undo their changes when their session ends).
 //!
 //! Threads: the line's and (weir) the DUT's bridges, the reflector, the prober, the CBR
-//! sender (pinned to CPU 0 by [`streams::send`]) and its sink, one per TCP sender and the
+//! sender (pinned to CPU 0 by [`streams::send_between`]) and its sink, one per TCP sender and the
 //! sink.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
