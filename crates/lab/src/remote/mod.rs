@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 pub use host::{Agent, Host, LocalAgent};
 pub use serve::{serve, IDLE_TIMEOUT};
-pub use ssh::{ClockOffset, SshHost, SshTarget};
+pub use ssh::{ClockOffset, SshHost, SshTarget, ONE_WAY_BOUND_MS};
 pub use topology::{TopoDut, TopoHost, Topology};
 
 use crate::topo::{DutPlace, LocalDut};

@@ -71,6 +71,18 @@ pub struct ClockOffset {
     pub uncertainty_ms: f64,
 }
 
+/// The widest bound on two hosts' clock offsets (summed) for one-way figures between
+/// them, ms.
+pub const ONE_WAY_BOUND_MS: f64 = 1.0;
+
+impl ClockOffset {
+    /// This host's and `other`'s offsets are known well enough for one-way delays between
+    /// them: their bounds sum to at most [`ONE_WAY_BOUND_MS`].
+    pub fn one_way_with(&self, other: &ClockOffset) -> bool {
+        self.uncertainty_ms + other.uncertainty_ms <= ONE_WAY_BOUND_MS
+    }
+}
+
 #[derive(Default)]
 struct Pending {
     waiting: HashMap<u64, mpsc::Sender<Reply>>,
@@ -486,6 +498,18 @@ fn push_stderr(shared: &Shared, text: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Bounds of 0.4 and 0.6 ms sum to the 1 ms limit: one-way figures count; 0.5 and
+    /// 0.6 ms do not.
+    #[test]
+    fn one_way_needs_bounds_summing_to_1_ms() {
+        let c = |u| ClockOffset {
+            offset_ms: 3.0,
+            uncertainty_ms: u,
+        };
+        assert!(c(0.4).one_way_with(&c(0.6)));
+        assert!(!c(0.5).one_way_with(&c(0.6)));
+    }
 
     #[test]
     fn the_command_line_keeps_the_users_ssh_and_runs_the_agent() {

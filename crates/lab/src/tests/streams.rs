@@ -448,6 +448,12 @@ pub struct FiguresOf {
     pub rcv_ahead_ns: i64,
 }
 
+/// Serde's default for a result's `one_way` (frame delays counted): true in results
+/// written before real hosts, whose delays were all on one clock.
+pub(crate) fn measured() -> bool {
+    true
+}
+
 /// A received stream's figures and the receiver's errors (a sink error, frames its
 /// socket dropped: errors of the measurement, not the DUT's loss).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -408,13 +408,9 @@ pub struct DutRun {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<crate::remote::HostInfo>,
     /// Frame delays were measured: false on real hosts whose clock offsets are not known
-    /// to within [`crate::tests::rrul::ONE_WAY_BOUND_MS`] together.
-    #[serde(default = "yes")]
+    /// to within [`crate::remote::ONE_WAY_BOUND_MS`] together.
+    #[serde(default = "crate::tests::streams::measured")]
     pub one_way: bool,
-}
-
-fn yes() -> bool {
-    true
 }
 
 /// The lab's result.

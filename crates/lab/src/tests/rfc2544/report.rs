@@ -7,11 +7,11 @@
 use std::path::{Path, PathBuf};
 
 use super::{DutRun, Rfc2544Result};
+use crate::remote::ONE_WAY_BOUND_MS;
 use crate::report::{
     self, bar_chart, checks_text, csv_field, fmt_opt, html_report, line_chart, meta_text,
     text_table, BarOpts, ChartOpts, Section, Series,
 };
-use crate::tests::rrul::ONE_WAY_BOUND_MS;
 use crate::Result;
 
 fn mbit(x: f64) -> String {

@@ -4,7 +4,7 @@
 //! the frame loss steps and the back-to-back searches, each trial one stream of
 //! [`crate::tests::streams::send_between`]. On real hosts the frame delays count only when
 //! the hosts' clock offsets are known to within
-//! [`ONE_WAY_BOUND_MS`](crate::tests::rrul::ONE_WAY_BOUND_MS) together.
+//! [`ONE_WAY_BOUND_MS`](crate::remote::ONE_WAY_BOUND_MS) together.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;

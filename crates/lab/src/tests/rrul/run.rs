@@ -398,8 +398,7 @@ struct Clocks {
     one_way: bool,
 }
 
-/// The widest bound on the two hosts' clock offsets (summed) for one-way figures, ms.
-pub const ONE_WAY_BOUND_MS: f64 = 1.0;
+pub use crate::remote::ONE_WAY_BOUND_MS;
 
 impl Clocks {
     fn of(hosts: &[crate::remote::HostInfo]) -> Clocks {
@@ -408,7 +407,7 @@ impl Clocks {
             (Some(c), Some(s)) => Clocks {
                 client_ns: (c.offset_ms * 1e6) as i64,
                 server_ns: (s.offset_ms * 1e6) as i64,
-                one_way: c.uncertainty_ms + s.uncertainty_ms <= ONE_WAY_BOUND_MS,
+                one_way: c.one_way_with(&s),
             },
             _ => Clocks {
                 one_way: true,

@@ -16,7 +16,6 @@ use weir_io::ethtool::Offloads;
 use super::Plan;
 use crate::dut::RunningDut;
 use crate::remote::{Host, HostInfo, RemoteBed, Topology};
-use crate::tests::rrul::ONE_WAY_BOUND_MS;
 use crate::topo::{BridgeTopo, DutPlace};
 use crate::{Error, Result};
 
@@ -112,7 +111,7 @@ impl Owned {
 
     /// How far the receiving host's clock is ahead of the sending host's, ns, and whether
     /// their offsets are known well enough for one-way delays (the two bounds summing to
-    /// at most [`ONE_WAY_BOUND_MS`]); `(0, true)` in namespaces (one clock).
+    /// at most [`ONE_WAY_BOUND_MS`](crate::remote::ONE_WAY_BOUND_MS)); `(0, true)` in namespaces (one clock).
     pub fn receiver_ahead(&self) -> (i64, bool) {
         let Owned::Remote(r, [snd, rcv]) = self else {
             return (0, true);
@@ -121,7 +120,7 @@ impl Owned {
         match (clock(snd), clock(rcv)) {
             (Some(s), Some(c)) => (
                 ((c.offset_ms - s.offset_ms) * 1e6) as i64,
-                s.uncertainty_ms + c.uncertainty_ms <= ONE_WAY_BOUND_MS,
+                s.one_way_with(&c),
             ),
             _ => (0, false),
         }

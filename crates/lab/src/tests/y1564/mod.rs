@@ -405,9 +405,9 @@ pub struct Stream {
     #[serde(flatten)]
     pub figures: Figures,
     /// The FTD counts: false on real hosts whose clock offsets are not known to within
-    /// [`crate::tests::rrul::ONE_WAY_BOUND_MS`] together (FDV, a difference of delays,
+    /// [`crate::remote::ONE_WAY_BOUND_MS`] together (FDV, a difference of delays,
     /// still does).
-    #[serde(default = "yes")]
+    #[serde(default = "crate::tests::streams::measured")]
     pub one_way: bool,
     /// What went wrong in the agents, if anything.
     pub error: Option<String>,
@@ -537,10 +537,6 @@ pub struct DutRun {
     /// Real hosts (`--topology`): names, versions, clock offsets (empty in namespaces).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<crate::remote::HostInfo>,
-}
-
-fn yes() -> bool {
-    true
 }
 
 impl DutRun {

@@ -171,7 +171,7 @@ pub fn text(r: &Y1564Result) -> String {
              less its offset from the sender's, judged when the two offsets' bounds sum to at \
              most {} ms (FDV always)\n\n",
             t.file,
-            crate::tests::rrul::ONE_WAY_BOUND_MS
+            crate::remote::ONE_WAY_BOUND_MS
         );
     }
     for d in &r.duts {
