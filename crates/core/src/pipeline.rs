@@ -417,7 +417,9 @@ impl Pipeline {
     /// ([`Stage::carry_from`]); then every packet the old stages hold, stage by stage in
     /// queue order, re-enters this pipeline at the first holding stage of the same or a
     /// later rank — a shaper's packet in the class of the same name when this shaper has
-    /// that leaf, else classified by this pipeline's rules (no hit counted) — or `ready`
+    /// that leaf and no rule its headers match sends it elsewhere
+    /// ([`crate::classify::Classifier::lookup_by_headers`]), else classified by this
+    /// pipeline's rules (no hit counted) — or `ready`
     /// when there is none. Packets the new limits refuse land in `cx.dropped` with
     /// `DropCause::Reload`.
     pub(crate) fn take_over(
@@ -503,6 +505,13 @@ impl Pipeline {
             (cx.pool.meta(pkt).class, crate::classify::DEFAULT_RULE),
             |c| c.lookup(&fields),
         );
+        // a rule the headers show wins: the session's next packets go where it says, and
+        // its queued ones must be there ahead of them (kept by name in the old class, a
+        // session a new rule moved was reordered)
+        let moved = self
+            .classifier
+            .as_ref()
+            .and_then(|c| c.lookup_by_headers(&fields));
         let keep = self.stages[i]
             .as_ref()
             .as_any()
@@ -510,7 +519,7 @@ impl Pipeline {
             .and_then(|s| {
                 class_name
                     .and_then(|n| s.class_id(n))
-                    .filter(|&c| s.is_leaf(c))
+                    .filter(|&c| s.is_leaf(c) && moved.is_none_or(|(m, _)| m == c))
             });
         let m = cx.pool.meta_mut(pkt);
         m.class = keep.unwrap_or(class);

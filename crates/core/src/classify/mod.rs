@@ -427,14 +427,8 @@ impl Classifier {
     /// subscriber table's, [`DEFAULT_RULE`]: the default).
     #[inline]
     pub fn lookup(&self, f: &Fields) -> (u32, u16) {
-        if let Some(c) = &self.circuits {
-            let a = match c.by {
-                Endpoint::Src => f.src,
-                Endpoint::Dst => f.dst,
-            };
-            if let Some(class) = a.and_then(|a| c.table.lookup(a)) {
-                return (class, CIRCUIT_RULE);
-            }
+        if let Some(class) = self.circuit(f) {
+            return (class, CIRCUIT_RULE);
         }
         for (i, r) in self.rules.iter().enumerate() {
             if r.m.matches(f) {
@@ -442,6 +436,36 @@ impl Classifier {
             }
         }
         (self.default_class, DEFAULT_RULE)
+    }
+
+    /// The class of the subscriber circuit whose prefix holds `f`'s address, if any.
+    #[inline]
+    fn circuit(&self, f: &Fields) -> Option<u32> {
+        let c = self.circuits.as_ref()?;
+        let a = match c.by {
+            Endpoint::Src => f.src,
+            Endpoint::Dst => f.dst,
+        };
+        c.table.lookup(a?)
+    }
+
+    /// [`Classifier::lookup`] from a packet's headers alone (`f.app` and `f.l7` unknown):
+    /// the class and rule that take it, or `None` when only the default does or when a
+    /// rule that names an application (`app`, `l7`) comes first, whose answer the
+    /// headers cannot give. A hot reload moves a queued packet by this.
+    pub fn lookup_by_headers(&self, f: &Fields) -> Option<(u32, u16)> {
+        if let Some(class) = self.circuit(f) {
+            return Some((class, CIRCUIT_RULE));
+        }
+        for (i, r) in self.rules.iter().enumerate() {
+            if r.m.app.is_some() || r.m.l7 != 0 {
+                return None;
+            }
+            if r.m.matches(f) {
+                return Some((r.class, i as u16));
+            }
+        }
+        None
     }
 
     /// Classify a frame of `len` bytes: returns (class, rule index or `u16::MAX` for the

@@ -212,6 +212,33 @@ fn policy() -> Classifier {
     Classifier::new(rules, 9).unwrap()
 }
 
+/// What a hot reload moves a queued packet by: a rule its headers match, not the default,
+/// and nothing from the first rule that names an application on (its answer needs the
+/// connection's application, which a queued packet's headers do not carry).
+#[test]
+fn lookup_by_headers_stops_at_the_default_and_at_an_application_rule() {
+    let c = policy();
+    let ftp = tcp4("10.1.0.5", 40000, "10.2.0.1", 21);
+    assert_eq!(c.lookup_by_headers(&ftp), Some((2, 1)));
+    assert_eq!(c.lookup_by_headers(&ftp.reversed()), None, "the default");
+    let mut rules = vec![Rule {
+        m: Match {
+            app: Some(vec![1]),
+            ..Match::default()
+        },
+        class: 4,
+        name: "app".into(),
+    }];
+    rules.extend(policy().rules);
+    let c = Classifier::new(rules, 9).unwrap();
+    assert_eq!(c.lookup(&ftp), (2, 2), "the application unknown: rule 2");
+    assert_eq!(
+        c.lookup_by_headers(&ftp),
+        None,
+        "the app rule might have taken it"
+    );
+}
+
 #[test]
 fn first_match_wins_and_counts() {
     let mut c = policy();

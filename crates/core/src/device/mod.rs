@@ -37,8 +37,10 @@
 //! then every packet held moves across, per direction, in queue order within each flow
 //! ([`Pipeline::take_over`]):
 //! - a shaper's packets whose class has a namesake in the new tree stay in that class
-//!   (its token state carried over, clamped to the new buckets); the others are classified
-//!   by the new rules and enter the new pipeline's first stage;
+//!   (its token state carried over, clamped to the new buckets) unless a new rule their
+//!   headers match sends them to another class — where the flow's next packets go, so it
+//!   stays in order; the others are classified by the new rules and enter the new
+//!   pipeline's first stage;
 //! - an emulation profile with a namesake keeps its whole link — queue, delay line with
 //!   every release time, loss state — reconfigured to the new profile for what comes
 //!   next; packets of a profile that is gone are sent through the new emulator (or

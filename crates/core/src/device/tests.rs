@@ -411,6 +411,43 @@ mod reload_tests {
         assert!((span / want - 1.0).abs() < 0.05, "{span} ms vs {want} ms");
     }
 
+    /// A reload that adds a class and a rule for a session queued in another class: the
+    /// session's queued packets move to the new class ahead of its next ones, so the
+    /// session stays in order (kept in the old class by name, they were served at its
+    /// 1 Mbit/s share while the next ones took the new class's 9 Mbit/s: TCP saw a
+    /// reordering and, in CI, a retransmission timeout).
+    #[test]
+    fn a_session_a_new_rule_moves_keeps_its_order() {
+        let mut dev = policy(&classes("10Mbit", None, "100p"))
+            .build_device(Instant::ZERO)
+            .unwrap();
+        let mut env = Env::new();
+        for i in 0..30 {
+            env.push(&mut dev, 80, i, Instant::ZERO);
+        }
+        let rep = dev
+            .replace_policy(
+                &policy(&classes("10Mbit", Some("9Mbit"), "100p")),
+                &mut env.cx(Instant::ZERO),
+            )
+            .unwrap();
+        assert_eq!(rep.outbound.classes_added, ["web"]);
+        assert_eq!(
+            (rep.outbound.kept, rep.outbound.reclassified),
+            (0, 30),
+            "{rep:?}"
+        );
+        for i in 30..40 {
+            env.push(&mut dev, 80, i, Instant::ZERO);
+        }
+        let out: Vec<u32> = env
+            .drain(&mut dev, Instant::ZERO)
+            .iter()
+            .map(|x| x.0)
+            .collect();
+        assert_eq!(out, (0..40).collect::<Vec<_>>());
+    }
+
     /// A reload that removes a class and shrinks a limit: the removed class's packets are
     /// classified by the new rules, the 20 that do not fit are dropped and counted — by
     /// a FIFO as they arrive (`reload_limit`), by flow queuing (the default) from its
