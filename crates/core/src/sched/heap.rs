@@ -99,6 +99,14 @@ impl<const D: usize> IndexedDHeap<D> {
         }
     }
 
+    /// Remove every entry. O(len).
+    pub fn clear(&mut self) {
+        for &(_, id) in &self.heap {
+            self.pos[id as usize] = NIL;
+        }
+        self.heap.clear();
+    }
+
     pub fn pop(&mut self) -> Option<(u64, u32)> {
         if self.heap.is_empty() {
             return None;

@@ -138,7 +138,13 @@ fn check<A: Aqm>(q: &Fq<A>) {
                 "flow {i}: {:?}",
                 f.set
             );
-            assert_eq!(q.fat.key(i as u32), Some(u64::MAX - f.q.bytes()));
+            let kept = (q.fat_left > 0).then(|| u64::MAX - f.q.bytes());
+            assert_eq!(
+                q.fat.key(i as u32),
+                kept,
+                "flow {i}, heap kept {}",
+                q.fat_left
+            );
         } else {
             assert_eq!(q.fat.key(i as u32), None);
         }
@@ -438,6 +444,59 @@ fn memory_limit_drops_from_the_fattest_flow() {
     let s = q.aqm_stats().unwrap();
     assert_eq!(s.overlimit_dropped, 2);
     assert_eq!(q.stats.drops_by(DropCause::Overlimit).packets, 2);
+}
+
+/// The fattest-flow heap exists only near overflows (CAKE's `overflow_timeout`): none
+/// before the first, built from every bucket by it, kept exact for 65,535 dequeues after
+/// the last, then dropped — and a later overflow, built afresh, still finds the flow that
+/// grew fattest while it was not kept.
+#[test]
+fn the_fattest_flow_heap_is_kept_only_near_overflows() {
+    let mut b = Bench::new();
+    let mut q = fq::<NoAqm>(FqConfig {
+        limit_packets: 6,
+        ..cfg(Isolation::Flow, AqmKind::None)
+    });
+    let (a, c) = (F(1, 1, 1), F(2, 1, 1));
+    for _ in 0..3 {
+        b.push(&mut q, a, 100).unwrap();
+    }
+    assert_eq!((q.fat_left, q.fat.len()), (0, 0), "no overflow yet");
+    for _ in 0..4 {
+        b.push(&mut q, c, 200).unwrap();
+    }
+    assert_eq!(b.free_dropped(), vec![DropCause::Overlimit]);
+    assert_eq!(q.fat_left, Fq::<NoAqm>::FAT_KEPT);
+    assert_eq!(q.fat.len(), 2, "both flows, built from the buckets");
+    check(&q);
+    // one packet in, one out, until the heap is dropped
+    for k in 0..Fq::<NoAqm>::FAT_KEPT {
+        b.pop(&mut q).unwrap();
+        b.push(&mut q, if k % 2 == 0 { a } else { c }, 100).unwrap();
+        assert!(b.free_dropped().is_empty());
+        if k % 4096 == 0 {
+            check(&q);
+        }
+    }
+    assert_eq!((q.fat_left, q.fat.len()), (0, 0));
+    check(&q);
+    // flow a grows fattest while no heap is kept; the next overflow takes its head
+    while q.len() > 2 {
+        b.pop(&mut q).unwrap();
+    }
+    for _ in 0..4 {
+        b.push(&mut q, a, 1000).unwrap();
+    }
+    let fat = q.bucket(b.pkt(a, 1, 0), &b.pool);
+    let bytes = q.flows[fat as usize].q.bytes();
+    b.push(&mut q, c, 100).unwrap();
+    assert_eq!(b.free_dropped(), vec![DropCause::Overlimit]);
+    assert!(
+        q.flows[fat as usize].q.bytes() < bytes,
+        "the fattest flow lost its head"
+    );
+    assert_eq!(q.fat_left, Fq::<NoAqm>::FAT_KEPT);
+    check(&q);
 }
 
 /// The packet limit, and BLUE's probability raised by the overflow.
