@@ -323,4 +323,13 @@ impl Agent<'_, CbrSink> {
             Agent::Remote(h, id) => h.drain(id, expected, idle, of),
         }
     }
+
+    /// As [`Agent::drain_figures`], but returns every record ([`CbrSink::finish`]): for
+    /// streams of a few thousand packets whose analysis needs each (voice calls).
+    pub fn finish(self, expected: u64, idle: Duration) -> Result<CbrRecords> {
+        match self {
+            Agent::Local(a) => Ok(a.finish(expected, idle)),
+            Agent::Remote(h, id) => h.records(id, expected, idle),
+        }
+    }
 }

@@ -343,18 +343,15 @@ fn handle(s: &Session, op: Op) -> Result<Value> {
             expected,
             idle_us,
             of,
-        } => match take(s, handle)? {
-            Running::CbrSink(k) => {
-                let recs = k.finish(expected, Duration::from_micros(idle_us));
-                Ok(to_value(&received_figures(&recs, &of)))
-            }
-            other => {
-                drop(other.stop());
-                Err(Error::Invalid(format!(
-                    "agent {handle} is not a CBR sink: drain is for CBR sinks (it was stopped)"
-                )))
-            }
-        },
+        } => {
+            let recs = finish_sink(s, handle, expected, idle_us)?;
+            Ok(to_value(&received_figures(&recs, &of)))
+        }
+        Op::Records {
+            handle,
+            expected,
+            idle_us,
+        } => Ok(to_value(&finish_sink(s, handle, expected, idle_us)?)),
         Op::SysctlGet { key } => Ok(Value::String(s.ns.get_sysctl(&key)?)),
         Op::Join { handle } => loop {
             {
@@ -378,6 +375,25 @@ fn handle(s: &Session, op: Op) -> Result<Value> {
 fn ago(us: u64) -> Instant {
     let now = Instant::now();
     now.checked_sub(Duration::from_micros(us)).unwrap_or(now)
+}
+
+/// CBR sink `handle`'s records once `expected` packets arrived or none for `idle_us`
+/// (`Drain`, `Records`); any other agent is stopped and refused.
+fn finish_sink(
+    s: &Session,
+    handle: u64,
+    expected: u64,
+    idle_us: u64,
+) -> Result<crate::agents::cbr::CbrRecords> {
+    match take(s, handle)? {
+        Running::CbrSink(k) => Ok(k.finish(expected, Duration::from_micros(idle_us))),
+        other => {
+            drop(other.stop());
+            Err(Error::Invalid(format!(
+                "agent {handle} is not a CBR sink: drain is for CBR sinks (it was stopped)"
+            )))
+        }
+    }
 }
 
 fn take(s: &Session, handle: u64) -> Result<Running> {

@@ -362,6 +362,22 @@ impl SshHost {
             .map_err(|e| Error::Invalid(format!("{}: agent {handle}'s figures: {e}", self.name)))
     }
 
+    /// Waits as [`SshHost::drain`] and reads every record of what came ([`Op::Records`]).
+    pub fn records(
+        &self,
+        handle: u64,
+        expected: u64,
+        idle: Duration,
+    ) -> Result<crate::agents::cbr::CbrRecords> {
+        let v = self.call(Op::Records {
+            handle,
+            expected,
+            idle_us: idle.as_micros() as u64,
+        })?;
+        serde_json::from_value(v)
+            .map_err(|e| Error::Invalid(format!("{}: agent {handle}'s records: {e}", self.name)))
+    }
+
     /// The host's clock offset from `n` `clock` exchanges (the one with the shortest round
     /// trip counts).
     pub fn clock_offset(&self, n: usize) -> Result<ClockOffset> {
@@ -429,6 +445,7 @@ fn op_name(op: &Op) -> &'static str {
         Op::Stop { .. } => "stop",
         Op::Join { .. } => "join",
         Op::Drain { .. } => "drain",
+        Op::Records { .. } => "records",
         Op::SysctlGet { .. } => "sysctl_get",
     }
 }

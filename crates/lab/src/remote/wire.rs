@@ -29,7 +29,7 @@ use crate::agents::{ProbeOpts, SenderOpts, SinkOpts};
 use crate::tests::streams::FiguresOf;
 
 /// The protocol's version: `hello` refuses a peer that speaks another.
-pub const PROTOCOL: u32 = 2;
+pub const PROTOCOL: u32 = 3;
 
 /// One request.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -79,6 +79,14 @@ pub enum Op {
         expected: u64,
         idle_us: u64,
         of: FiguresOf,
+    },
+    /// A CBR sink (`handle`), as `Drain`, but the reply is every record
+    /// ([`CbrRecords`](crate::agents::cbr::CbrRecords)): for streams whose analysis needs
+    /// each packet (voice calls), of a few thousand packets.
+    Records {
+        handle: u64,
+        expected: u64,
+        idle_us: u64,
     },
     /// Read a sysctl (dotted); the reply is its value as a string.
     SysctlGet { key: String },

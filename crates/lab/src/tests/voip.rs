@@ -151,6 +151,10 @@ pub struct VoipConfig {
     pub buffer_ms: f64,
     /// MOS-over-time windows, s.
     pub mos_window_s: f64,
+    /// Real hosts instead of namespaces (`--topology FILE`): there the network between
+    /// the DUT and the receiver is the line (no serial line is emulated).
+    #[serde(default)]
+    pub topology: Option<crate::remote::Topology>,
 }
 
 impl VoipConfig {
@@ -185,6 +189,7 @@ impl VoipConfig {
             ftp_sessions: 20,
             buffer_ms: 60.0,
             mos_window_s: 1.0,
+            topology: None,
         }
     }
 
@@ -251,7 +256,6 @@ pub fn spec_of(dut: &str) -> Result<(DutSpec, bool)> {
     } else {
         DutSpec::parse(dut)
             .map_err(|e| Error::Invalid(format!("{e}, or {ROUTER}")))
-            .and_then(crate::dut::in_namespaces)
             .map(|s| (s, false))
     }
 }
@@ -312,11 +316,12 @@ pub fn plan(link: &str, router: bool, c: &VoipConfig) -> Result<Plan> {
             start_s: c.voice_start_s,
             stop_s: c.voice_stop_s,
         }],
-        line_bps: Some(bps),
+        // on real hosts the network after the DUT is the line
+        line_bps: c.topology.is_none().then_some(bps),
         udp: Vec::new(),
         stage_policy: None,
         count_dscp: false,
-        topology: None,
+        topology: c.topology.clone(),
     };
     plan.validate()?;
     Ok(plan)
@@ -472,6 +477,13 @@ impl Lab for Voip {
 
     fn plan(&self, c: &VoipConfig) -> Result<Outline> {
         let plans = plans(c)?;
+        // the router is a weir DUT like the others: on real hosts it runs at the DUT's
+        // interfaces; in namespaces every other DUT must be one that runs there
+        let others: Vec<String> = (c.duts.iter())
+            .filter(|d| *d != ROUTER || c.topology.is_some())
+            .cloned()
+            .collect();
+        testbed::check_duts(c.topology.as_ref(), &others)?;
         Ok(Outline {
             what: format!(
                 "links {} on {} DUT(s) x {} run(s) of {} s",

@@ -146,8 +146,9 @@ struct TestbedArgs {
     #[arg(long)]
     busy_poll: bool,
     /// Run on real hosts: a topology file naming the hosts `sender` and `receiver` (reached
-    /// over SSH, `weir agent` there) and the DUT (docs/lab.md, "Real hosts"). basic and
-    /// advanced; robustness refuses it.
+    /// over SSH, `weir agent` there) and the DUT (docs/lab.md, "Real hosts"). basic,
+    /// advanced and voip (the network after the DUT is then the line); robustness refuses
+    /// it.
     #[arg(long, value_name = "FILE")]
     topology: Option<PathBuf>,
 }
@@ -182,8 +183,8 @@ impl TestbedArgs {
             }
             (Some(_), None) => anyhow::bail!(
                 "--topology: this lab runs only in the namespace testbed (its subtests need \
-                 the WAN stage); basic, advanced, rrul, rfc6349, rfc2544 and y1564 run on \
-                 real hosts"
+                 the WAN stage); basic, advanced, voip, rrul, rfc6349, rfc2544 and y1564 run \
+                 on real hosts"
             ),
         }
         Ok(())
@@ -429,7 +430,7 @@ impl LabArgs for VoipArgs {
             &mut c.runs,
             &mut c.cc,
             &mut c.busy_poll,
-            None,
+            Some(&mut c.topology),
         )?;
         if !self.link.is_empty() {
             c.links = self.link;

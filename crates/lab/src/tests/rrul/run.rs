@@ -209,7 +209,7 @@ pub(super) fn run_one(
                         SocketAddr::new(IpAddr::V4(to), CALL_PORT),
                         end,
                     );
-                    sc.spawn(move || send_cbr(ns, 0.0, o, t0))
+                    sc.spawn(move || send_cbr(crate::remote::Host::Local(ns), 0.0, o, t0))
                 })
                 .collect()
         } else {
@@ -282,7 +282,15 @@ pub(super) fn run_one(
         .zip(call_reports)
         .zip([("call up", CLIENT), ("call down", SERVER)])
         .map(|((sink, rep), (name, src))| {
-            VoiceOutcome::collect(name, super::policy::CLASS, src, sink, rep)
+            // the calls run only in namespaces: one clock
+            VoiceOutcome::collect(
+                name,
+                super::policy::CLASS,
+                src,
+                crate::remote::Agent::Local(sink),
+                rep,
+                0,
+            )
         })
         .collect();
     let refl = reflector.stop()?;

@@ -216,9 +216,6 @@ fn addr_add(h: &crate::remote::SshHost, ifname: &str, cidr: String) -> Result<()
 /// What a plan may not ask of real hosts yet: refused before anything connects.
 pub(crate) fn check_remote(plan: &Plan, t: &Topology) -> Result<()> {
     let mut missing = Vec::new();
-    if !plan.voice.is_empty() {
-        missing.push("voice calls");
-    }
     if !plan.udp.is_empty() {
         missing.push("UDP flows");
     }

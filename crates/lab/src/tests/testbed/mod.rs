@@ -38,11 +38,12 @@ use serde::{Deserialize, Serialize};
 use weir_core::classify::Fields;
 use weir_core::policy::Policy;
 
-use crate::agents::cbr::{CbrSender, CbrSenderOpts, CbrSenderReport, CbrSink};
+use crate::agents::cbr::{CbrRecords, CbrSenderOpts, CbrSenderReport, CbrSink};
 use crate::agents::voip::{voice_packets, voice_sender, voice_sink};
 use crate::agents::DscpCounter;
 use crate::agents::{SenderOpts, SenderReport, SinkOpts};
 use crate::dut::{self, BridgeThread, DutSetup, DutSpec};
+use crate::remote::{Agent, Host};
 use crate::stats::series::{goodput_bps, sum_series};
 use crate::stats::table4::{self, ClassStats, RunMeasure, SessionMeasure};
 use crate::stats::voice::VoicePacket;
@@ -394,17 +395,29 @@ pub struct VoiceOutcome {
 }
 
 impl VoiceOutcome {
-    /// A call's outcome from its sender's report and its sink, which is given 1.5 s for
-    /// what is still in the DUT's queues.
+    /// A call's outcome from its sender's report and its sink (here or on a real host),
+    /// which is given 1.5 s for what is still in the DUT's queues; receive times are put
+    /// on the sender's clock by taking out `rcv_ahead_ns` (how far the receiving host's
+    /// clock is ahead; 0 in namespaces).
     pub(crate) fn collect(
         name: &str,
         class: &str,
         src: Ipv4Addr,
-        sink: CbrSink,
+        sink: crate::remote::Agent<'_, CbrSink>,
         rep: std::result::Result<CbrSenderReport, String>,
+        rcv_ahead_ns: i64,
     ) -> VoiceOutcome {
         let sent = rep.as_ref().map_or(0, |r| r.attempted);
-        let rec = sink.finish(sent, Duration::from_millis(1500));
+        let local = "0.0.0.0:0".parse().expect("an address");
+        let mut rec = sink
+            .finish(sent, Duration::from_millis(1500))
+            .unwrap_or_else(|e| CbrRecords {
+                error: Some(e.to_string()),
+                ..CbrRecords::new(local, None, Vec::new())
+            });
+        for r in &mut rec.records {
+            r.rx_ns = r.rx_ns.wrapping_sub(rcv_ahead_ns as u64);
+        }
         VoiceOutcome {
             name: name.into(),
             class: class.into(),
@@ -511,6 +524,23 @@ pub fn run_plan(
     };
     let owned = hosts::Owned::new(plan.topology.as_ref(), HOSTS, "tb", wan.is_some())?;
     let bed = owned.bed()?;
+    // a call's figures are one-way delays: on real hosts, their clocks must allow them
+    let (rcv_ahead, one_way) = owned.receiver_ahead();
+    if !plan.voice.is_empty() && !one_way {
+        return Err(Error::Invalid(format!(
+            "plan '{}': voice calls are judged by one-way delays, and the hosts' clock \
+             offsets are not known within {} ms together ({}); synchronise their clocks \
+             (chrony, PTP)",
+            plan.name,
+            crate::remote::ONE_WAY_BOUND_MS,
+            owned
+                .host_info()
+                .iter()
+                .map(crate::remote::HostInfo::line)
+                .collect::<Vec<_>>()
+                .join("; ")
+        )));
+    }
     let srcs: Vec<Ipv4Addr> = plan
         .sessions
         .iter()
@@ -568,7 +598,7 @@ pub fn run_plan(
     let voice_sinks = plan
         .voice
         .iter()
-        .map(|v| CbrSink::start_with(&bed.namespaces("voice")?.rcv, voice_sink(voice_addr(v))))
+        .map(|v| bed.rcv.cbr_sink(voice_sink(voice_addr(v))))
         .collect::<Result<Vec<_>>>()?;
     let udp_sinks = plan
         .udp
@@ -591,7 +621,7 @@ pub fn run_plan(
             .iter()
             .enumerate()
             .map(|(i, u)| {
-                let ns = bed.topo.map(|t| &t.snd);
+                let ns = bed.topo.map(|t| Host::Local(&t.snd));
                 sc.spawn(move || {
                     let ns = ns.ok_or("UDP flows: only in the namespace testbed")?;
                     send_cbr(ns, u.start_s, u.sender(i), t0)
@@ -602,15 +632,14 @@ pub fn run_plan(
             .voice
             .iter()
             .map(|v| {
-                let ns = bed.topo.map(|t| &t.snd);
+                let snd = bed.snd;
                 sc.spawn(move || {
-                    let ns = ns.ok_or("voice: only in the namespace testbed")?;
                     let o = voice_sender(
                         SocketAddr::new(IpAddr::V4(v.src), 0),
                         voice_addr(v),
                         Duration::from_secs_f64(v.stop_s - v.start_s),
                     );
-                    send_cbr(ns, v.start_s, o, t0)
+                    send_cbr(snd, v.start_s, o, t0)
                 })
             })
             .collect();
@@ -691,7 +720,9 @@ pub fn run_plan(
         .iter()
         .zip(voice_sinks)
         .zip(voice_reports)
-        .map(|((v, sink), rep)| VoiceOutcome::collect(&v.name, &v.class, v.src, sink, rep))
+        .map(|((v, sink), rep)| {
+            VoiceOutcome::collect(&v.name, &v.class, v.src, sink, rep, rcv_ahead)
+        })
         .collect();
     // the UDP sinks first (they wait for stragglers), then the counter that saw them
     let udp_recs: Vec<_> = udp_sinks
@@ -809,7 +840,7 @@ fn voice_addr(v: &VoicePlan) -> SocketAddr {
 /// Wait until `start_s` after `t0`, then send `o` until it ends (or a stop signal);
 /// report. Voice calls and UDP flows both go through here.
 pub(crate) fn send_cbr(
-    ns: &crate::topo::Netns,
+    host: Host<'_>,
     start_s: f64,
     o: CbrSenderOpts,
     t0: Instant,
@@ -821,7 +852,11 @@ pub(crate) fn send_cbr(
         }
         std::thread::sleep(Duration::from_millis(20).min(start.saturating_sub(t0.elapsed())));
     }
-    let s = CbrSender::start(ns, o).map_err(|e| e.to_string())?;
+    let s = match host.cbr_sender(o).map_err(|e| e.to_string())? {
+        Agent::Local(s) => s,
+        // on a real host: until it is done (a lab interrupted ends the session, and it)
+        remote => return remote.join().map_err(|e| e.to_string()),
+    };
     while !s.is_finished() {
         if crate::interrupted() {
             return Ok(s.stop());
