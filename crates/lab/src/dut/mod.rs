@@ -251,8 +251,8 @@ pub struct DutReport {
 
 /// Why the DUT `external` is refused without real hosts (every lab says the same).
 pub const EXTERNAL_NEEDS_HOSTS: &str = "DUT external: only on real hosts, with a topology \
-     file whose [dut] is `external = true` (--topology: basic, advanced, voip, rrul, \
-     rfc6349, rfc2544, y1564)";
+     file whose [dut] is `external = true` (--topology: basic, advanced, robustness, \
+     voip, rrul, rfc6349, rfc2544, y1564)";
 
 /// Start a DUT at `place` (a testbed's; `None`: the topology's DUT is external) with
 /// `start`, or nothing when it is `external` (`None`: a device nothing here starts).

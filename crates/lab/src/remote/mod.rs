@@ -31,7 +31,7 @@ pub use serve::{serve, IDLE_TIMEOUT};
 pub use ssh::{ClockOffset, SshHost, SshTarget, ONE_WAY_BOUND_MS};
 pub use topology::{TopoDut, TopoHost, Topology};
 
-use crate::topo::{DutPlace, LocalDut};
+use crate::topo::{DutPlace, LocalDut, LocalWan, WanPlace};
 use crate::{Error, Result};
 
 /// How many `clock` exchanges estimate a host's offset.
@@ -73,6 +73,7 @@ pub struct RemoteBed {
     topology: Topology,
     hosts: BTreeMap<String, SshHost>,
     dut: Option<LocalDut>,
+    wan: Option<LocalWan>,
     info: Vec<HostInfo>,
 }
 
@@ -87,6 +88,13 @@ impl RemoteBed {
                     .map_err(|e| Error::Invalid(format!("{}: [dut]: {}", t.file, e.message())))?,
             ),
             TopoDut::External => None,
+        };
+        let wan = match &t.wan {
+            Some(w) => Some(
+                LocalWan::new(&w.lan, &w.wan)
+                    .map_err(|e| Error::Invalid(format!("{}: [wan]: {}", t.file, e.message())))?,
+            ),
+            None => None,
         };
         let connected: Vec<(String, Result<SshHost>)> = std::thread::scope(|sc| {
             let hs: Vec<_> = t
@@ -150,6 +158,7 @@ impl RemoteBed {
             topology: t.clone(),
             hosts,
             dut,
+            wan,
             info,
         })
     }
@@ -174,6 +183,11 @@ impl RemoteBed {
     /// Where DUTs run (`None`: an external DUT).
     pub fn dut_place(&self) -> Option<DutPlace<'_>> {
         self.dut.as_ref().map(LocalDut::place)
+    }
+
+    /// Where the WAN stage runs: the topology's `[wan]` on this machine, if it has one.
+    pub fn wan_place(&self) -> Option<WanPlace<'_>> {
+        self.wan.as_ref().map(LocalWan::place)
     }
 
     /// The first host whose agent has ended, as the error that says why (`None`: all

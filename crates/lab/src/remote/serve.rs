@@ -282,8 +282,23 @@ fn handle(s: &Session, op: Op) -> Result<Value> {
             lock(&s.undo).push(Undo::Addr { ifname, cidr });
             Ok(Value::Null)
         }
-        Op::RouteAdd { dst, ifname } => {
-            s.ns.ip(&["route", "add", &dst, "dev", &ifname])?;
+        Op::RouteAdd {
+            dst,
+            ifname,
+            rto_min_ms,
+        } => {
+            match rto_min_ms {
+                None => s.ns.ip(&["route", "add", &dst, "dev", &ifname])?,
+                Some(ms) => s.ns.ip(&[
+                    "route",
+                    "replace",
+                    &dst,
+                    "dev",
+                    &ifname,
+                    "rto_min",
+                    &format!("{ms}ms"),
+                ])?,
+            };
             lock(&s.undo).push(Undo::Route { dst, ifname });
             Ok(Value::Null)
         }

@@ -16,6 +16,10 @@
 //! lan = "eth1"                # this machine's interface towards the sender
 //! wan = "eth2"                # and towards the receiver
 //! # external = true           # instead: a device the lab does not configure (--dut external)
+//!
+//! # [wan]                     # optional: the lab's WAN stage on this machine, after the DUT
+//! # lan = "eth3"              # from the DUT
+//! # wan = "eth4"              # towards the receiver
 //! ```
 //!
 //! Each lab names the hosts it needs (the seed 000 testbed: `sender`, `receiver`; rrul:
@@ -39,6 +43,20 @@ pub struct Topology {
     pub hosts: BTreeMap<String, TopoHost>,
     /// Where the DUT is.
     pub dut: TopoDut,
+    /// Where the lab's WAN stage runs (emulated delays, loss, a serial line, a second
+    /// router), if anywhere: two interfaces of this machine between the DUT and the
+    /// receiver.
+    #[serde(default)]
+    pub wan: Option<TopoWan>,
+}
+
+/// The WAN stage's two interfaces on this machine (`[wan]`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopoWan {
+    /// Towards the DUT.
+    pub lan: String,
+    /// Towards the receiver.
+    pub wan: String,
 }
 
 /// One host of a topology.
@@ -69,6 +87,15 @@ pub enum TopoDut {
 struct RawTopology {
     hosts: BTreeMap<String, Spanned<RawHost>>,
     dut: Spanned<RawDut>,
+    #[serde(default)]
+    wan: Option<Spanned<RawWan>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWan {
+    lan: String,
+    wan: String,
 }
 
 #[derive(Deserialize)]
@@ -196,10 +223,42 @@ impl Topology {
                 ))
             }
         };
+        let wan = match &raw.wan {
+            None => None,
+            Some(w) => {
+                let (lan, wan_if) = (&w.get_ref().lan, &w.get_ref().wan);
+                let dut_ifs: Vec<&String> = match &dut {
+                    TopoDut::Local { lan, wan } => vec![lan, wan],
+                    TopoDut::External => Vec::new(),
+                };
+                for i in [lan, wan_if] {
+                    if let Err(e) = crate::topo::check_ifname(i) {
+                        return Err(bad(w.span().start, format!("[wan]: {e}")));
+                    }
+                    if dut_ifs.contains(&i) {
+                        return Err(bad(
+                            w.span().start,
+                            format!("[wan]: {i} is the DUT's interface; want two others"),
+                        ));
+                    }
+                }
+                if lan == wan_if {
+                    return Err(bad(
+                        w.span().start,
+                        format!("[wan] lan and wan are both {lan}: want two interfaces"),
+                    ));
+                }
+                Some(TopoWan {
+                    lan: lan.clone(),
+                    wan: wan_if.clone(),
+                })
+            }
+        };
         Ok(Topology {
             file: file.to_string(),
             hosts,
             dut,
+            wan,
         })
     }
 }
@@ -239,6 +298,33 @@ mod tests {
         Topology::parse("lab.toml", text, &ROLES)
             .unwrap_err()
             .to_string()
+    }
+
+    #[test]
+    fn reads_a_wan_stage_and_refuses_a_bad_one() {
+        let t = Topology::parse(
+            "lab.toml",
+            &format!("{GOOD}\n[wan]\nlan = \"w1\"\nwan = \"w2\"\n"),
+            &ROLES,
+        )
+        .unwrap();
+        assert_eq!(
+            t.wan,
+            Some(TopoWan {
+                lan: "w1".into(),
+                wan: "w2".into()
+            })
+        );
+        assert_eq!(Topology::parse("lab.toml", GOOD, &ROLES).unwrap().wan, None);
+        let e = err(&format!("{GOOD}\n[wan]\nlan = \"w0\"\nwan = \"w2\"\n"));
+        assert!(
+            e.contains("lab.toml:15:1") && e.contains("w0 is the DUT's interface"),
+            "{e}"
+        );
+        let e = err(&format!("{GOOD}\n[wan]\nlan = \"w1\"\nwan = \"w1\"\n"));
+        assert!(e.contains("both w1"), "{e}");
+        let e = err(&format!("{GOOD}\n[wan]\nlan = \"w1\"\n"));
+        assert!(e.contains("lab.toml:15:") && e.contains("wan"), "{e}");
     }
 
     #[test]

@@ -62,8 +62,15 @@ pub enum Op {
     LinkUp { ifname: String },
     /// `ip addr add CIDR dev IFNAME`; removed when the session ends.
     AddrAdd { ifname: String, cidr: String },
-    /// `ip route add DST dev IFNAME`; removed when the session ends.
-    RouteAdd { dst: String, ifname: String },
+    /// `ip route add DST dev IFNAME`, or with `rto_min_ms` `ip route replace DST dev
+    /// IFNAME rto_min Nms` (the minimum retransmission timeout of TCP on that route, for
+    /// a route the session's own address made); removed when the session ends.
+    RouteAdd {
+        dst: String,
+        ifname: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rto_min_ms: Option<u64>,
+    },
     /// Start an agent; the reply is `{"handle": N}`.
     Start { agent: Box<StartAgent> },
     /// Stop agent `handle` now; the reply is its report.

@@ -151,8 +151,9 @@ pub struct VoipConfig {
     pub buffer_ms: f64,
     /// MOS-over-time windows, s.
     pub mos_window_s: f64,
-    /// Real hosts instead of namespaces (`--topology FILE`): there the network between
-    /// the DUT and the receiver is the line (no serial line is emulated).
+    /// Real hosts instead of namespaces (`--topology FILE`): the serial line is emulated
+    /// at the topology's `[wan]`; without one the network between the DUT and the
+    /// receiver is the line.
     #[serde(default)]
     pub topology: Option<crate::remote::Topology>,
 }
@@ -316,8 +317,10 @@ pub fn plan(link: &str, router: bool, c: &VoipConfig) -> Result<Plan> {
             start_s: c.voice_start_s,
             stop_s: c.voice_stop_s,
         }],
-        // on real hosts the network after the DUT is the line
-        line_bps: c.topology.is_none().then_some(bps),
+        // on real hosts without a `[wan]` the network after the DUT is the line
+        line_bps: (c.topology.as_ref())
+            .is_none_or(|t| t.wan.is_some())
+            .then_some(bps),
         udp: Vec::new(),
         stage_policy: None,
         count_dscp: false,

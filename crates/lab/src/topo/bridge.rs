@@ -194,6 +194,15 @@ impl BridgeTopo {
         DutPlace::new(&self.dut, &self.dut_lan, &self.dut_wan, &self.kernel_bridge)
     }
 
+    /// Where the WAN stage runs, if this testbed has one ([`BridgeTopo::with_wan_stage`]).
+    pub fn wan_place(&self) -> Option<super::WanPlace<'_>> {
+        self.emu.as_ref().map(|ns| super::WanPlace {
+            ns,
+            lan: "lan0",
+            wan: "wan0",
+        })
+    }
+
     /// Makes the DUT a plain Linux bridge (`br0` with `lan0` and `wan0` as ports, STP off,
     /// forward delay 0), the baseline to compare a DUT with. Idempotent.
     pub fn with_kernel_bridge(&self) -> Result<()> {

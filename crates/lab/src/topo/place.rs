@@ -148,6 +148,50 @@ impl LocalDut {
     }
 }
 
+/// Where a WAN stage runs (`crate::tests::testbed::start_wan_stage`): a namespace and
+/// its two ports, `lan` from the DUT and `wan` towards the receiver.
+#[derive(Clone, Copy, Debug)]
+pub struct WanPlace<'a> {
+    pub ns: &'a Netns,
+    pub lan: &'a str,
+    pub wan: &'a str,
+}
+
+/// A WAN stage on the machine the lab runs on, between two of its interfaces (a testbed
+/// of real hosts whose topology has a `[wan]`).
+#[derive(Debug)]
+pub struct LocalWan {
+    ns: Netns,
+    lan: String,
+    wan: String,
+}
+
+impl LocalWan {
+    /// The stage between `lan` and `wan` of this process's namespace; both must exist.
+    pub fn new(lan: &str, wan: &str) -> Result<LocalWan> {
+        for i in [lan, wan] {
+            if !weir_io::ethtool::exists(i) {
+                return Err(Error::Invalid(format!(
+                    "the WAN stage's interface {i} does not exist on this machine"
+                )));
+            }
+        }
+        Ok(LocalWan {
+            ns: Netns::host()?,
+            lan: lan.to_string(),
+            wan: wan.to_string(),
+        })
+    }
+
+    pub fn place(&self) -> WanPlace<'_> {
+        WanPlace {
+            ns: &self.ns,
+            lan: &self.lan,
+            wan: &self.wan,
+        }
+    }
+}
+
 impl Drop for LocalDut {
     fn drop(&mut self) {
         let _ = self.place().without_kernel_bridge();

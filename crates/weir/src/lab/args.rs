@@ -146,9 +146,8 @@ struct TestbedArgs {
     #[arg(long)]
     busy_poll: bool,
     /// Run on real hosts: a topology file naming the hosts `sender` and `receiver` (reached
-    /// over SSH, `weir agent` there) and the DUT (docs/lab.md, "Real hosts"). basic,
-    /// advanced and voip (the network after the DUT is then the line); robustness refuses
-    /// it.
+    /// over SSH, `weir agent` there) and the DUT (docs/lab.md, "Real hosts"); for a WAN
+    /// stage (robustness, voip's line) the file's `[wan]` names two interfaces here.
     #[arg(long, value_name = "FILE")]
     topology: Option<PathBuf>,
 }
@@ -157,8 +156,8 @@ struct TestbedArgs {
 type DutList = fn(bool, Vec<String>) -> weir_lab::Result<Option<Vec<String>>>;
 
 impl TestbedArgs {
-    /// Put the options into a seed 000 lab's configuration; `list` makes its DUT list.
-    /// `topology`: where `--topology` goes, `None` for a lab that runs only in namespaces.
+    /// Put the options into a seed 000 lab's configuration; `list` makes its DUT list,
+    /// `topology` takes `--topology`.
     fn apply(
         self,
         list: DutList,
@@ -166,26 +165,18 @@ impl TestbedArgs {
         runs: &mut u32,
         cc: &mut String,
         busy_poll: &mut bool,
-        topology: Option<&mut Option<weir_lab::remote::Topology>>,
+        topology: &mut Option<weir_lab::remote::Topology>,
     ) -> anyhow::Result<()> {
         set(duts, list(self.compare, self.dut)?);
         set(runs, runs_arg(self.runs)?);
         *cc = self.cc;
         *busy_poll = self.busy_poll;
-        match (self.topology, topology) {
-            // each lab refuses `external` in its plan, where it knows the topology
-            (None, _) => {}
-            (Some(t), Some(to)) => {
-                *to = Some(weir_lab::remote::Topology::read(
-                    &t.display().to_string(),
-                    &testbed::HOSTS,
-                )?)
-            }
-            (Some(_), None) => anyhow::bail!(
-                "--topology: this lab runs only in the namespace testbed (its subtests need \
-                 the WAN stage); basic, advanced, voip, rrul, rfc6349, rfc2544 and y1564 run \
-                 on real hosts"
-            ),
+        // each lab refuses `external` in its plan, where it knows the topology
+        if let Some(t) = self.topology {
+            *topology = Some(weir_lab::remote::Topology::read(
+                &t.display().to_string(),
+                &testbed::HOSTS,
+            )?);
         }
         Ok(())
     }
@@ -284,7 +275,7 @@ impl LabArgs for BasicArgs {
             &mut c.runs,
             &mut c.cc,
             &mut c.busy_poll,
-            Some(&mut c.topology),
+            &mut c.topology,
         )?;
         if let Some(d) = self.duration {
             // in the paper's proportions, unless --window says otherwise
@@ -354,7 +345,7 @@ impl LabArgs for RobustnessArgs {
             &mut c.delays.runs,
             &mut c.cc,
             &mut c.busy_poll,
-            None,
+            &mut c.topology,
         )?;
         if !self.only.is_empty() {
             c.subtests = self.only;
@@ -393,7 +384,7 @@ impl LabArgs for AdvancedArgs {
             &mut c.runs,
             &mut c.cc,
             &mut c.busy_poll,
-            Some(&mut c.topology),
+            &mut c.topology,
         )?;
         if !self.only.is_empty() {
             c.subtests = self.only;
@@ -430,7 +421,7 @@ impl LabArgs for VoipArgs {
             &mut c.runs,
             &mut c.cc,
             &mut c.busy_poll,
-            Some(&mut c.topology),
+            &mut c.topology,
         )?;
         if !self.link.is_empty() {
             c.links = self.link;

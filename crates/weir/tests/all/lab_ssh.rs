@@ -41,12 +41,17 @@ struct Hosts {
     hosts: Vec<SshNs>,
     lan: String,
     wan: String,
+    /// One end of the veth pair between the DUT and a WAN stage here, if made.
+    wan_pair: Option<String>,
     made_run_sshd: bool,
     dir: TempDir,
 }
 
 impl Drop for Hosts {
     fn drop(&mut self) {
+        if let Some(p) = &self.wan_pair {
+            let _ = Command::new("ip").args(["link", "del", p]).output();
+        }
         self.hosts.clear();
         if self.made_run_sshd {
             let _ = std::fs::remove_dir("/run/sshd");
@@ -93,6 +98,7 @@ impl Hosts {
             hosts: Vec::new(),
             lan: lan.clone(),
             wan: wan.clone(),
+            wan_pair: None,
             made_run_sshd,
             dir,
         };
@@ -188,6 +194,27 @@ impl Hosts {
             "{}{}[dut]\nlan = \"{}\"\nwan = \"{}\"\n",
             self.host(names[0], 0),
             self.host(names[1], 1),
+            self.lan,
+            self.wan
+        )
+    }
+
+    /// A seed 000 topology with the lab's WAN stage here: a new veth pair joins the DUT's
+    /// wan side to the stage's lan side, the stage's wan side is the receiver's veth.
+    fn topology_with_wan(&mut self) -> String {
+        let (dut_wan, stage_lan) = unique_veth_names();
+        sh(Command::new("ip").args([
+            "link", "add", &dut_wan, "type", "veth", "peer", "name", &stage_lan,
+        ]));
+        self.wan_pair = Some(dut_wan.clone());
+        for i in [&dut_wan, &stage_lan] {
+            sh(Command::new("ip").args(["link", "set", i, "up"]));
+        }
+        format!(
+            "{}{}[dut]\nlan = \"{}\"\nwan = \"{dut_wan}\"\n\n[wan]\nlan = \"{stage_lan}\"\n\
+             wan = \"{}\"\n",
+            self.host("sender", 0),
+            self.host("receiver", 1),
             self.lan,
             self.wan
         )
@@ -472,17 +499,19 @@ fn rrul_on_ssh_hosts() {
 
 /// `weir lab voip` on SSH-reached hosts: the G.729 call (a CBR sender on the sender, its
 /// sink on the receiver, every packet's record read back over the channel) beside the 20
-/// FTP sessions through weir's cbq+pfq at the T1's rate. No serial line is emulated there
-/// (the network after the DUT is the line), so the call's one-way delay is what the DUT
-/// adds: ~0.04 ms measured here, against 4.3 ms with the namespaces' emulated T1.
+/// FTP sessions through weir's cbq+pfq at the T1's rate, and the T1 itself emulated by
+/// the lab's WAN stage on this machine (the topology's `[wan]`): the call's one-way delay
+/// is the line's serialisation behind FTP frames, 4.3 ms p50 measured here as in
+/// namespaces (without the line, 0.04 ms).
 #[test]
 fn voip_on_ssh_hosts() {
     let _group = crate::common::group(module_path!());
-    let Some(h) = Hosts::new("voip_on_ssh_hosts") else {
+    let Some(mut h) = Hosts::new("voip_on_ssh_hosts") else {
         return;
     };
     let before = [h.state(0), h.state(1)];
-    let topo = h.write("lab", &h.topology());
+    let text = h.topology_with_wan();
+    let topo = h.write("lab", &text);
     let out = h.dir.0.join("out");
     let (code, stdout, err) = weir(&[
         "lab",
@@ -501,7 +530,7 @@ fn voip_on_ssh_hosts() {
     assert_eq!(code, 0, "{err}");
     let v = lab_result(&out, "voip", &["result.json"]);
     let part = &v["parts"][0];
-    assert!(part["plan"]["line_bps"].is_null(), "no emulated line");
+    assert_eq!(part["plan"]["line_bps"], 1_544_000, "the line at [wan]");
     let run = &part["runs"][0];
     assert_eq!(run["hosts"].as_array().unwrap().len(), 2, "{run}");
     let call = &run["voice"][0];
@@ -516,13 +545,14 @@ fn voip_on_ssh_hosts() {
         (&500.into(), &0.into()),
         "{voice}"
     );
-    // one-way, the receiver's stamps put on the sender's clock: neither negative nor
-    // more than the DUT could add (the call has its class's priority)
+    // one-way, the receiver's stamps put on the sender's clock: at least the voice
+    // frame's own time on the T1 (74 B: 0.38 ms), at most a 1514-byte frame's ahead of
+    // it (7.8 ms) and its own at the median
     let (lo, p50) = (
         voice["delay_min_ms"].as_f64().unwrap(),
         voice["delay_p50_ms"].as_f64().unwrap(),
     );
-    assert!(lo >= 0.0 && p50 < 2.0, "{voice}");
+    assert!(lo >= 0.3 && (1.0..8.5).contains(&p50), "{voice}");
     assert!(voice["rating"]["mos"].as_f64().unwrap() > 4.0, "{voice}");
     assert!(
         stdout.contains("PASS t1 weir:cbq+pfq: the call loses <= 1 %"),

@@ -87,7 +87,10 @@ fn run_path(
     // the emulated line in namespaces; on real hosts the network's own path
     let mut line = bed
         .topo
-        .map(|t| start_wan_stage(t, &line_policy(link, 1 + u64::from(run)), c.busy_poll))
+        .map(|t| {
+            let line = line_policy(link, 1 + u64::from(run));
+            start_wan_stage(t.wan_place(), &line, c.busy_poll)
+        })
         .transpose()?;
     let sessions = [
         dut::Session::tcp(

@@ -195,6 +195,10 @@ pub struct RobustnessConfig {
     pub delays: DelaysConfig,
     pub loss: LossConfig,
     pub senders: SendersConfig,
+    /// Real hosts instead of namespaces (`--topology FILE`); their topology must give the
+    /// WAN stage a place (`[wan]`).
+    #[serde(default)]
+    pub topology: Option<crate::remote::Topology>,
 }
 
 impl RobustnessConfig {
@@ -227,6 +231,7 @@ impl RobustnessConfig {
                 duration_s: 250.0,
                 window_s: (30.0, 230.0),
             },
+            topology: None,
         }
     }
 
@@ -512,7 +517,7 @@ impl Lab for Robustness {
 
     fn plan(&self, c: &RobustnessConfig) -> Result<Outline> {
         plans(&self.policy_file, &self.policy_text, c)?;
-        testbed::check_duts(None, &c.duts)?;
+        testbed::check_duts(c.topology.as_ref(), &c.duts)?;
         let per_dut = c.seconds_per_dut() + 3.0 * c.runs_per_dut() as f64;
         Ok(Outline {
             what: format!(

@@ -199,6 +199,12 @@ pub fn plans(
     } else {
         Vec::new()
     };
+    // on real hosts every plan runs there (its WAN stage at the topology's `[wan]`)
+    let (mut delays, mut loss, mut senders) = (delays, loss, senders);
+    for p in delays.iter_mut().chain(&mut loss).chain(&mut senders) {
+        p.topology = c.topology.clone();
+        p.validate()?;
+    }
     Ok((delays, loss, senders))
 }
 

@@ -121,7 +121,7 @@ pub(super) fn run_one(
     let line_text = line_policy(&spec.link, 1 + u64::from(run));
     let mut line = bed
         .topo
-        .map(|t| start_wan_stage(t, &line_text, c.busy_poll))
+        .map(|t| start_wan_stage(t.wan_place(), &line_text, c.busy_poll))
         .transpose()?;
     let up_sink = SocketAddr::new(IpAddr::V4(SERVER), UP_PORT);
     // where a host's uploads go: host B's to the server's second address (`hosts`)

@@ -16,7 +16,7 @@ use weir_io::ethtool::Offloads;
 use super::Plan;
 use crate::dut::RunningDut;
 use crate::remote::{Host, HostInfo, RemoteBed, Topology};
-use crate::topo::{BridgeTopo, DutPlace};
+use crate::topo::{BridgeTopo, DutPlace, WanPlace};
 use crate::{Error, Result};
 
 /// The host names a topology file gives the seed 000 testbed.
@@ -38,6 +38,8 @@ pub(crate) struct Bed<'a> {
     pub rcv_if: &'a str,
     /// Where DUTs run; `None`: an external DUT.
     pub place: Option<DutPlace<'a>>,
+    /// Where the WAN stage runs, if the testbed has one.
+    pub wan: Option<WanPlace<'a>>,
     /// The namespaces (`None` on real hosts).
     pub topo: Option<&'a BridgeTopo>,
 }
@@ -66,6 +68,7 @@ impl Owned {
                 snd_if: &t.snd_if,
                 rcv_if: &t.rcv_if,
                 place: Some(t.dut_place()),
+                wan: t.wan_place(),
                 topo: Some(t),
             },
             Owned::Remote(r, [snd, rcv]) => Bed {
@@ -74,6 +77,7 @@ impl Owned {
                 snd_if: r.interface(snd)?,
                 rcv_if: r.interface(rcv)?,
                 place: r.dut_place(),
+                wan: r.wan_place(),
                 topo: None,
             },
         })
@@ -145,19 +149,33 @@ impl<'a> Bed<'a> {
             h.set_offloads(ifname, &Offloads::SEGMENTATION_OFF)?;
             h.set_tcp_options(plan.tcp.sack, plan.tcp.timestamps, plan.tcp.window_scaling)?;
         }
+        self.address(srcs)?;
+        // on the sender's route to the receiver (its prefix route, made by the address)
         if let Some(rto) = plan.tcp.min_rto_ms {
-            let topo = self.namespaces("a minimum RTO (rto_min)")?;
-            topo.snd.ip(&[
-                "route",
-                "replace",
-                "10.77.0.0/24",
-                "dev",
-                &topo.snd_if,
-                "rto_min",
-                &format!("{rto}ms"),
-            ])?;
+            let dst = "10.77.0.0/24";
+            match (self.topo, self.snd) {
+                (Some(topo), _) => {
+                    topo.snd.ip(&[
+                        "route",
+                        "replace",
+                        dst,
+                        "dev",
+                        &topo.snd_if,
+                        "rto_min",
+                        &format!("{rto}ms"),
+                    ])?;
+                }
+                (None, Host::Remote(snd)) => {
+                    snd.call(crate::remote::wire::Op::RouteAdd {
+                        dst: dst.into(),
+                        ifname: self.snd_if.into(),
+                        rto_min_ms: Some(rto),
+                    })?;
+                }
+                _ => return Err(mixed()),
+            }
         }
-        self.address(srcs)
+        Ok(())
     }
 
     /// The testbed's addresses: in namespaces the sender's extra source addresses `srcs`
@@ -175,6 +193,7 @@ impl<'a> Bed<'a> {
                     rcv.call(crate::remote::wire::Op::RouteAdd {
                         dst: format!("{a}/32"),
                         ifname: self.rcv_if.into(),
+                        rto_min_ms: None,
                     })?;
                 }
                 Ok(())
@@ -222,14 +241,13 @@ pub(crate) fn check_remote(plan: &Plan, t: &Topology) -> Result<()> {
     if plan.count_dscp {
         missing.push("DSCP counting");
     }
-    if plan.sessions.iter().any(|s| s.wan.is_some()) || plan.line_bps.is_some() {
-        missing.push("a WAN stage");
+    // a WAN stage (and a second router, which runs there) needs a `[wan]` here
+    let wan = plan.sessions.iter().any(|s| s.wan.is_some()) || plan.line_bps.is_some();
+    if wan && t.wan.is_none() {
+        missing.push("a WAN stage (without [wan] in the topology)");
     }
-    if plan.stage_policy.is_some() {
-        missing.push("a second router");
-    }
-    if plan.tcp.min_rto_ms.is_some() {
-        missing.push("a minimum RTO");
+    if plan.stage_policy.is_some() && t.wan.is_none() {
+        missing.push("a second router (without [wan] in the topology)");
     }
     if missing.is_empty() {
         Ok(())

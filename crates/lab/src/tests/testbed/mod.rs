@@ -47,7 +47,7 @@ use crate::remote::{Agent, Host};
 use crate::stats::series::{goodput_bps, sum_series};
 use crate::stats::table4::{self, ClassStats, RunMeasure, SessionMeasure};
 use crate::stats::voice::VoicePacket;
-use crate::topo::{require_root, BridgeTopo};
+use crate::topo::{require_root, BridgeTopo, WanPlace};
 use crate::{Error, Result};
 
 /// The receiver's port for every session.
@@ -490,21 +490,19 @@ pub fn line_policy(bps: u64, seed: u64) -> String {
     )
 }
 
-/// weir as the WAN stage, on a thread in the stage's namespace (spinning with `busy_poll`).
+/// weir as the WAN stage, on a thread at `place` (spinning with `busy_poll`); `None`: the
+/// testbed has none (a namespace testbed built without one).
 pub(crate) fn start_wan_stage(
-    topo: &BridgeTopo,
+    place: Option<WanPlace<'_>>,
     policy_text: &str,
     busy_poll: bool,
 ) -> Result<BridgeThread> {
-    let emu = topo
-        .emu
-        .as_ref()
-        .ok_or_else(|| Error::Invalid("no WAN stage in the topology".into()))?;
+    let at = place.ok_or_else(|| Error::Invalid("no WAN stage in the topology".into()))?;
     let p = Policy::parse("<wan stage>", policy_text)
         .map_err(|e| Error::Invalid(format!("WAN stage policy: {e}")))?;
-    let mut cfg = crate::dut::bridge_config(&p, "lan0", "wan0").map_err(Error::Invalid)?;
+    let mut cfg = crate::dut::bridge_config(&p, at.lan, at.wan).map_err(Error::Invalid)?;
     cfg.busy_poll = busy_poll;
-    BridgeThread::start(emu, cfg, None, Duration::from_secs(10))
+    BridgeThread::start(at.ns, cfg, None, Duration::from_secs(10))
         .map_err(|e| Error::Invalid(format!("WAN stage: {e}")))
 }
 
@@ -550,11 +548,7 @@ pub fn run_plan(
         .collect();
     bed.prepare(plan, &srcs)?;
     let mut wan_stage = match &wan {
-        Some(text) => Some(start_wan_stage(
-            bed.namespaces("a WAN stage")?,
-            text,
-            false,
-        )?),
+        Some(text) => Some(start_wan_stage(bed.wan, text, false)?),
         None => None,
     };
     let sink_addr = SocketAddr::new(IpAddr::V4(BridgeTopo::RCV_ADDR), SINK_PORT);
