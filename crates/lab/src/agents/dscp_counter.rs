@@ -15,7 +15,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::sys::{poll, pollfd, Waker, Worker};
 use crate::topo::Netns;
@@ -25,7 +25,7 @@ use crate::{Error, Result};
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 
 /// One direction of a flow: addresses, ports (0 without) and IP protocol.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct FlowId {
     pub src: SocketAddr,
     pub dst: SocketAddr,
@@ -33,7 +33,7 @@ pub struct FlowId {
 }
 
 /// Per DSCP (index 0..64): frames, IP bytes, transport payload bytes.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DscpCounts {
     pub frames: Vec<u64>,
     pub ip_bytes: Vec<u64>,
@@ -76,7 +76,7 @@ impl DscpCounts {
 }
 
 /// What a [`DscpCounter`] saw.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct DscpReport {
     /// Per flow, sorted by flow.
     pub flows: Vec<(FlowId, DscpCounts)>,

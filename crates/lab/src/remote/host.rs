@@ -15,8 +15,8 @@ use crate::agents::cbr::{
     CbrRecords, CbrSender, CbrSenderOpts, CbrSenderReport, CbrSink, CbrSinkOpts,
 };
 use crate::agents::{
-    path_mtu, MtuReport, ProbeOpts, ProbeReport, Prober, ReflectorReport, SenderOpts, SenderReport,
-    SinkOpts, SinkReport, TcpSender, TcpSink, UdpReflector,
+    path_mtu, DscpCounter, DscpReport, MtuReport, ProbeOpts, ProbeReport, Prober, ReflectorReport,
+    SenderOpts, SenderReport, SinkOpts, SinkReport, TcpSender, TcpSink, UdpReflector,
 };
 use crate::tests::streams::{received_figures, FiguresOf, StreamFigures};
 use crate::topo::Netns;
@@ -181,6 +181,20 @@ impl<'a> Host<'a> {
         }
     }
 
+    /// Starts a [`DscpCounter`] on this host's interface `ifname`; end it with
+    /// [`Agent::stop`].
+    pub fn dscp_counter(&self, ifname: &str) -> Result<Agent<'a, DscpCounter>> {
+        match self {
+            Host::Local(ns) => Ok(Agent::Local(DscpCounter::start(ns, ifname)?)),
+            Host::Remote(h) => Ok(Agent::Remote(
+                h,
+                h.start(StartAgent::DscpCounter {
+                    ifname: ifname.into(),
+                })?,
+            )),
+        }
+    }
+
     /// [`path_mtu`] from this host (from `src`, if given) to the reflector at `to`.
     pub fn path_mtu(
         &self,
@@ -267,6 +281,16 @@ impl LocalAgent for CbrSink {
         self.stop()
     }
     fn wait(self) -> CbrRecords {
+        self.stop()
+    }
+}
+
+impl LocalAgent for DscpCounter {
+    type Report = DscpReport;
+    fn stop_now(self) -> DscpReport {
+        self.stop()
+    }
+    fn wait(self) -> DscpReport {
         self.stop()
     }
 }

@@ -45,6 +45,7 @@ enum Running {
     Reflector(UdpReflector),
     CbrSender(CbrSender),
     CbrSink(CbrSink),
+    Dscp(crate::agents::DscpCounter),
     /// A path MTU search: it ends by itself (its sizes × tries × wait at most).
     PathMtu(JoinHandle<Result<MtuReport>>),
 }
@@ -52,9 +53,11 @@ enum Running {
 impl Running {
     fn is_finished(&self) -> bool {
         match self {
-            Running::Sink(_) | Running::Prober(_) | Running::Reflector(_) | Running::CbrSink(_) => {
-                false
-            }
+            Running::Sink(_)
+            | Running::Prober(_)
+            | Running::Reflector(_)
+            | Running::CbrSink(_)
+            | Running::Dscp(_) => false,
             Running::Sender(s) => s.is_finished(),
             Running::CbrSender(s) => s.is_finished(),
             Running::PathMtu(t) => t.is_finished(),
@@ -69,6 +72,7 @@ impl Running {
             Running::Reflector(r) => to_value(&r.stop()),
             Running::CbrSender(s) => to_value(&s.stop()),
             Running::CbrSink(s) => to_value(&s.stop()),
+            Running::Dscp(d) => to_value(&d.stop()),
             Running::PathMtu(t) => return path_mtu_report(t),
         })
     }
@@ -331,6 +335,9 @@ fn handle(s: &Session, op: Op) -> Result<Value> {
                     Running::CbrSender(CbrSender::start(&s.ns, opts)?)
                 }
                 StartAgent::CbrSink { opts } => Running::CbrSink(CbrSink::start_with(&s.ns, opts)?),
+                StartAgent::DscpCounter { ifname } => {
+                    Running::Dscp(crate::agents::DscpCounter::start(&s.ns, &ifname)?)
+                }
                 StartAgent::PathMtu {
                     src,
                     to,
@@ -593,48 +600,66 @@ mod cbr_tests {
     use crate::agents::cbr::{CbrSenderOpts, CbrSenderReport, CbrSinkOpts};
     use crate::tests::streams::{FiguresOf, StreamFigures};
 
+    /// A session served on a thread, spoken to through pipes.
+    struct Wire {
+        w: std::io::PipeWriter,
+        replies: std::io::Lines<std::io::BufReader<std::io::PipeReader>>,
+        server: std::thread::JoinHandle<Result<Vec<String>>>,
+    }
+
+    impl Wire {
+        fn new() -> Wire {
+            let (r, w) = std::io::pipe().unwrap();
+            let (out_r, out_w) = std::io::pipe().unwrap();
+            let server = std::thread::spawn(move || {
+                serve(std::io::BufReader::new(r), out_w, &|| false, IDLE_TIMEOUT)
+            });
+            Wire {
+                w,
+                replies: std::io::BufReader::new(out_r).lines(),
+                server,
+            }
+        }
+        /// Sends request `id`; its reply is read with [`Wire::next`].
+        fn send(&mut self, id: u64, op: Op) {
+            let line = serde_json::to_string(&Request { id, op }).unwrap() + "\n";
+            self.w.write_all(line.as_bytes()).unwrap();
+        }
+        fn next(&mut self) -> Reply {
+            serde_json::from_str(&self.replies.next().unwrap().unwrap()).unwrap()
+        }
+        /// Starts `agent` as request `id`; its handle.
+        fn start(&mut self, id: u64, agent: StartAgent) -> u64 {
+            self.send(
+                id,
+                Op::Start {
+                    agent: Box::new(agent),
+                },
+            );
+            self.next().ok.unwrap()["handle"].as_u64().unwrap()
+        }
+        /// Closes the input: the session ends with nothing left to undo.
+        fn end(self) {
+            drop(self.w);
+            assert!(self.server.join().unwrap().unwrap().is_empty());
+        }
+    }
+
     /// A CBR sink and sender on loopback through the protocol: the sender's report at
     /// `join`, the figures of the sink's records at `drain`; `drain` on an agent that is not a sink is
     /// refused; a sysctl is read.
     #[test]
     fn cbr_streams_cross_the_protocol() {
-        let port = {
-            let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-            s.local_addr().unwrap().port()
-        };
-        let dst: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let dst = loopback_port();
         let mut so = CbrSenderOpts::new(dst, 1000.0, 200);
         so.count = Some(50);
-        let line = |id: u64, op: Op| serde_json::to_string(&Request { id, op }).unwrap() + "\n";
-        let (r, mut w) = std::io::pipe().unwrap();
-        let (out_r, out_w) = std::io::pipe().unwrap();
-        let server = std::thread::spawn(move || {
-            serve(std::io::BufReader::new(r), out_w, &|| false, IDLE_TIMEOUT)
-        });
-        let mut replies = std::io::BufReader::new(out_r).lines();
-        let mut next =
-            || -> Reply { serde_json::from_str(&replies.next().unwrap().unwrap()).unwrap() };
-        let start = |agent| Op::Start {
-            agent: Box::new(agent),
-        };
+        let mut w = Wire::new();
         // the sink first (handle 1), then the sender (handle 2)
-        w.write_all(
-            line(
-                1,
-                start(StartAgent::CbrSink {
-                    opts: CbrSinkOpts::new(dst, None),
-                }),
-            )
-            .as_bytes(),
-        )
-        .unwrap();
-        assert_eq!(next().ok.unwrap()["handle"], 1);
-        w.write_all(line(2, start(StartAgent::CbrSender { opts: so })).as_bytes())
-            .unwrap();
-        assert_eq!(next().ok.unwrap()["handle"], 2);
-        w.write_all(line(3, Op::Join { handle: 2 }).as_bytes())
-            .unwrap();
-        let rep: CbrSenderReport = serde_json::from_value(next().into_result().unwrap()).unwrap();
+        let sink = CbrSinkOpts::new(dst, None);
+        assert_eq!(w.start(1, StartAgent::CbrSink { opts: sink }), 1);
+        assert_eq!(w.start(2, StartAgent::CbrSender { opts: so }), 2);
+        w.send(3, Op::Join { handle: 2 });
+        let rep: CbrSenderReport = serde_json::from_value(w.next().into_result().unwrap()).unwrap();
         assert_eq!(rep.attempted, 50);
         let drain = |handle| Op::Drain {
             handle,
@@ -649,42 +674,89 @@ mod cbr_tests {
                 rcv_ahead_ns: 0,
             },
         };
-        w.write_all(line(4, drain(1)).as_bytes()).unwrap();
-        let got: StreamFigures = serde_json::from_value(next().into_result().unwrap()).unwrap();
+        w.send(4, drain(1));
+        let got: StreamFigures = serde_json::from_value(w.next().into_result().unwrap()).unwrap();
         assert_eq!((got.figures.received, got.figures.lost), (50, 0), "{got:?}");
         assert_eq!(got.error, None);
         // every frame 200 bytes: 1000 frames/s of them over the middle 80 %
         let ir = got.figures.ir_bps.unwrap();
         assert!((1.2e6..2.0e6).contains(&ir), "{ir}");
         // a reflector is not a sink: refused, and stopped
-        w.write_all(
-            line(
-                5,
-                start(StartAgent::UdpReflector {
-                    bind: "127.0.0.1:0".parse().unwrap(),
-                    tos: None,
-                }),
-            )
-            .as_bytes(),
-        )
-        .unwrap();
-        assert_eq!(next().ok.unwrap()["handle"], 3);
-        w.write_all(line(6, drain(3)).as_bytes()).unwrap();
-        let e = next().into_result().unwrap_err();
+        let refl = StartAgent::UdpReflector {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            tos: None,
+        };
+        assert_eq!(w.start(5, refl), 3);
+        w.send(6, drain(3));
+        let e = w.next().into_result().unwrap_err();
         assert!(e.contains("not a CBR sink"), "{e}");
-        w.write_all(
-            line(
-                7,
-                Op::SysctlGet {
-                    key: "net.ipv4.tcp_rmem".into(),
-                },
-            )
-            .as_bytes(),
-        )
-        .unwrap();
-        let v = next().into_result().unwrap();
+        w.send(
+            7,
+            Op::SysctlGet {
+                key: "net.ipv4.tcp_rmem".into(),
+            },
+        );
+        let v = w.next().into_result().unwrap();
         assert_eq!(v.as_str().unwrap().split_whitespace().count(), 3, "{v}");
-        drop(w);
-        assert!(server.join().unwrap().unwrap().is_empty());
+        w.end();
+    }
+
+    /// A free UDP port on loopback.
+    fn loopback_port() -> std::net::SocketAddr {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.local_addr().unwrap()
+    }
+
+    /// What the labs on real hosts read back for seed 000's and seed 001's plans: a DSCP
+    /// counter on an interface (here `lo`, root only) whose report crosses the protocol,
+    /// and a sink's every record (`records`) — a stream marked EF (TOS 0xb8), 30 frames.
+    #[test]
+    fn a_dscp_counter_and_a_sinks_records_cross_the_protocol() {
+        if crate::topo::skip_unless_root("a_dscp_counter_and_a_sinks_records_cross_the_protocol") {
+            return;
+        }
+        let dst = loopback_port();
+        let mut so = CbrSenderOpts::new(dst, 1000.0, 200);
+        so.count = Some(30);
+        so.tos = Some(0xb8);
+        let mut w = Wire::new();
+        let counter = StartAgent::DscpCounter {
+            ifname: "lo".into(),
+        };
+        assert_eq!(w.start(1, counter), 1);
+        let sink = CbrSinkOpts::new(dst, None);
+        assert_eq!(w.start(2, StartAgent::CbrSink { opts: sink }), 2);
+        assert_eq!(w.start(3, StartAgent::CbrSender { opts: so }), 3);
+        w.send(4, Op::Join { handle: 3 });
+        let rep: CbrSenderReport = serde_json::from_value(w.next().into_result().unwrap()).unwrap();
+        assert_eq!(rep.attempted, 30);
+        w.send(
+            5,
+            Op::Records {
+                handle: 2,
+                expected: 30,
+                idle_us: 500_000,
+            },
+        );
+        let recs: crate::agents::cbr::CbrRecords =
+            serde_json::from_value(w.next().into_result().unwrap()).unwrap();
+        assert_eq!(recs.distinct(), 30, "{recs:?}");
+        assert!(recs
+            .records
+            .iter()
+            .all(|r| r.tos == 0xb8 && r.rx_ns >= r.tx_ns));
+        w.send(6, Op::Stop { handle: 1 });
+        let counted: crate::agents::DscpReport =
+            serde_json::from_value(w.next().into_result().unwrap()).unwrap();
+        assert_eq!(counted.error, None);
+        // loopback shows each frame once; other traffic on `lo` may be counted beside it
+        let ef = counted.sum_where(|f| f.dst == dst);
+        assert_eq!(ef.frames[46], 30, "{counted:?}");
+        assert_eq!(
+            ef.payload_of(&[46]),
+            30 * 158,
+            "200-byte frames: 158 bytes of UDP payload"
+        );
+        w.end();
     }
 }

@@ -133,6 +133,9 @@ pub enum StartAgent {
     CbrSender { opts: CbrSenderOpts },
     /// A [`CbrSink`](crate::agents::cbr::CbrSink); end it with [`Op::Drain`] (or `stop`).
     CbrSink { opts: CbrSinkOpts },
+    /// A [`DscpCounter`](crate::agents::DscpCounter) on the host's interface `ifname`; its
+    /// report (at `stop`) is a [`DscpReport`](crate::agents::DscpReport).
+    DscpCounter { ifname: String },
     /// [`path_mtu`](crate::agents::path_mtu) from `src` to the reflector at `to`; its
     /// report (at `join`) is a [`MtuReport`](crate::agents::MtuReport).
     PathMtu {

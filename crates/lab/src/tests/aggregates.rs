@@ -149,6 +149,10 @@ pub struct AggregatesConfig {
     pub ack_delay_ms: u64,
     pub cc: String,
     pub busy_poll: bool,
+    /// Real hosts instead of namespaces (`--topology FILE`): the edge on this machine
+    /// (`[dut]` lan and wan), the core at the topology's `[wan]`.
+    #[serde(default)]
+    pub topology: Option<crate::remote::Topology>,
 }
 
 impl AggregatesConfig {
@@ -163,6 +167,7 @@ impl AggregatesConfig {
             ack_delay_ms: 20,
             cc: "reno".into(),
             busy_poll: false,
+            topology: None,
         }
     }
 
@@ -286,7 +291,7 @@ pub fn plan(c: &AggregatesConfig, marker: Marker) -> Result<Plan> {
         }],
         stage_policy: Some(core_policy(c.ack_delay_ms, 1)),
         count_dscp: true,
-        topology: None,
+        topology: c.topology.clone(),
     };
     plan.validate()?;
     Ok(plan)
@@ -541,6 +546,8 @@ impl Lab for Aggregates {
         for &m in &c.markers {
             plan(c, m)?;
         }
+        // the edge is weir on this machine: not an external DUT
+        testbed::check_duts(c.topology.as_ref(), &[EDGE_DUT.to_string()])?;
         let n = c.runs as f64 * c.markers.len() as f64;
         Ok(Outline {
             what: format!(

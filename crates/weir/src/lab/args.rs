@@ -172,14 +172,22 @@ impl TestbedArgs {
         *cc = self.cc;
         *busy_poll = self.busy_poll;
         // each lab refuses `external` in its plan, where it knows the topology
-        if let Some(t) = self.topology {
-            *topology = Some(weir_lab::remote::Topology::read(
-                &t.display().to_string(),
-                &testbed::HOSTS,
-            )?);
-        }
+        *topology = sender_receiver(self.topology.as_deref())?;
         Ok(())
     }
+}
+
+/// `--topology FILE` of a lab on the seed 000 testbed's hosts `sender` and `receiver`.
+fn sender_receiver(
+    file: Option<&std::path::Path>,
+) -> anyhow::Result<Option<weir_lab::remote::Topology>> {
+    Ok(match file {
+        Some(t) => Some(weir_lab::remote::Topology::read(
+            &t.display().to_string(),
+            &testbed::HOSTS,
+        )?),
+        None => None,
+    })
 }
 
 /// `*to = v` when the flag was given.
@@ -461,6 +469,11 @@ pub(super) struct AggregatesArgs {
     /// marker) or both, each a configuration run in turn.
     #[arg(long, default_value = "both")]
     marker: String,
+    /// Run on real hosts: a topology file naming the hosts `sender` and `receiver`, the
+    /// edge's interfaces here (`[dut]`) and the core's (`[wan]`) (docs/lab.md, "Real
+    /// hosts").
+    #[arg(long, value_name = "FILE")]
+    topology: Option<PathBuf>,
 }
 
 impl LabArgs for AggregatesArgs {
@@ -494,6 +507,7 @@ impl LabArgs for AggregatesArgs {
         c.busy_poll = self.busy_poll;
         c.markers = aggregates::Marker::parse_list(&self.marker)
             .map_err(|e| anyhow::anyhow!("--marker {}: {e}", self.marker))?;
+        c.topology = sender_receiver(self.topology.as_deref())?;
         Ok(Aggregates)
     }
 }

@@ -684,7 +684,11 @@ fn topology_refusals_before_anything_connects() {
     for (args, want) in [
         (
             vec!["lab", "robustness", "--topology", &seed000],
-            "only in the namespace testbed",
+            "needs a WAN stage, and the topology",
+        ),
+        (
+            vec!["lab", "aggregates", "--quick", "--topology", &seed000],
+            "needs a second router, and the topology",
         ),
         (
             vec!["lab", "rrul", "--topology", &rrul, "--rtt", "50"],

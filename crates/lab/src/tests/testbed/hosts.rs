@@ -232,33 +232,25 @@ fn addr_add(h: &crate::remote::SshHost, ifname: &str, cidr: String) -> Result<()
     })
 }
 
-/// What a plan may not ask of real hosts yet: refused before anything connects.
+/// What a plan asks of real hosts that the topology cannot give: refused before anything
+/// connects. A WAN stage (per-session delays or loss, a serial line) and a second router
+/// (which runs there) need the topology's `[wan]`.
 pub(crate) fn check_remote(plan: &Plan, t: &Topology) -> Result<()> {
-    let mut missing = Vec::new();
-    if !plan.udp.is_empty() {
-        missing.push("UDP flows");
+    if t.wan.is_some() {
+        return Ok(());
     }
-    if plan.count_dscp {
-        missing.push("DSCP counting");
-    }
-    // a WAN stage (and a second router, which runs there) needs a `[wan]` here
-    let wan = plan.sessions.iter().any(|s| s.wan.is_some()) || plan.line_bps.is_some();
-    if wan && t.wan.is_none() {
-        missing.push("a WAN stage (without [wan] in the topology)");
-    }
-    if plan.stage_policy.is_some() && t.wan.is_none() {
-        missing.push("a second router (without [wan] in the topology)");
-    }
-    if missing.is_empty() {
-        Ok(())
+    let needs = if plan.stage_policy.is_some() {
+        "a second router"
+    } else if plan.sessions.iter().any(|s| s.wan.is_some()) || plan.line_bps.is_some() {
+        "a WAN stage"
     } else {
-        Err(Error::Invalid(format!(
-            "plan '{}' with the topology {}: {} run only in the namespace testbed so far",
-            plan.name,
-            t.file,
-            missing.join(", ")
-        )))
-    }
+        return Ok(());
+    };
+    Err(Error::Invalid(format!(
+        "plan '{}' needs {needs}, and the topology {} has no [wan]: name two interfaces of \
+         this machine between the DUT and the receiver (`[wan] lan = \"…\"`, `wan = \"…\"`)",
+        plan.name, t.file
+    )))
 }
 
 /// The DUT list fits the topology: `external` exactly when its `[dut]` is external (never

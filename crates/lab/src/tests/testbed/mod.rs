@@ -40,7 +40,6 @@ use weir_core::policy::Policy;
 
 use crate::agents::cbr::{CbrRecords, CbrSenderOpts, CbrSenderReport, CbrSink};
 use crate::agents::voip::{voice_packets, voice_sender, voice_sink};
-use crate::agents::DscpCounter;
 use crate::agents::{SenderOpts, SenderReport, SinkOpts};
 use crate::dut::{self, BridgeThread, DutSetup, DutSpec};
 use crate::remote::{Agent, Host};
@@ -408,13 +407,7 @@ impl VoiceOutcome {
         rcv_ahead_ns: i64,
     ) -> VoiceOutcome {
         let sent = rep.as_ref().map_or(0, |r| r.attempted);
-        let local = "0.0.0.0:0".parse().expect("an address");
-        let mut rec = sink
-            .finish(sent, Duration::from_millis(1500))
-            .unwrap_or_else(|e| CbrRecords {
-                error: Some(e.to_string()),
-                ..CbrRecords::new(local, None, Vec::new())
-            });
+        let mut rec = finish_records(sink, sent);
         for r in &mut rec.records {
             r.rx_ns = r.rx_ns.wrapping_sub(rcv_ahead_ns as u64);
         }
@@ -431,6 +424,16 @@ impl VoiceOutcome {
             error: rep.err().or(rec.error),
         }
     }
+}
+
+/// A sink's records once the `sent` packets arrived or none came for 1.5 s (what is still
+/// in the DUT's queues); a real host's failure to answer becomes the records' error.
+fn finish_records(sink: Agent<'_, CbrSink>, sent: u64) -> CbrRecords {
+    sink.finish(sent, Duration::from_millis(1500))
+        .unwrap_or_else(|e| CbrRecords {
+            error: Some(e.to_string()),
+            ..CbrRecords::new("0.0.0.0:0".parse().expect("an address"), None, Vec::new())
+        })
 }
 
 /// One run of one DUT.
@@ -598,11 +601,10 @@ pub fn run_plan(
         .udp
         .iter()
         .enumerate()
-        .map(|(i, u)| u.sink(&bed.namespaces("UDP flows")?.rcv, i))
+        .map(|(i, u)| bed.rcv.cbr_sink(u.sink_opts(i)))
         .collect::<Result<Vec<_>>>()?;
     let dscp = if plan.count_dscp {
-        let topo = bed.namespaces("DSCP counting")?;
-        Some(DscpCounter::start(&topo.rcv, &topo.rcv_if)?)
+        Some(bed.rcv.dscp_counter(bed.rcv_if)?)
     } else {
         None
     };
@@ -615,11 +617,8 @@ pub fn run_plan(
             .iter()
             .enumerate()
             .map(|(i, u)| {
-                let ns = bed.topo.map(|t| Host::Local(&t.snd));
-                sc.spawn(move || {
-                    let ns = ns.ok_or("UDP flows: only in the namespace testbed")?;
-                    send_cbr(ns, u.start_s, u.sender(i), t0)
-                })
+                let snd = bed.snd;
+                sc.spawn(move || send_cbr(snd, u.start_s, u.sender(i), t0))
             })
             .collect();
         let voice_handles: Vec<_> = plan
@@ -724,10 +723,10 @@ pub fn run_plan(
         .zip(&udp_sent)
         .map(|(sink, rep)| {
             let sent = rep.as_ref().map_or(0, |r| r.attempted);
-            sink.finish(sent, Duration::from_millis(1500))
+            finish_records(sink, sent)
         })
         .collect();
-    let dscp = dscp.map(DscpCounter::stop);
+    let dscp = dscp.map(Agent::stop).transpose()?;
     if let Some(e) = dscp.as_ref().and_then(|d| d.error.clone()) {
         return Err(Error::Invalid(format!("DSCP counter: {e}")));
     }

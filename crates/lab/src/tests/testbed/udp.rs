@@ -13,10 +13,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::agents::cbr::{CbrSenderOpts, CbrSink, CbrSinkOpts};
+use crate::agents::cbr::{CbrSenderOpts, CbrSinkOpts};
 use crate::agents::DscpCounts;
-use crate::topo::{BridgeTopo, Netns};
-use crate::Result;
+use crate::topo::BridgeTopo;
 
 /// A constant-rate UDP flow from `src` to the receiver's UDP `port`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -51,10 +50,11 @@ impl UdpPlan {
         u32::from_be_bytes(*b"UDP\0") | index as u32
     }
 
-    pub(super) fn sink(&self, ns: &Netns, index: usize) -> Result<CbrSink> {
+    /// The receiver's sink settings (started here or on a real host).
+    pub(super) fn sink_opts(&self, index: usize) -> CbrSinkOpts {
         let mut o = CbrSinkOpts::new(self.dst(), Some(Self::flow(index)));
         o.rcvbuf = 4 << 20;
-        CbrSink::start_with(ns, o)
+        o
     }
 
     /// The sender's settings (the run sends them with [`super::send_cbr`]).

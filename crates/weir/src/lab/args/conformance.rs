@@ -83,7 +83,7 @@ impl LabArgs for Y1564Args {
         }
         set(&mut c.overshoot, self.overshoot);
         c.busy_poll = self.busy_poll;
-        c.topology = sender_receiver(self.topology.as_deref())?;
+        c.topology = super::sender_receiver(self.topology.as_deref())?;
         let (policy_file, policy_text) =
             read_policy(self.policy.as_deref(), y1564::DEFAULT_POLICY)?;
         Ok(Y1564 {
@@ -166,7 +166,7 @@ impl LabArgs for Rfc2544Args {
         set(&mut c.b2b_s, self.b2b_time.map(|d| d.as_secs_f64()));
         set(&mut c.b2b_trials, self.b2b_trials);
         c.busy_poll = self.busy_poll;
-        c.topology = sender_receiver(self.topology.as_deref())?;
+        c.topology = super::sender_receiver(self.topology.as_deref())?;
         let (policy_file, policy_text) =
             read_policy(self.policy.as_deref(), rfc2544::DEFAULT_POLICY)?;
         Ok(Rfc2544 {
@@ -174,19 +174,6 @@ impl LabArgs for Rfc2544Args {
             policy_text,
         })
     }
-}
-
-/// `--topology FILE` of a lab on the seed 000 testbed's hosts `sender` and `receiver`.
-fn sender_receiver(
-    file: Option<&std::path::Path>,
-) -> anyhow::Result<Option<weir_lab::remote::Topology>> {
-    Ok(match file {
-        Some(t) => Some(weir_lab::remote::Topology::read(
-            &t.display().to_string(),
-            &weir_lab::tests::testbed::HOSTS,
-        )?),
-        None => None,
-    })
 }
 
 #[derive(clap::Args)]
