@@ -501,17 +501,19 @@ impl Pipeline {
             return Ok(Readmitted::Ready);
         };
         let fields = frame_fields(cx.pool.data(pkt)).unwrap_or_default();
-        let (class, rule) = self.classifier.as_ref().map_or(
-            (cx.pool.meta(pkt).class, crate::classify::DEFAULT_RULE),
-            |c| c.lookup(&fields),
-        );
         // a rule the headers show wins: the session's next packets go where it says, and
         // its queued ones must be there ahead of them (kept by name in the old class, a
-        // session a new rule moved was reordered)
+        // session a new rule moved was reordered). Where it gives an answer it is
+        // `lookup`'s; otherwise the full lookup decides for a packet not kept.
         let moved = self
             .classifier
             .as_ref()
             .and_then(|c| c.lookup_by_headers(&fields));
+        let (class, rule) = match (moved, &self.classifier) {
+            (Some(m), _) => m,
+            (None, Some(c)) => c.lookup(&fields),
+            (None, None) => (cx.pool.meta(pkt).class, crate::classify::DEFAULT_RULE),
+        };
         let keep = self.stages[i]
             .as_ref()
             .as_any()

@@ -53,6 +53,21 @@ impl<'a> Host<'a> {
         }
     }
 
+    /// Sets TCP's minimum retransmission timeout on the route to `dst` through `ifname`
+    /// ([`crate::topo::set_rto_min`]; on a remote host, until the session ends).
+    pub fn set_rto_min(&self, dst: &str, ifname: &str, ms: u64) -> Result<()> {
+        match self {
+            Host::Local(ns) => crate::topo::set_rto_min(ns, dst, ifname, ms),
+            Host::Remote(h) => h
+                .call(Op::RouteAdd {
+                    dst: dst.into(),
+                    ifname: ifname.into(),
+                    rto_min_ms: Some(ms),
+                })
+                .map(drop),
+        }
+    }
+
     /// Sets the TCP options the host's sockets negotiate: SACK (`net.ipv4.tcp_sack`),
     /// timestamps (`net.ipv4.tcp_timestamps`) and window scaling
     /// (`net.ipv4.tcp_window_scaling`). These are per-namespace sysctls, not per-socket

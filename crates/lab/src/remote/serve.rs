@@ -292,16 +292,8 @@ fn handle(s: &Session, op: Op) -> Result<Value> {
             rto_min_ms,
         } => {
             match rto_min_ms {
-                None => s.ns.ip(&["route", "add", &dst, "dev", &ifname])?,
-                Some(ms) => s.ns.ip(&[
-                    "route",
-                    "replace",
-                    &dst,
-                    "dev",
-                    &ifname,
-                    "rto_min",
-                    &format!("{ms}ms"),
-                ])?,
+                None => drop(s.ns.ip(&["route", "add", &dst, "dev", &ifname])?),
+                Some(ms) => crate::topo::set_rto_min(&s.ns, &dst, &ifname, ms)?,
             };
             lock(&s.undo).push(Undo::Route { dst, ifname });
             Ok(Value::Null)

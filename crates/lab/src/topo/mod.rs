@@ -22,7 +22,7 @@ pub use bridge::BridgeTopo;
 pub use chain::ChainTopo;
 pub use link::{
     add_addr, add_route, check_ifname, is_link_up, link_veth, parse_cidr, set_down, set_mtu,
-    set_sysctl, set_up, unique_ifname, unique_veth_names, wait_link_up, IFNAME_MAX,
+    set_rto_min, set_sysctl, set_up, unique_ifname, unique_veth_names, wait_link_up, IFNAME_MAX,
 };
 pub use netns::{
     cleanup_registered, list_testbed_namespaces, process_prefix, remove_stale_namespaces,

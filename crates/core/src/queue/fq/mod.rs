@@ -104,8 +104,8 @@
 //! # Cost and memory
 //! Per packet: one bucket lookup (one cache line of tags), O(1) list work (O(log n) with
 //! the round calendar), near overflows two updates of the fattest-flow heap (O(log n)),
-//! and the AQM's judgement; a host-keyed mode also reads the frame's IP header; the ACK filter, when on,
-//! reads TCP headers (`ack.rs`).
+//! and the AQM's judgement; a host-keyed mode also reads the frame's IP header; the ACK
+//! filter, when on, reads TCP headers (`ack.rs`).
 //! Per bucket: the 8-byte tag, a `Flow` (40 bytes + the AQM state: 72 with COBALT or
 //! CoDel), 20 bytes of heap (its position, its entry while backlogged); the dual and
 //! triple modes add two host indices, 12 bytes of host table per role and 20 of round
@@ -785,13 +785,14 @@ impl<A: Aqm> Fq<A> {
     /// The fattest backlogged flow, the heap built from every bucket first if it was not
     /// kept; kept from now for [`Fq::FAT_KEPT`] dequeues.
     fn fattest(&mut self) -> Option<u32> {
-        if self.fat_left == 0 {
-            self.fat_left = Self::FAT_KEPT;
+        let build = self.fat_left == 0;
+        // kept from here on, so `reheap` fills it
+        self.fat_left = Self::FAT_KEPT;
+        if build {
             for i in 0..self.flows.len() as u32 {
                 self.reheap(i);
             }
         }
-        self.fat_left = Self::FAT_KEPT;
         self.fat.peek().map(|(_, v)| v)
     }
 

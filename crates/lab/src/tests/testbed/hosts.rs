@@ -152,28 +152,7 @@ impl<'a> Bed<'a> {
         self.address(srcs)?;
         // on the sender's route to the receiver (its prefix route, made by the address)
         if let Some(rto) = plan.tcp.min_rto_ms {
-            let dst = "10.77.0.0/24";
-            match (self.topo, self.snd) {
-                (Some(topo), _) => {
-                    topo.snd.ip(&[
-                        "route",
-                        "replace",
-                        dst,
-                        "dev",
-                        &topo.snd_if,
-                        "rto_min",
-                        &format!("{rto}ms"),
-                    ])?;
-                }
-                (None, Host::Remote(snd)) => {
-                    snd.call(crate::remote::wire::Op::RouteAdd {
-                        dst: dst.into(),
-                        ifname: self.snd_if.into(),
-                        rto_min_ms: Some(rto),
-                    })?;
-                }
-                _ => return Err(mixed()),
-            }
+            self.snd.set_rto_min("10.77.0.0/24", self.snd_if, rto)?;
         }
         Ok(())
     }

@@ -402,7 +402,7 @@ impl VoiceOutcome {
         name: &str,
         class: &str,
         src: Ipv4Addr,
-        sink: crate::remote::Agent<'_, CbrSink>,
+        sink: Agent<'_, CbrSink>,
         rep: std::result::Result<CbrSenderReport, String>,
         rcv_ahead_ns: i64,
     ) -> VoiceOutcome {
