@@ -229,6 +229,12 @@ pub(super) struct FidelityArgs {
     /// Seed of weir's random number generator.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Run on real hosts: a topology file naming the hosts `sender` and `receiver` (the
+    /// CBR's ends, reached over SSH, `weir agent` there) and the DUT's interfaces on this
+    /// machine, where every path runs; the default paths then leave out `veth`
+    /// (docs/lab.md, "Real hosts").
+    #[arg(long, value_name = "FILE")]
+    topology: Option<PathBuf>,
 }
 
 impl LabArgs for FidelityArgs {
@@ -252,6 +258,11 @@ impl LabArgs for FidelityArgs {
         }
         c.busy_poll = !self.no_busy_poll;
         c.seed = self.seed;
+        c.topology = sender_receiver(self.topology.as_deref())?;
+        if c.topology.is_some() && self.paths.is_none() {
+            // the calibration path is two namespaces of this machine
+            c.paths.retain(|p| p.kind != fidelity::PathKind::Veth);
+        }
         Ok(Fidelity)
     }
 }
@@ -610,6 +621,12 @@ pub(super) struct PostgateArgs {
     /// Congestion control of every flow: reno (default, ns-2's), cubic, bbr.
     #[arg(long, default_value = "reno")]
     cc: String,
+    /// Run on real hosts: a topology file naming the hosts `client` (the sinks) and
+    /// `server` (the senders and reflectors), reached over SSH with `weir agent` there;
+    /// its `[dut]` is where the device runs and its `[wan]` where the ATU-C (the line)
+    /// is emulated, both on this machine (docs/lab.md, "Real hosts").
+    #[arg(long, value_name = "FILE")]
+    topology: Option<PathBuf>,
 }
 
 impl LabArgs for PostgateArgs {
@@ -643,6 +660,12 @@ impl LabArgs for PostgateArgs {
             self.varying_length.map(|d| d.as_secs_f64()),
         );
         c.cc = self.cc;
+        if let Some(t) = &self.topology {
+            c.topology = Some(weir_lab::remote::Topology::read(
+                &t.display().to_string(),
+                &postgate::HOSTS,
+            )?);
+        }
         Ok(Postgate)
     }
 }

@@ -659,6 +659,55 @@ fn rfc2544_on_ssh_hosts() {
     assert_eq!([h.state(0), h.state(1)], before, "a host was left changed");
 }
 
+/// The fidelity lab on SSH-reached hosts: the CBR's sender and sink run there (every
+/// record read back), weir's emulator at 125 ms and 155 Mbit/s here between them. Below
+/// the rate the delay is the emulated one to within 0.2 ms (one clock: the offsets are
+/// the exchange's own error) and nothing is lost; above it the gaps are the link's
+/// serialisation time; every check passes and the hosts are left as they were.
+#[test]
+fn fidelity_on_ssh_hosts() {
+    let _group = crate::common::group(module_path!());
+    let Some(h) = Hosts::new("fidelity_on_ssh_hosts") else {
+        return;
+    };
+    let before = [h.state(0), h.state(1)];
+    let topo = h.write("fidelity", &h.topology());
+    let out = h.dir.0.join("out-fidelity");
+    let (code, stdout, err) = weir(&[
+        "lab",
+        "fidelity",
+        "--quick",
+        "--paths",
+        "weir-125ms-155M",
+        "--sizes",
+        "1518",
+        "--cell-time",
+        "300ms",
+        "--topology",
+        &topo,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    eprintln!("{stdout}\n{err}");
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("Real hosts"), "{stdout}");
+    let v = lab_result(&out, "fidelity", &["result.json"]);
+    assert_eq!(v["hosts"].as_array().unwrap().len(), 2, "{}", v["hosts"]);
+    let cells = v["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2, "8,000 and 80,000 packets/s");
+    let below = &cells[0];
+    assert_eq!((&below["pps"], &below["lost"]), (&8000.into(), &0.into()));
+    let d = below["delay_us"]["p50"].as_f64().unwrap();
+    assert!((125_000.0..125_300.0).contains(&d), "delay p50 {d} us");
+    let above = &cells[1];
+    let gap = above["ifg_us"]["p50"].as_f64().unwrap();
+    assert!((gap - 78.35).abs() < 1.0, "gap p50 {gap} us");
+    for c in v["checks"].as_array().unwrap() {
+        assert_eq!(c["passed"], true, "{c}");
+    }
+    assert_eq!([h.state(0), h.state(1)], before, "a host was left changed");
+}
+
 /// What runs only in namespaces is refused with `--topology` before anything connects
 /// (no root or sshd needed).
 #[test]
@@ -751,6 +800,23 @@ fn topology_refusals_before_anything_connects() {
         ),
         (
             vec!["lab", "y1564", "--topology", &rrul],
+            "unknown host `client`",
+        ),
+        // postgate's ATU-C is a WAN stage; fidelity's veth path is two namespaces here
+        (
+            vec!["lab", "postgate", "--quick", "--topology", &rrul],
+            "emulates the ATU-C (the ADSL line) in a WAN stage, and the topology has no [wan]",
+        ),
+        (
+            vec!["lab", "postgate", "--topology", &seed000],
+            "unknown host `receiver`",
+        ),
+        (
+            vec!["lab", "fidelity", "--topology", &seed000, "--paths", "veth"],
+            "the veth path",
+        ),
+        (
+            vec!["lab", "fidelity", "--topology", &rrul],
             "unknown host `client`",
         ),
     ] {

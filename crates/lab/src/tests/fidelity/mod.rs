@@ -245,6 +245,10 @@ pub struct FidelityConfig {
     pub seed: u64,
     /// Number of inter-frame gaps kept per cell for the gap-per-packet plots.
     pub keep_gaps: usize,
+    /// Real hosts instead of namespaces (`--topology FILE`): the CBR's sender and sink run
+    /// on its hosts `sender` and `receiver`, every path but `veth` at its `[dut]`.
+    #[serde(default)]
+    pub topology: Option<crate::remote::Topology>,
 }
 
 impl FidelityConfig {
@@ -260,6 +264,7 @@ impl FidelityConfig {
             busy_poll: true,
             seed: 1,
             keep_gaps: 400,
+            topology: None,
         }
     }
 
@@ -292,6 +297,24 @@ impl FidelityConfig {
         }
         if self.repeats == 0 || self.cell_ms == 0 {
             return bad("fidelity: repeats and cell time must be > 0".into());
+        }
+        if let Some(t) = &self.topology {
+            if self.paths.iter().any(|p| p.kind == PathKind::Veth) {
+                return bad(format!(
+                    "fidelity: the veth path (calibration: two namespaces of this machine \
+                     joined by a veth pair) does not run on the hosts of {}; leave it out of \
+                     --paths",
+                    t.file
+                ));
+            }
+            if matches!(t.dut, crate::remote::TopoDut::External) {
+                return bad(format!(
+                    "fidelity: every path is a device the lab configures (weir's emulator, \
+                     the kernel's TBF or HTB), and the DUT of {} is external: name its \
+                     interfaces on this machine (`[dut] lan`, `wan`)",
+                    t.file
+                ));
+            }
         }
         Ok(())
     }
@@ -365,6 +388,9 @@ pub struct FidelityResult {
     pub config: FidelityConfig,
     pub cells: Vec<Cell>,
     pub checks: Vec<Check>,
+    /// The real hosts' names, versions and clock offsets (empty in namespaces).
+    #[serde(default)]
+    pub hosts: Vec<crate::remote::HostInfo>,
 }
 
 /// The lab (`weir lab fidelity`).
@@ -754,6 +780,7 @@ mod tests {
                 cell("tbf-155M", 1518, 80000, true, (t - 30.0, t, t + 30.0), 0.0),
             ],
             checks: vec![],
+            hosts: Vec::new(),
         };
         let c = check(&r);
         assert!(c.iter().all(|c| c.passed), "{c:#?}");
@@ -806,6 +833,7 @@ mod tests {
                 ),
             ],
             checks: vec![],
+            hosts: Vec::new(),
         };
         r.cells[0].delay_lag1 = Some(0.47);
         r.cells[1].delay_lag1 = Some(0.53);

@@ -17,6 +17,16 @@ fn avg(cells: &[&Cell], f: impl Fn(&Cell) -> Option<f64>) -> Option<f64> {
 /// sizes; means over repeats. `*` marks generator-limited cells, blank = over line rate.
 pub fn tables(r: &FidelityResult) -> String {
     let mut s = String::new();
+    if !r.hosts.is_empty() {
+        s += &format!(
+            "Real hosts ({}); one-way delays put on the sender's clock by the estimated \
+             offset, good to its uncertainty:\n",
+            r.config.topology.as_ref().map_or("", |t| t.file.as_str())
+        );
+        for h in &r.hosts {
+            s += &format!("  {}\n", h.line());
+        }
+    }
     for p in &r.config.paths {
         let title = match p.rate_bps() {
             Some(rate) => format!(

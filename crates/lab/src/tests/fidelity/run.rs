@@ -1,6 +1,9 @@
 //! Running the fidelity lab: building each path (a veth pair, weir's bridge with one emulated
 //! link, or the kernel bridge with a TBF or HTB on its egress port) and measuring each cell
-//! with the CBR agents.
+//! with the CBR agents — in namespaces of this machine, or with `--topology` on the real
+//! hosts `sender` and `receiver` with the paths at the topology's `[dut]` (the agents run
+//! there; the receiver's timestamps are put on the sender's clock by their estimated
+//! offset).
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -8,14 +11,16 @@ use std::time::Duration;
 use super::{
     check, Cell, CellStatus, FidelityConfig, FidelityResult, JitterSpec, Path, PathKind, FCS,
 };
-use crate::agents::cbr::{CbrRecords, CbrSender, CbrSenderOpts, CbrSink, CbrSinkOpts};
+use crate::agents::cbr::{CbrRecords, CbrSenderOpts, CbrSinkOpts};
 use crate::dut::{bridge_config, BridgeThread};
+use crate::remote::Host;
 use crate::report;
 use crate::stats::dist::Pcts;
-use crate::topo::{require_root, BridgeTopo, Netns, VethPair};
+use crate::tests::testbed::{Owned, HOSTS};
+use crate::topo::{require_root, BridgeTopo, DutPlace, VethPair};
 use crate::{Error, Result};
 
-/// A running DUT on a [`BridgeTopo`]: weir in a thread, or kernel qdiscs.
+/// A running DUT at a testbed's DUT place: weir in a thread, or kernel qdiscs.
 enum Dut<'a> {
     Weir {
         bridge: BridgeThread,
@@ -23,7 +28,7 @@ enum Dut<'a> {
         sock: std::path::PathBuf,
     },
     Kernel {
-        topo: &'a BridgeTopo,
+        place: DutPlace<'a>,
     },
 }
 
@@ -76,7 +81,7 @@ pub fn kernel_commands(kind: &PathKind, dev: &str) -> Vec<Vec<String>> {
 }
 
 impl<'a> Dut<'a> {
-    fn start(path: &Path, topo: &'a BridgeTopo, cfg: &FidelityConfig) -> Result<Dut<'a>> {
+    fn start(path: &Path, place: DutPlace<'a>, cfg: &FidelityConfig) -> Result<Dut<'a>> {
         match &path.kind {
             PathKind::Veth => Err(Error::Invalid("veth path has no DUT".into())),
             PathKind::Weir {
@@ -88,7 +93,7 @@ impl<'a> Dut<'a> {
                 let policy = weir_core::policy::Policy::parse(&path.name, &text)
                     .map_err(|e| Error::Invalid(e.to_string()))?;
                 let mut bc =
-                    bridge_config(&policy, &topo.dut_lan, &topo.dut_wan).map_err(Error::Invalid)?;
+                    bridge_config(&policy, place.lan, place.wan).map_err(Error::Invalid)?;
                 bc.busy_poll = cfg.busy_poll;
                 let sock = std::env::temp_dir().join(format!(
                     "weir-fidelity-{}-{}.sock",
@@ -96,15 +101,16 @@ impl<'a> Dut<'a> {
                     path.name
                 ));
                 bc.stats_socket = Some(sock.clone());
-                let bridge = BridgeThread::start(&topo.dut, bc, Some(1), Duration::from_secs(5))
+                let bridge = BridgeThread::start(place.ns, bc, Some(1), Duration::from_secs(5))
                     .map_err(|e| Error::Invalid(format!("weir bridge: {e}")))?;
                 Ok(Dut::Weir { bridge, sock })
             }
             kind => {
-                topo.with_kernel_bridge()?;
-                let dut = Dut::Kernel { topo };
-                for argv in kernel_commands(kind, &topo.dut_wan) {
-                    topo.dut.exec_checked(&argv)?;
+                // the guard first: its Drop undoes whatever was done if a command fails
+                let dut = Dut::Kernel { place };
+                place.with_kernel_bridge()?;
+                for argv in kernel_commands(kind, place.wan) {
+                    place.ns.exec_checked(&argv)?;
                 }
                 Ok(dut)
             }
@@ -138,11 +144,11 @@ impl<'a> Dut<'a> {
                 .stop()?
                 .ok()
                 .and_then(|r| serde_json::to_value(r).ok()),
-            Dut::Kernel { topo } => {
-                let _ = topo
-                    .dut
-                    .exec(&["tc", "qdisc", "del", "dev", &topo.dut_wan, "root"]);
-                let _ = topo.without_kernel_bridge();
+            Dut::Kernel { place } => {
+                let _ = place
+                    .ns
+                    .exec(&["tc", "qdisc", "del", "dev", place.wan, "root"]);
+                let _ = place.without_kernel_bridge();
                 None
             }
         }
@@ -155,11 +161,18 @@ impl Drop for Dut<'_> {
     }
 }
 
-/// Send one cell's flow from `snd` to `rcv` and measure it.
-#[allow(clippy::too_many_arguments)]
+/// The hosts a cell's flow crosses between, and how far the receiver's clock is ahead of
+/// the sender's (ns; 0 on one machine).
+#[derive(Clone, Copy)]
+struct Ends<'a> {
+    snd: Host<'a>,
+    rcv: Host<'a>,
+    rcv_ahead_ns: i64,
+}
+
+/// Send one cell's flow from `ends.snd` to `ends.rcv` and measure it.
 fn measure(
-    snd: &Netns,
-    rcv: &Netns,
+    ends: Ends<'_>,
     path: &Path,
     size: u32,
     pps: u32,
@@ -181,21 +194,23 @@ fn measure(
     // read every 20 ms rather than per packet: the sink leaves the CPU to the device
     sink_opts.wake_every = Some(Duration::from_millis(20));
     sink_opts.cpu = Some(0);
-    let sink = CbrSink::start_with(rcv, sink_opts)?;
+    let sink = ends.rcv.cbr_sink(sink_opts)?;
     let mut o = CbrSenderOpts::new(dst, pps as f64, (size - FCS) as usize);
     o.src = Some(SocketAddr::new(IpAddr::V4(BridgeTopo::SND_ADDR), 0));
     o.flow = flow;
     o.count = Some(count);
     o.cpu = Some(0);
     o.start_delay = Duration::from_millis(20);
-    let sender = CbrSender::start(snd, o)?;
-    let rep = sender.join();
+    let rep = ends.snd.cbr_sender(o)?.join()?;
     // the path may hold up to its delay plus a full queue (1000 frames at the rate)
     let extra = match path.kind {
         PathKind::Weir { delay_ns, .. } => Duration::from_nanos(delay_ns),
         _ => Duration::ZERO,
     };
-    let recs = sink.finish(rep.attempted, Duration::from_millis(300) + extra);
+    let mut recs = sink.finish(rep.attempted, Duration::from_millis(300) + extra)?;
+    for r in &mut recs.records {
+        r.rx_ns = r.rx_ns.wrapping_sub(ends.rcv_ahead_ns as u64);
+    }
     let sum = recs.summary(rep.attempted);
     cell.sent = rep.sent;
     cell.send_errors = rep.send_errors.total;
@@ -241,33 +256,56 @@ pub fn run(cfg: &FidelityConfig, mut progress: impl FnMut(&str)) -> Result<Fidel
     let mut flow = 0x4649_0000u32; // "FI" + cell number
     let mut done = 0;
     let mut pair: Option<VethPair> = None;
-    let mut topo: Option<BridgeTopo> = None;
+    // the testbed of every path but veth: namespaces, or the topology's hosts (connected
+    // once, addressed as in namespaces)
+    let mut owned: Option<Owned> = None;
+    let mut hosts = Vec::new();
     for path in &cfg.paths {
-        let (snd, rcv, dut) = match path.kind {
+        let (ends, dut) = match path.kind {
             PathKind::Veth => {
                 if pair.is_none() {
                     pair = Some(VethPair::new("fid")?);
                 }
                 let p = pair.as_ref().unwrap();
-                (&p.snd, &p.rcv, None)
+                let ends = Ends {
+                    snd: Host::Local(&p.snd),
+                    rcv: Host::Local(&p.rcv),
+                    rcv_ahead_ns: 0,
+                };
+                (ends, None)
             }
             _ => {
-                if topo.is_none() {
-                    topo = Some(BridgeTopo::new("fid")?);
+                if owned.is_none() {
+                    let o = Owned::new(cfg.topology.as_ref(), HOSTS, "fid", false)?;
+                    o.bed()?.address(&[])?;
+                    hosts = o.host_info();
+                    owned = Some(o);
                 }
-                let t = topo.as_ref().unwrap();
-                (&t.snd, &t.rcv, Some(Dut::start(path, t, cfg)?))
+                let o = owned.as_ref().unwrap();
+                let bed = o.bed()?;
+                let place = bed
+                    .place
+                    .ok_or_else(|| Error::Invalid("fidelity: the DUT cannot be external".into()))?;
+                let ends = Ends {
+                    snd: bed.snd,
+                    rcv: bed.rcv,
+                    rcv_ahead_ns: o.receiver_ahead().0,
+                };
+                (ends, Some(Dut::start(path, place, cfg)?))
             }
         };
-        // the receiving host's stack on the agents' CPU, as on a separate machine: without
-        // RPS, veth runs it inside whichever thread transmits to it (weir's, on the DUT's CPU)
-        rcv.exec_checked(&[
-            "sh",
-            "-c",
-            "echo 1 > /sys/class/net/eth0/queues/rx-0/rps_cpus",
-        ])?;
+        if let Host::Local(rcv) = ends.rcv {
+            // the receiving host's stack on the agents' CPU, as on a separate machine:
+            // without RPS, veth runs it inside whichever thread transmits to it (weir's,
+            // on the DUT's CPU)
+            rcv.exec_checked(&[
+                "sh",
+                "-c",
+                "echo 1 > /sys/class/net/eth0/queues/rx-0/rps_cpus",
+            ])?;
+        }
         // resolve ARP before measuring (the sink ignores other flows)
-        warm_up(snd, rcv)?;
+        warm_up(ends)?;
         let mut path_cells = Vec::new();
         for repeat in 0..cfg.repeats {
             for &size in &cfg.sizes {
@@ -276,7 +314,7 @@ pub fn run(cfg: &FidelityConfig, mut progress: impl FnMut(&str)) -> Result<Fidel
                     flow += 1;
                     done += 1;
                     let before = dut.as_ref().and_then(|d| d.rx_drops());
-                    let cell = match measure(snd, rcv, path, size, pps, repeat, flow, cfg) {
+                    let cell = match measure(ends, path, size, pps, repeat, flow, cfg) {
                         Ok(mut c) => {
                             if let Some(b) = before {
                                 // the bridge publishes every 250 ms
@@ -287,6 +325,10 @@ pub fn run(cfg: &FidelityConfig, mut progress: impl FnMut(&str)) -> Result<Fidel
                                     .map(|a| a.saturating_sub(b));
                             }
                             c
+                        }
+                        // a real host that died ends the lab
+                        Err(e) if owned.as_ref().and_then(Owned::dead_host).is_some() => {
+                            return Err(e)
                         }
                         Err(e) => {
                             let mut c = measure_skeleton(path, size, pps, repeat);
@@ -315,7 +357,7 @@ pub fn run(cfg: &FidelityConfig, mut progress: impl FnMut(&str)) -> Result<Fidel
         }
         cells.extend(path_cells);
     }
-    drop(topo);
+    drop(owned);
     drop(pair);
     let mut r = FidelityResult {
         kind: "fidelity".into(),
@@ -323,6 +365,7 @@ pub fn run(cfg: &FidelityConfig, mut progress: impl FnMut(&str)) -> Result<Fidel
         config: cfg.clone(),
         cells,
         checks: Vec::new(),
+        hosts,
     };
     r.checks = check(&r);
     Ok(r)
@@ -372,15 +415,15 @@ pub(super) fn measure_skeleton(path: &Path, size: u32, pps: u32, repeat: u32) ->
     }
 }
 
-fn warm_up(snd: &Netns, rcv: &Netns) -> Result<()> {
+fn warm_up(ends: Ends<'_>) -> Result<()> {
     let dst = SocketAddr::new(IpAddr::V4(BridgeTopo::RCV_ADDR), 9000);
-    let sink = CbrSink::start(rcv, dst, Some(1))?;
+    let sink = ends.rcv.cbr_sink(CbrSinkOpts::new(dst, Some(1)))?;
     let mut o = CbrSenderOpts::new(dst, 100.0, 100);
     o.src = Some(SocketAddr::new(IpAddr::V4(BridgeTopo::SND_ADDR), 0));
     o.flow = 1;
     o.count = Some(3);
-    let _ = CbrSender::start(snd, o)?.join();
-    let _ = sink.finish(3, Duration::from_millis(500));
+    ends.snd.cbr_sender(o)?.join()?;
+    sink.finish(3, Duration::from_millis(500))?;
     Ok(())
 }
 

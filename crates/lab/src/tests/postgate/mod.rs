@@ -247,6 +247,11 @@ pub struct LabConfig {
     pub varying_step_s: f64,
     pub varying_rates: Vec<u64>,
     pub quick: bool,
+    /// Real hosts instead of namespaces (`--topology FILE`): the clients are its host
+    /// `client`, the servers its host `server`, the device runs at its `[dut]` and the
+    /// ATU-C at its `[wan]` (both interfaces of this machine).
+    #[serde(default)]
+    pub topology: Option<crate::remote::Topology>,
 }
 
 impl LabConfig {
@@ -288,6 +293,7 @@ impl LabConfig {
             varying_step_s: 15.0,
             varying_rates: vec![8_000_000, 4_000_000, 6_000_000, 3_000_000],
             quick: false,
+            topology: None,
         }
     }
 
@@ -420,8 +426,38 @@ impl LabConfig {
                 self.sample_ms
             ));
         }
+        if let Some(t) = &self.topology {
+            check_topology(t)?;
+        }
         Ok(())
     }
+}
+
+/// The host names a topology file gives this lab: the clients (the sinks, behind the
+/// device) and the servers (the senders and the reflectors, behind the ATU-C).
+pub const HOSTS: [&str; 2] = ["client", "server"];
+
+/// What the lab needs of real hosts that the topology must give, refused before anything
+/// connects: the ATU-C runs at `[wan]`, the device at `[dut]` (every device is a
+/// configuration the lab makes, so not an external one).
+fn check_topology(t: &crate::remote::Topology) -> Result<()> {
+    if matches!(t.dut, crate::remote::TopoDut::External) {
+        return Err(Error::Invalid(format!(
+            "{}: the DUT is external (`[dut] external = true`), and every device of the \
+             postgate lab is a configuration the lab makes (none, partition, sfq, postgate, \
+             autorate, htb): name the DUT's interfaces on this machine (`[dut] lan`, `wan`)",
+            t.file
+        )));
+    }
+    if t.wan.is_none() {
+        return Err(Error::Invalid(format!(
+            "{}: the postgate lab emulates the ATU-C (the ADSL line) in a WAN stage, and the \
+             topology has no [wan]: name two interfaces of this machine between the DUT and \
+             the server (`[wan] lan = \"…\"`, `wan = \"…\"`)",
+            t.file
+        )));
+    }
+    Ok(())
 }
 
 /// One sample period of a run (the figures' points).
@@ -492,6 +528,9 @@ pub struct DeviceRun {
     pub description: String,
     pub dut_report: serde_json::Value,
     pub errors: Vec<String>,
+    /// The real hosts' names, versions and clock offsets (empty in namespaces).
+    #[serde(default)]
+    pub hosts: Vec<crate::remote::HostInfo>,
 }
 
 /// The lab's result.
@@ -837,6 +876,7 @@ mod tests {
             description: String::new(),
             dut_report: serde_json::Value::Null,
             errors: Vec::new(),
+            hosts: Vec::new(),
         };
         let r = LabResult {
             kind: "postgate".into(),

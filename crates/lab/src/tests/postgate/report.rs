@@ -87,6 +87,20 @@ pub fn text(r: &LabResult) -> String {
         }
         s.push_str(&text_table(&rows, 1));
     }
+    if let Some(x) = r.runs.iter().find(|x| !x.hosts.is_empty()) {
+        s.push_str(&format!(
+            "\nReal hosts ({}; clocks as estimated for the first run{}):\n",
+            r.config.topology.as_ref().map_or("", |t| t.file.as_str()),
+            if x.cbr.delay.is_none() {
+                "; too uncertain for the CBR's one-way delay, shown as -"
+            } else {
+                ""
+            }
+        ));
+        for h in &x.hosts {
+            s.push_str(&format!("  {}\n", h.line()));
+        }
+    }
     s.push_str("\nChecks:\n");
     s.push_str(&checks_text(&r.checks));
     s

@@ -1,11 +1,14 @@
-//! Running `weir lab postgate`: per device, a fresh topology (servers → ATU-C emulator →
-//! DUT → clients), the sinks, a sampler of the emulator's and the device's statistics,
-//! the CBR and the bulk flows on their schedule; then the figures of the run.
+//! Running `weir lab postgate`: per device, a fresh testbed (servers → ATU-C emulator →
+//! DUT → clients: namespaces of this machine, or with `--topology` the real hosts `client`
+//! and `server` with the DUT at `[dut]` and the ATU-C at `[wan]`), the sinks, a sampler of
+//! the emulator's and the device's statistics, the CBR and the bulk flows on their
+//! schedule; then the figures of the run.
 //!
 //! Threads: the ATU-C's and (weir devices) the DUT's bridges, one thread per TCP sender,
 //! the CBR sender (sleep-paced) and sink, the class sinks and the sampler; nothing is
 //! pinned (the line is 8 Mbit/s: the two cores are mostly idle, and no figure here is
-//! finer than the sample period).
+//! finer than the sample period). On real hosts the agents run there (`weir agent`); the
+//! bridges and the sampler run here.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -18,13 +21,14 @@ use weir_core::policy::Policy;
 
 use super::{
     checks, weighted_percentile, CbrStats, Device, DeviceRun, LabConfig, LabResult, Sample,
-    CBR_PORT, PROBE_SOURCE, REFLECTORS, SINK_PORT,
+    CBR_PORT, HOSTS, PROBE_SOURCE, REFLECTORS, SINK_PORT,
 };
-use crate::agents::cbr::{CbrSender, CbrSenderOpts, CbrSink, CbrSinkOpts, Pacing};
-use crate::agents::{SenderOpts, SinkOpts, TcpSender, TcpSink};
-use crate::dut::{bridge_config, htb_commands, stop_bridge, tc_batch, BridgeThread};
+use crate::agents::cbr::{CbrSenderOpts, CbrSinkOpts, Pacing};
+use crate::agents::{SenderOpts, SinkOpts};
+use crate::dut::{bridge_config, stop_bridge, BridgeThread, DutSetup, DutSpec, RunningDut};
 use crate::stats::dist::DistUs;
-use crate::topo::{add_addr, require_root, BridgeTopo};
+use crate::tests::testbed::Owned;
+use crate::topo::{require_root, BridgeTopo, DutPlace};
 use crate::{Error, Result};
 
 /// The CBR's flow id.
@@ -52,6 +56,10 @@ pub fn run(c: &LabConfig, dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<
         runs.push(run_device(c, d, None, progress)?);
     }
     if !c.varying.is_empty() {
+        // absolute: the ATU-C's policy names it, and a policy's relative paths are read
+        // from the policy's own directory
+        let dir = std::fs::canonicalize(dir)
+            .map_err(|e| Error::Invalid(format!("cannot resolve {}: {e}", dir.display())))?;
         let trace = dir.join("varying-line.trace");
         std::fs::write(&trace, trace_text(c))
             .map_err(|e| Error::Invalid(format!("cannot write {}: {e}", trace.display())))?;
@@ -241,63 +249,100 @@ fn socket_path(tag: &str) -> PathBuf {
     ))
 }
 
-/// The running device: its bridge (weir) or nothing to stop (the kernel's, removed with
-/// the namespace).
-struct RunningDevice {
-    bridge: Option<BridgeThread>,
-    socket: Option<PathBuf>,
+/// The running device: weir's bridge (with its statistics socket) or the kernel's bridge,
+/// HTB or not (removed again when it stops, from a real machine's interfaces too).
+enum Running<'a> {
+    Weir(BridgeThread, PathBuf),
+    Kernel(RunningDut<'a>),
+}
+
+struct RunningDevice<'a> {
+    running: Running<'a>,
     policy: Option<String>,
     description: String,
 }
 
-fn start_device(topo: &BridgeTopo, c: &LabConfig, d: Device) -> Result<RunningDevice> {
+impl RunningDevice<'_> {
+    /// weir's statistics socket.
+    fn socket(&self) -> Option<&Path> {
+        match &self.running {
+            Running::Weir(_, s) => Some(s),
+            Running::Kernel(_) => None,
+        }
+    }
+
+    /// Stops it: weir's bridge report or the kernel's `tc` counters (problems into
+    /// `errors`), the statistics socket removed.
+    fn stop(self, errors: &mut Vec<String>) -> Value {
+        match self.running {
+            Running::Weir(mut b, sock) => {
+                let v = stop_bridge(&mut b, errors);
+                let _ = std::fs::remove_file(sock);
+                v
+            }
+            Running::Kernel(k) => {
+                let r = k.stop();
+                errors.extend(r.errors);
+                r.counters
+            }
+        }
+    }
+}
+
+/// Device `d`'s policy (its text, `None` for the bare bridge) and what the DUT is started
+/// with (for the bare bridge, which reads none, a link at the line's rate).
+fn parsed_policy(c: &LabConfig, d: Device) -> Result<(Option<String>, Policy)> {
     let text = device_policy(c, d);
-    let policy = text
-        .as_deref()
-        .map(|t| Policy::parse(&format!("{}.toml", d.name()), t))
-        .transpose()
-        .map_err(|e| Error::Invalid(format!("device {}: policy: {e}", d.name())))?;
-    match (d, &policy) {
-        (Device::None, _) => {
-            topo.with_kernel_bridge()?;
-            Ok(RunningDevice {
-                bridge: None,
-                socket: None,
-                policy: None,
-                description: "the kernel's bridge br0 over lan0 and wan0: nothing managed".into(),
-            })
-        }
-        (Device::Htb, Some(p)) => {
-            topo.with_kernel_bridge()?;
-            let cmds = htb_commands(p, &topo.dut_lan, &topo.dut_wan, None)
-                .map_err(|e| Error::Invalid(format!("htb: {e}")))?;
-            tc_batch(&topo.dut, &cmds)?;
-            Ok(RunningDevice {
-                bridge: None,
-                socket: None,
-                description: format!("the kernel's bridge and HTB:\n{}", cmds.join("\n")),
-                policy: text,
-            })
-        }
-        (_, Some(p)) => {
-            let mut cfg = bridge_config(p, &topo.dut_lan, &topo.dut_wan).map_err(Error::Invalid)?;
+    let line = format!("[link]\nrate = \"{}bit\"\n", c.line_bps);
+    let p = Policy::parse(
+        &format!("{}.toml", d.name()),
+        text.as_deref().unwrap_or(&line),
+    )
+    .map_err(|e| Error::Invalid(format!("device {}: policy: {e}", d.name())))?;
+    Ok((text, p))
+}
+
+fn start_device<'a>(
+    place: DutPlace<'a>,
+    d: Device,
+    (text, p): &'a (Option<String>, Policy),
+) -> Result<RunningDevice<'a>> {
+    let kernel = |spec: DutSpec| -> Result<Running<'a>> {
+        let setup = DutSetup {
+            place,
+            policy: p,
+            sessions: &[],
+            busy_poll: false,
+        };
+        crate::dut::start(&spec, &setup).map(Running::Kernel)
+    };
+    let running = match d {
+        Device::None => kernel(DutSpec::KernelBridge)?,
+        Device::Htb => kernel(DutSpec::KernelHtb)?,
+        _ => {
+            let mut cfg = bridge_config(p, place.lan, place.wan).map_err(Error::Invalid)?;
             let sock = socket_path("dut");
             cfg.stats_socket = Some(sock.clone());
-            let b = BridgeThread::start(&topo.dut, cfg, None, BRIDGE_START)
+            let b = BridgeThread::start(place.ns, cfg, None, BRIDGE_START)
                 .map_err(|e| Error::Invalid(format!("device {}: {e}", d.name())))?;
-            Ok(RunningDevice {
-                bridge: Some(b),
-                socket: Some(sock),
-                description: format!(
-                    "weir bridge lan0 <-> wan0 in netns {}, host offloads as they are:\n{}",
-                    topo.dut.name(),
-                    p.describe().trim_end()
-                ),
-                policy: text,
-            })
+            Running::Weir(b, sock)
         }
-        (_, None) => unreachable!("every device but none has a policy"),
-    }
+    };
+    let description = match &running {
+        Running::Kernel(k) => k.description().to_string(),
+        Running::Weir(..) => format!(
+            "weir bridge {} <-> {} in netns {}, host offloads as they are:\n{}",
+            place.lan,
+            place.wan,
+            place.ns.name(),
+            p.describe().trim_end()
+        ),
+    };
+    Ok(RunningDevice {
+        running,
+        policy: text.clone(),
+        description,
+    })
 }
 
 /// One device on the seed's line (`trace` = `None`) or the varying line.
@@ -311,28 +356,38 @@ fn run_device(
     let scenario = if varying { "varying" } else { "seed" };
     let duration_s = if varying { c.varying_s } else { c.duration_s() };
     progress(&format!("{} ({scenario}): setting up", d.name()));
-    let topo = BridgeTopo::with_wan_stage("pg")?;
+    let owned = Owned::new(c.topology.as_ref(), HOSTS, "pg", true)?;
+    let bed = owned.bed()?;
+    bed.address(&[])?;
     for r in &REFLECTORS[1..] {
-        add_addr(&topo.rcv, &topo.rcv_if, &format!("{r}/24"))?;
+        bed.receiver_addr(&format!("{r}/24"))?;
     }
+    // the CBR runs from the server to the client: its one-way delays need their clocks
+    let (server_ahead_ns, one_way) = owned.receiver_ahead();
     // the ATU-C
-    let emu_ns = topo.emu.as_ref().expect("a WAN stage");
+    let wan = bed
+        .wan
+        .ok_or_else(|| Error::Invalid("the postgate lab needs a WAN stage (the ATU-C)".into()))?;
     let text = atu_policy(c, trace, 1);
     let p = Policy::parse_in("atu-c.toml", &text, trace.and_then(Path::parent))
         .map_err(|e| Error::Invalid(format!("ATU-C policy: {e}")))?;
-    let mut cfg = bridge_config(&p, "lan0", "wan0").map_err(Error::Invalid)?;
+    let mut cfg = bridge_config(&p, wan.lan, wan.wan).map_err(Error::Invalid)?;
     let emu_sock = socket_path("atu");
     cfg.stats_socket = Some(emu_sock.clone());
-    let mut atu = BridgeThread::start(emu_ns, cfg, None, BRIDGE_START)
+    let mut atu = BridgeThread::start(wan.ns, cfg, None, BRIDGE_START)
         .map_err(|e| Error::Invalid(format!("ATU-C: {e}")))?;
-    let mut dev = start_device(&topo, c, d)?;
+    let place = bed.place.ok_or_else(|| {
+        Error::Invalid("the postgate lab configures its device: the DUT cannot be external".into())
+    })?;
+    let dev_policy = parsed_policy(c, d)?;
+    let dev = start_device(place, d, &dev_policy)?;
 
     // sinks at the client
     let bin = Duration::from_millis(c.sample_ms);
     let sinks = (0..c.classes)
         .map(|k| {
             let addr = SocketAddr::new(IpAddr::V4(CLIENT), SINK_PORT + k as u16);
-            TcpSink::start_with(&topo.snd, SinkOpts::new(addr, bin))
+            bed.snd.tcp_sink(SinkOpts::new(addr, bin))
         })
         .collect::<Result<Vec<_>>>()?;
     let cbr_addr = SocketAddr::new(IpAddr::V4(CLIENT), CBR_PORT);
@@ -340,13 +395,17 @@ fn run_device(
     let mut sink_opts = CbrSinkOpts::new(cbr_addr, Some(CBR_FLOW));
     sink_opts.expected = (pps * duration_s) as usize + 16;
     sink_opts.wake_every = Some(Duration::from_millis(20));
-    let cbr_sink = CbrSink::start_with(&topo.snd, sink_opts)?;
+    let cbr_sink = bed.snd.cbr_sink(sink_opts)?;
 
     // the sampler
     let stop = Arc::new(AtomicBool::new(false));
     let t0 = Instant::now();
     let sampler = {
-        let (stop, emu_sock, dut_sock) = (stop.clone(), emu_sock.clone(), dev.socket.clone());
+        let (stop, emu_sock, dut_sock) = (
+            stop.clone(),
+            emu_sock.clone(),
+            dev.socket().map(Path::to_path_buf),
+        );
         std::thread::spawn(move || {
             let mut out = Vec::new();
             let mut next = t0;
@@ -373,7 +432,7 @@ fn run_device(
     o.flow = CBR_FLOW;
     o.duration = Some(Duration::from_secs_f64(duration_s - 1.0));
     o.pacing = Pacing::Sleep;
-    let cbr = CbrSender::start(&topo.rcv, o)?;
+    let cbr = bed.rcv.cbr_sender(o)?;
     let mut plan: Vec<(usize, f64, f64)> = (0..c.flows())
         .map(|i| {
             if varying {
@@ -407,37 +466,52 @@ fn run_device(
         o.notsent_lowat = Some(16 * 1024);
         o.drain_timeout = Duration::from_secs(2);
         o.until = Some(t0 + Duration::from_secs_f64(*stop_s));
-        match TcpSender::start(&topo.rcv, o) {
+        match bed.rcv.tcp_sender(o) {
             Ok(s) => senders.push(s),
             Err(e) => errors.push(format!("flow to {dst}: {e}")),
         }
     }
     let flows = plan.len();
-    let reports: Vec<_> = senders.into_iter().map(TcpSender::join).collect();
+    let mut reports = Vec::new();
+    for s in senders {
+        match s.join() {
+            Ok(r) => reports.push(r),
+            Err(e) => errors.push(format!("a flow's report: {e}")),
+        }
+    }
     if let Some(w) = Duration::from_secs_f64(duration_s).checked_sub(t0.elapsed()) {
         std::thread::sleep(w);
     }
     stop.store(true, Ordering::Relaxed);
     let readings = sampler.join().unwrap_or_default();
-    let cbr_report = cbr.join();
-    let records = cbr_sink.finish(cbr_report.attempted, Duration::from_millis(500));
-    let sink_reports: Vec<_> = sinks.into_iter().map(TcpSink::stop).collect();
-    let dut_report = dev
-        .bridge
-        .as_mut()
-        .map_or(Value::Null, |b| stop_bridge(b, &mut errors));
+    // a host that died mid-run ends the lab (its agents' reports are lost)
+    if let Some(e) = owned.dead_host() {
+        return Err(e);
+    }
+    let cbr_report = cbr.join()?;
+    let mut records = cbr_sink.finish(cbr_report.attempted, Duration::from_millis(500))?;
+    let sink_reports = sinks
+        .into_iter()
+        .map(|s| s.stop())
+        .collect::<Result<Vec<_>>>()?;
+    let policy = dev.policy.clone();
+    let description = dev.description.clone();
+    let dut_report = dev.stop(&mut errors);
     if let Some(Err(e)) = atu.stop() {
         errors.push(format!("ATU-C: {e}"));
     }
-    for s in [Some(&emu_sock), dev.socket.as_ref()].into_iter().flatten() {
-        let _ = std::fs::remove_file(s);
-    }
-    drop(topo);
+    let _ = std::fs::remove_file(&emu_sock);
+    let hosts = owned.host_info();
+    drop(owned);
 
     for r in &reports {
         if let Some(e) = &r.error {
             errors.push(format!("flow {}: {e}", r.peer));
         }
+    }
+    // the client's receive stamps onto the server's clock (its sends' clock)
+    for r in &mut records.records {
+        r.rx_ns = r.rx_ns.wrapping_add(server_ahead_ns as u64);
     }
     let flows_ok = reports
         .iter()
@@ -475,11 +549,16 @@ fn run_device(
         cbr: cbr_stats(&cbr_report, &records, duration_s, (c.step_s * pps) as u64),
         flows_ok,
         flows,
-        policy: dev.policy.take(),
-        description: std::mem::take(&mut dev.description),
+        policy,
+        description,
         dut_report,
         errors,
+        hosts,
     };
+    if !one_way {
+        // the hosts' clocks are not known well enough for one-way delays
+        run.cbr.delay = None;
+    }
     let active_end = if varying {
         duration_s - 1.0
     } else {
