@@ -12,6 +12,8 @@
 //! | [`cbr`] | constant-bit-rate UDP sender and sink with kernel timestamps (seed 002) |
 //! | [`voip`] | a G.729 call: an RTP stream on the CBR agents (seed 000's VoIP test) |
 //! | `dscp_counter.rs` | [`DscpCounter`]: bytes received per flow and DSCP (seed 001's green throughput) |
+//! | `echo.rs` | [`EchoProber`], [`EchoResponder`]: seed 004's clock-calibration probes |
+//! | `discard.rs` | [`Discard`]: a UDP port that takes a flood and reads none of it |
 //!
 //! No external tool (iperf, ping) is needed, every byte is accounted, and the agents work at
 //! any rate — a 5 kbit/s session included, because nothing in them blocks for longer than
@@ -25,7 +27,9 @@
 //! (declare them after it).
 
 pub mod cbr;
+mod discard;
 mod dscp_counter;
+mod echo;
 mod icmp;
 mod pmtu;
 mod probe;
@@ -35,7 +39,9 @@ mod tcp_sink;
 mod tcp_stamped;
 pub mod voip;
 
+pub use discard::Discard;
 pub use dscp_counter::{DscpCounter, DscpCounts, DscpReport, FlowId};
+pub use echo::{EchoProber, EchoReport, EchoResponder, Probes, PROBE_TIMEOUT};
 pub use icmp::{icmp_ping, icmp_ping_with, PingOpts};
 pub use pmtu::{path_mtu, MtuProbe, MtuReport, MtuSearch, MIN_SIZE as MIN_MTU_PROBE};
 pub use probe::{

@@ -89,7 +89,7 @@ fn is_transient(e: &io::Error) -> bool {
 }
 
 /// Settings of a [`StampedSender`]. Build with [`StampedSenderOpts::new`], then set fields.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct StampedSenderOpts {
     /// Source address to bind (an alias); `None`: the kernel chooses.
     pub src: Option<IpAddr>,
@@ -162,7 +162,7 @@ impl StampedSenderOpts {
 }
 
 /// What a [`StampedSender`] did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct StampedSenderReport {
     /// Local address of the connection.
     pub local: SocketAddr,
@@ -218,6 +218,11 @@ impl StampedSender {
     /// The connection's local address.
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// Whether the sender is done ([`StampedSender::join`] returns at once).
+    pub fn is_finished(&self) -> bool {
+        self.thread.is_finished()
     }
 
     /// Waits until the sender is done (duration elapsed and drained) and returns its report.
@@ -435,7 +440,7 @@ impl Cutter {
 }
 
 /// What a [`StampedSink`] received.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct StampedSinkReport {
     /// The address the sink listened on.
     pub local: SocketAddr,

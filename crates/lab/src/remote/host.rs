@@ -15,9 +15,12 @@ use crate::agents::cbr::{
     CbrRecords, CbrSender, CbrSenderOpts, CbrSenderReport, CbrSink, CbrSinkOpts,
 };
 use crate::agents::{
-    path_mtu, DscpCounter, DscpReport, MtuReport, ProbeOpts, ProbeReport, Prober, ReflectorReport,
-    SenderOpts, SenderReport, SinkOpts, SinkReport, TcpSender, TcpSink, UdpReflector,
+    path_mtu, Discard, DscpCounter, DscpReport, EchoProber, EchoReport, EchoResponder, MtuReport,
+    ProbeOpts, ProbeReport, Prober, Probes, ReflectorReport, SenderOpts, SenderReport, SinkOpts,
+    SinkReport, StampedSender, StampedSenderOpts, StampedSenderReport, StampedSink,
+    StampedSinkReport, TcpSender, TcpSink, UdpReflector,
 };
+use crate::stats::skew::ReceiverClock;
 use crate::tests::streams::{received_figures, FiguresOf, StreamFigures};
 use crate::topo::Netns;
 use crate::{Error, Result};
@@ -235,6 +238,80 @@ impl<'a> Host<'a> {
     }
 }
 
+/// Seed 004's agents: time-stamped TCP records, the calibration's echo probes, a port
+/// for the background flood.
+impl<'a> Host<'a> {
+    /// Starts a [`StampedSink`] listening on `bind` for `record_len`-byte records.
+    pub fn stamped_sink(
+        &self,
+        bind: SocketAddr,
+        record_len: usize,
+    ) -> Result<Agent<'a, StampedSink>> {
+        match self {
+            Host::Local(ns) => Ok(Agent::Local(StampedSink::start(ns, bind, record_len)?)),
+            Host::Remote(h) => Ok(Agent::Remote(
+                h,
+                h.start(StartAgent::StampedSink { bind, record_len })?,
+            )),
+        }
+    }
+
+    /// Starts a [`StampedSender`] (connected when this returns).
+    pub fn stamped_sender(&self, opts: StampedSenderOpts) -> Result<Agent<'a, StampedSender>> {
+        match self {
+            Host::Local(ns) => Ok(Agent::Local(StampedSender::start(ns, opts)?)),
+            Host::Remote(h) => Ok(Agent::Remote(
+                h,
+                h.start(StartAgent::StampedSender { opts })?,
+            )),
+        }
+    }
+
+    /// Starts an [`EchoResponder`] on `bind`, stamping with `clock`.
+    pub fn echo_responder(
+        &self,
+        bind: SocketAddr,
+        clock: ReceiverClock,
+    ) -> Result<Agent<'a, EchoResponder>> {
+        match self {
+            Host::Local(ns) => Ok(Agent::Local(EchoResponder::start(ns, bind, clock)?)),
+            Host::Remote(h) => Ok(Agent::Remote(
+                h,
+                h.start(StartAgent::EchoResponder { bind, clock })?,
+            )),
+        }
+    }
+
+    /// Starts an [`EchoProber`] to `to` for `duration` at up to `rate` probes a second;
+    /// [`Agent::join`] it for its probes.
+    pub fn echo_prober(
+        &self,
+        to: SocketAddr,
+        duration: Duration,
+        rate: f64,
+    ) -> Result<Agent<'a, EchoProber>> {
+        match self {
+            Host::Local(ns) => Ok(Agent::Local(EchoProber::start(ns, to, duration, rate)?)),
+            Host::Remote(h) => Ok(Agent::Remote(
+                h,
+                h.start(StartAgent::EchoProber {
+                    to,
+                    duration_us: duration.as_micros() as u64,
+                    rate,
+                })?,
+            )),
+        }
+    }
+
+    /// Opens a [`Discard`] port on `bind`.
+    pub fn discard(&self, bind: SocketAddr) -> Result<Agent<'a, Discard>> {
+        match self {
+            Host::Local(ns) => Ok(Agent::Local(Discard::start(ns, bind)?)),
+            Host::Remote(h) => Ok(Agent::Remote(h, h.start(StartAgent::Discard { bind })?)),
+        }
+    }
+}
+
 /// µs from `t` (in the past) to now, for an instant sent to a remote host.
 fn us_ago(t: Instant) -> u64 {
     t.elapsed().as_micros() as u64
@@ -308,6 +385,52 @@ impl LocalAgent for DscpCounter {
     fn wait(self) -> DscpReport {
         self.stop()
     }
+}
+
+impl LocalAgent for StampedSink {
+    type Report = StampedSinkReport;
+    fn stop_now(self) -> StampedSinkReport {
+        self.stop()
+    }
+    fn wait(self) -> StampedSinkReport {
+        self.stop()
+    }
+}
+
+impl LocalAgent for StampedSender {
+    type Report = StampedSenderReport;
+    fn stop_now(self) -> StampedSenderReport {
+        self.stop()
+    }
+    fn wait(self) -> StampedSenderReport {
+        self.join()
+    }
+}
+
+impl LocalAgent for EchoResponder {
+    type Report = EchoReport;
+    fn stop_now(self) -> EchoReport {
+        self.stop()
+    }
+    fn wait(self) -> EchoReport {
+        self.stop()
+    }
+}
+
+impl LocalAgent for EchoProber {
+    type Report = Probes;
+    fn stop_now(self) -> Probes {
+        self.join()
+    }
+    fn wait(self) -> Probes {
+        self.join()
+    }
+}
+
+impl LocalAgent for Discard {
+    type Report = ();
+    fn stop_now(self) {}
+    fn wait(self) {}
 }
 
 impl LocalAgent for TcpSender {

@@ -29,9 +29,9 @@ use serde::{Deserialize, Serialize};
 pub use host::{Agent, Host, LocalAgent};
 pub use serve::{serve, IDLE_TIMEOUT};
 pub use ssh::{ClockOffset, SshHost, SshTarget, ONE_WAY_BOUND_MS};
-pub use topology::{TopoDut, TopoHost, Topology};
+pub use topology::{TopoDut, TopoHost, TopoRouter, Topology};
 
-use crate::topo::{DutPlace, LocalDut, LocalWan, WanPlace};
+use crate::topo::{DutPlace, LocalChain, LocalDut, LocalWan, WanPlace};
 use crate::{Error, Result};
 
 /// How many `clock` exchanges estimate a host's offset.
@@ -74,6 +74,8 @@ pub struct RemoteBed {
     hosts: BTreeMap<String, SshHost>,
     dut: Option<LocalDut>,
     wan: Option<LocalWan>,
+    /// A chain's routers on this machine (`[[router]]`).
+    chain: Option<Box<LocalChain>>,
     info: Vec<HostInfo>,
 }
 
@@ -82,13 +84,26 @@ impl RemoteBed {
     /// brings it up; estimates the clocks. On an error, the hosts already reached are
     /// released (their agents undo what they did).
     pub fn connect(t: &Topology) -> Result<RemoteBed> {
-        let dut = match &t.dut {
-            TopoDut::Local { lan, wan } => Some(
-                LocalDut::new(lan, wan)
-                    .map_err(|e| Error::Invalid(format!("{}: [dut]: {}", t.file, e.message())))?,
-            ),
-            TopoDut::External => None,
-        };
+        let (dut, chain) =
+            match &t.dut {
+                TopoDut::Local { lan, wan } => (
+                    Some(LocalDut::new(lan, wan).map_err(|e| {
+                        Error::Invalid(format!("{}: [dut]: {}", t.file, e.message()))
+                    })?),
+                    None,
+                ),
+                TopoDut::External => (None, None),
+                TopoDut::Chain { routers } => {
+                    let r: Vec<_> = routers
+                        .iter()
+                        .map(|r| (r.lan.clone(), r.wan.clone(), r.background.clone()))
+                        .collect();
+                    let c = LocalChain::new(&r).map_err(|e| {
+                        Error::Invalid(format!("{}: [[router]]: {}", t.file, e.message()))
+                    })?;
+                    (None, Some(Box::new(c)))
+                }
+            };
         let wan = match &t.wan {
             Some(w) => Some(
                 LocalWan::new(&w.lan, &w.wan)
@@ -159,6 +174,7 @@ impl RemoteBed {
             hosts,
             dut,
             wan,
+            chain,
             info,
         })
     }
@@ -183,6 +199,14 @@ impl RemoteBed {
     /// Where DUTs run (`None`: an external DUT).
     pub fn dut_place(&self) -> Option<DutPlace<'_>> {
         self.dut.as_ref().map(LocalDut::place)
+    }
+
+    /// Where router `i` of the topology's chain runs (`None`: no such router).
+    pub fn router_place(&self, i: usize) -> Option<DutPlace<'_>> {
+        self.chain
+            .as_ref()
+            .filter(|c| i < c.len())
+            .map(|c| c.place(i))
     }
 
     /// Where the WAN stage runs: the topology's `[wan]` on this machine, if it has one.

@@ -27,7 +27,10 @@ use serde_json::Value;
 
 use super::wire::{Hello, Op, Reply, Request, StartAgent, Started, PROTOCOL};
 use crate::agents::cbr::{CbrSender, CbrSink};
-use crate::agents::{path_mtu, MtuReport, Prober, TcpSender, TcpSink, UdpReflector};
+use crate::agents::{
+    path_mtu, Discard, EchoProber, EchoResponder, MtuReport, Prober, StampedSender, StampedSink,
+    TcpSender, TcpSink, UdpReflector,
+};
 use crate::tests::streams::received_figures;
 use crate::topo::{wait_link_up, Netns};
 use crate::{Error, Result};
@@ -48,6 +51,12 @@ enum Running {
     Dscp(crate::agents::DscpCounter),
     /// A path MTU search: it ends by itself (its sizes × tries × wait at most).
     PathMtu(JoinHandle<Result<MtuReport>>),
+    StampedSink(StampedSink),
+    StampedSender(StampedSender),
+    Echo(EchoResponder),
+    /// Ends by itself after its duration.
+    EchoProber(EchoProber),
+    Discard(Discard),
 }
 
 impl Running {
@@ -57,10 +66,15 @@ impl Running {
             | Running::Prober(_)
             | Running::Reflector(_)
             | Running::CbrSink(_)
-            | Running::Dscp(_) => false,
+            | Running::Dscp(_)
+            | Running::StampedSink(_)
+            | Running::Echo(_)
+            | Running::Discard(_) => false,
             Running::Sender(s) => s.is_finished(),
             Running::CbrSender(s) => s.is_finished(),
             Running::PathMtu(t) => t.is_finished(),
+            Running::StampedSender(s) => s.is_finished(),
+            Running::EchoProber(p) => p.is_finished(),
         }
     }
 
@@ -74,6 +88,16 @@ impl Running {
             Running::CbrSink(s) => to_value(&s.stop()),
             Running::Dscp(d) => to_value(&d.stop()),
             Running::PathMtu(t) => return path_mtu_report(t),
+            Running::StampedSink(s) => to_value(&s.stop()),
+            Running::StampedSender(s) => to_value(&s.stop()),
+            Running::Echo(e) => to_value(&e.stop()),
+            // it ends by itself within its duration
+            Running::EchoProber(p) => to_value(&p.join()),
+            Running::Discard(d) => {
+                // closing the port is all there is to stopping it
+                drop(d);
+                Value::Null
+            }
         })
     }
 
@@ -83,6 +107,8 @@ impl Running {
         match self {
             Running::Sender(s) => Ok(to_value(&s.join())),
             Running::CbrSender(s) => Ok(to_value(&s.join())),
+            Running::StampedSender(s) => Ok(to_value(&s.join())),
+            Running::EchoProber(p) => Ok(to_value(&p.join())),
             other => other.stop(),
         }
     }
@@ -346,6 +372,26 @@ fn handle(s: &Session, op: Op) -> Result<Value> {
                             .map_err(|e| Error::io("spawn the path MTU search", e))?,
                     )
                 }
+                StartAgent::StampedSink { bind, record_len } => {
+                    Running::StampedSink(StampedSink::start(&s.ns, bind, record_len)?)
+                }
+                StartAgent::StampedSender { opts } => {
+                    Running::StampedSender(StampedSender::start(&s.ns, opts)?)
+                }
+                StartAgent::EchoResponder { bind, clock } => {
+                    Running::Echo(EchoResponder::start(&s.ns, bind, clock)?)
+                }
+                StartAgent::EchoProber {
+                    to,
+                    duration_us,
+                    rate,
+                } => Running::EchoProber(EchoProber::start(
+                    &s.ns,
+                    to,
+                    Duration::from_micros(duration_us),
+                    rate,
+                )?),
+                StartAgent::Discard { bind } => Running::Discard(Discard::start(&s.ns, bind)?),
             };
             let handle = s.next.fetch_add(1, Ordering::Relaxed);
             lock(&s.agents).insert(handle, running);

@@ -25,6 +25,16 @@
 //! Each lab names the hosts it needs (the seed 000 testbed: `sender`, `receiver`; rrul:
 //! `client`, `server`). A host the lab does not know, a missing key, a key of the wrong type, or a `[dut]` with both or
 //! neither form are errors at `FILE:LINE:COL`.
+//!
+//! `weir lab diffserv`'s chain of routers ([`Topology::read_chain`]) has no `[dut]` and
+//! no `[wan]` but one `[[router]]` per router, ingress first, each on this machine:
+//!
+//! ```toml
+//! [[router]]
+//! lan = "eth1"                # from host A (from the previous router)
+//! background = "eth2"         # from its background host; the lab bridges it with lan
+//! wan = "eth3"                # towards the next router (host B)
+//! ```
 
 use std::collections::BTreeMap;
 
@@ -80,15 +90,40 @@ pub enum TopoDut {
     Local { lan: String, wan: String },
     /// A device the lab does not configure (hardware, or another machine's shaper).
     External,
+    /// A chain of routers on this machine, ingress first (`[[router]]`, only for the labs
+    /// that read one: [`Topology::read_chain`]).
+    Chain { routers: Vec<TopoRouter> },
+}
+
+/// One router of a chain (`[[router]]`): it forwards from `lan` to `wan`; with
+/// `background`, what arrives there joins `lan`'s traffic (the lab bridges the two).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopoRouter {
+    pub lan: String,
+    pub wan: String,
+    #[serde(default)]
+    pub background: Option<String>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawTopology {
     hosts: BTreeMap<String, Spanned<RawHost>>,
-    dut: Spanned<RawDut>,
+    #[serde(default)]
+    dut: Option<Spanned<RawDut>>,
     #[serde(default)]
     wan: Option<Spanned<RawWan>>,
+    #[serde(default)]
+    router: Vec<Spanned<RawRouter>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRouter {
+    lan: String,
+    wan: String,
+    #[serde(default)]
+    background: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -136,6 +171,32 @@ impl Topology {
 
     /// Parses a topology's `text` (read from `file`), for a lab whose hosts are `roles`.
     pub fn parse(file: &str, text: &str, roles: &[&str]) -> Result<Topology> {
+        Self::parse_with(file, text, roles, None)
+    }
+
+    /// Reads a chain's topology file `file` (`weir lab diffserv`): hosts `roles` and
+    /// exactly `routers` `[[router]]` tables, no `[dut]` or `[wan]`.
+    pub fn read_chain(file: &str, roles: &[&str], routers: usize) -> Result<Topology> {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| Error::io(format!("topology file {file}"), e))?;
+        Self::parse_with(file, &text, roles, Some(routers))
+    }
+
+    /// The routers of a chain (empty for any other topology).
+    pub fn routers(&self) -> &[TopoRouter] {
+        match &self.dut {
+            TopoDut::Chain { routers } => routers,
+            _ => &[],
+        }
+    }
+
+    /// [`Topology::parse`], or with `chain` = `Some(n)` a chain's topology of `n` routers.
+    pub fn parse_with(
+        file: &str,
+        text: &str,
+        roles: &[&str],
+        chain: Option<usize>,
+    ) -> Result<Topology> {
         let raw: RawTopology = toml::from_str(text).map_err(|e| {
             Error::Invalid(format!(
                 "{}: {}",
@@ -194,17 +255,36 @@ impl Topology {
                 ),
             ));
         }
-        let d = raw.dut.get_ref();
+        if let Some(n) = chain {
+            return Self::chain(file, text, raw, hosts, n);
+        }
+        if let Some(r) = raw.router.first() {
+            return Err(bad(
+                r.span().start,
+                "[[router]]: a chain of routers is for weir lab diffserv; this lab wants one \
+                 [dut]"
+                    .into(),
+            ));
+        }
+        let Some(raw_dut) = &raw.dut else {
+            return Err(bad(
+                0,
+                "no [dut]: want `lan` and `wan` (the DUT runs on this machine between them) \
+                 or `external = true`"
+                    .into(),
+            ));
+        };
+        let d = raw_dut.get_ref();
         let dut = match (&d.lan, &d.wan, d.external) {
             (Some(lan), Some(wan), false) => {
                 for i in [lan, wan] {
                     if let Err(e) = crate::topo::check_ifname(i) {
-                        return Err(bad(raw.dut.span().start, format!("[dut]: {e}")));
+                        return Err(bad(raw_dut.span().start, format!("[dut]: {e}")));
                     }
                 }
                 if lan == wan {
                     return Err(bad(
-                        raw.dut.span().start,
+                        raw_dut.span().start,
                         format!("[dut] lan and wan are both {lan}: want two interfaces"),
                     ));
                 }
@@ -216,7 +296,7 @@ impl Topology {
             (None, None, true) => TopoDut::External,
             _ => {
                 return Err(bad(
-                    raw.dut.span().start,
+                    raw_dut.span().start,
                     "[dut]: want `lan` and `wan` (the DUT runs on this machine between them) \
                      or `external = true` (a device the lab does not configure), not both"
                         .into(),
@@ -229,7 +309,7 @@ impl Topology {
                 let (lan, wan_if) = (&w.get_ref().lan, &w.get_ref().wan);
                 let dut_ifs: Vec<&String> = match &dut {
                     TopoDut::Local { lan, wan } => vec![lan, wan],
-                    TopoDut::External => Vec::new(),
+                    _ => Vec::new(),
                 };
                 for i in [lan, wan_if] {
                     if let Err(e) = crate::topo::check_ifname(i) {
@@ -259,6 +339,70 @@ impl Topology {
             hosts,
             dut,
             wan,
+        })
+    }
+
+    /// The rest of [`Topology::parse_with`] for a chain of `n` routers.
+    fn chain(
+        file: &str,
+        text: &str,
+        raw: RawTopology,
+        hosts: BTreeMap<String, TopoHost>,
+        n: usize,
+    ) -> Result<Topology> {
+        let bad = |offset: usize, msg: String| {
+            Error::Invalid(format!("{}: {msg}", at(file, text, offset)))
+        };
+        let want = format!(
+            "this lab runs a chain of {n} routers on this machine: one [[router]] each \
+             (lan, wan, background), ingress first"
+        );
+        if let Some(d) = &raw.dut {
+            return Err(bad(d.span().start, format!("[dut]: {want}, and no [dut]")));
+        }
+        if let Some(w) = &raw.wan {
+            return Err(bad(w.span().start, format!("[wan]: {want}, and no [wan]")));
+        }
+        if raw.router.len() != n {
+            let at_ = raw.router.get(n).map_or(0, |r| r.span().start);
+            return Err(bad(
+                at_,
+                format!("{} [[router]] tables: {want}", raw.router.len()),
+            ));
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        let mut routers = Vec::new();
+        for (i, r) in raw.router.iter().enumerate() {
+            let g = r.get_ref();
+            for name in [Some(&g.lan), Some(&g.wan), g.background.as_ref()]
+                .into_iter()
+                .flatten()
+            {
+                if let Err(e) = crate::topo::check_ifname(name) {
+                    return Err(bad(r.span().start, format!("[[router]] {i}: {e}")));
+                }
+                if seen.contains(&name.as_str()) {
+                    return Err(bad(
+                        r.span().start,
+                        format!(
+                            "[[router]] {i}: {name} is named twice; every router's lan, wan \
+                             and background are interfaces of their own"
+                        ),
+                    ));
+                }
+                seen.push(name);
+            }
+            routers.push(TopoRouter {
+                lan: g.lan.clone(),
+                wan: g.wan.clone(),
+                background: g.background.clone(),
+            });
+        }
+        Ok(Topology {
+            file: file.to_string(),
+            hosts,
+            dut: TopoDut::Chain { routers },
+            wan: None,
         })
     }
 }
@@ -360,5 +504,52 @@ mod tests {
         let e = err(&only_sender);
         assert!(e.contains("no [hosts.receiver]"), "{e}");
         assert!(err("").contains("missing field"), "{}", err(""));
+        let no_dut = GOOD.replace("[dut]\nlan = \"l0\"\nwan = \"w0\"\n", "");
+        assert!(err(&no_dut).contains("no [dut]"), "{}", err(&no_dut));
+        let e = err(&format!("{no_dut}[[router]]\nlan = \"a\"\nwan = \"b\"\n"));
+        assert!(
+            e.contains("lab.toml:11:1") && e.contains("weir lab diffserv"),
+            "{e}"
+        );
+    }
+
+    const CHAIN: &str = "[hosts.sender]\nssh = \"h1\"\ninterface = \"eth1\"\n\
+        [hosts.receiver]\nssh = \"h2\"\ninterface = \"eth1\"\n\
+        [[router]]\nlan = \"r0l\"\nbackground = \"r0b\"\nwan = \"r0w\"\n\
+        [[router]]\nlan = \"r1l\"\nwan = \"r1w\"\n";
+
+    #[test]
+    fn reads_a_chain_of_routers_and_refuses_a_bad_one() {
+        let chain = |text: &str, n| Topology::parse_with("c.toml", text, &ROLES, Some(n));
+        let t = chain(CHAIN, 2).unwrap();
+        assert_eq!(t.routers().len(), 2);
+        assert_eq!(t.routers()[0].background.as_deref(), Some("r0b"));
+        assert_eq!(t.routers()[1].background, None);
+        assert_eq!(t.routers()[1].wan, "r1w");
+        let e = chain(CHAIN, 3).unwrap_err().to_string();
+        assert!(
+            e.contains("2 [[router]] tables") && e.contains("chain of 3"),
+            "{e}"
+        );
+        let e = chain(&CHAIN.replace("r1w", "r0b"), 2)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("c.toml:11:1") && e.contains("r0b is named twice"),
+            "{e}"
+        );
+        let e = chain(&format!("{CHAIN}[dut]\nexternal = true\n"), 2)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("[dut]: this lab runs a chain"), "{e}");
+        let e = chain(&CHAIN.replace("lan = \"r1l\"", "lan = \"r1l\"\nmtu = 1"), 2)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("c.toml:") && e.contains("mtu"), "{e}");
+        // and a one-DUT lab refuses the chain
+        let e = Topology::parse("c.toml", CHAIN, &ROLES)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("weir lab diffserv"), "{e}");
     }
 }

@@ -25,11 +25,12 @@ use weir_io::ethtool::Offloads;
 use std::net::{Ipv4Addr, SocketAddr};
 
 use crate::agents::cbr::{CbrSenderOpts, CbrSinkOpts};
-use crate::agents::{ProbeOpts, SenderOpts, SinkOpts};
+use crate::agents::{ProbeOpts, SenderOpts, SinkOpts, StampedSenderOpts};
+use crate::stats::skew::ReceiverClock;
 use crate::tests::streams::FiguresOf;
 
 /// The protocol's version: `hello` refuses a peer that speaks another.
-pub const PROTOCOL: u32 = 3;
+pub const PROTOCOL: u32 = 4;
 
 /// One request.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -145,6 +146,27 @@ pub enum StartAgent {
         wait_us: u64,
         tries: u32,
     },
+    /// A [`StampedSink`](crate::agents::StampedSink) on `bind`; its report (at `stop`) is
+    /// a [`StampedSinkReport`](crate::agents::StampedSinkReport).
+    StampedSink { bind: SocketAddr, record_len: usize },
+    /// A [`StampedSender`](crate::agents::StampedSender); its report (at `join`) is a
+    /// [`StampedSenderReport`](crate::agents::StampedSenderReport).
+    StampedSender { opts: StampedSenderOpts },
+    /// An [`EchoResponder`](crate::agents::EchoResponder) on `bind` stamping with
+    /// `clock`; its report (at `stop`) is an [`EchoReport`](crate::agents::EchoReport).
+    EchoResponder {
+        bind: SocketAddr,
+        clock: ReceiverClock,
+    },
+    /// An [`EchoProber`](crate::agents::EchoProber) to `to`; its report (at `join`) is
+    /// its [`Probes`](crate::agents::Probes).
+    EchoProber {
+        to: SocketAddr,
+        duration_us: u64,
+        rate: f64,
+    },
+    /// A [`Discard`](crate::agents::Discard) port on `bind`; nothing to report.
+    Discard { bind: SocketAddr },
 }
 
 /// One reply: exactly one of `ok` and `error`.

@@ -282,6 +282,36 @@ pub fn inject(t_true_ns: i64, offset_ns: i64, drift_ppm: f64, t0_ns: i64) -> i64
     t_true_ns + offset_ns + drift
 }
 
+/// A receiving host's simulated clock (seed 004's calibration in namespaces, which share
+/// one clock): true time plus `offset_ns` at `t0_ns`, drifting by `drift_ppm`;
+/// [`ReceiverClock::TRUE`] reads true time (a real host's own clock).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReceiverClock {
+    pub offset_ns: i64,
+    pub drift_ppm: f64,
+    /// Where the drift is counted from (true time, ns since the epoch).
+    pub t0_ns: i64,
+}
+
+impl ReceiverClock {
+    /// No offset, no drift.
+    pub const TRUE: ReceiverClock = ReceiverClock {
+        offset_ns: 0,
+        drift_ppm: 0.0,
+        t0_ns: 0,
+    };
+
+    /// B's reading at true time `t_ns`.
+    pub fn read(&self, t_ns: i64) -> i64 {
+        inject(t_ns, self.offset_ns, self.drift_ppm, self.t0_ns)
+    }
+
+    /// B's clock minus A's at A's time `t_ns`: what a perfect estimate gives.
+    pub fn skew_at(&self, t_ns: i64) -> f64 {
+        self.offset_ns as f64 + self.drift_ppm * 1e-6 * (t_ns - self.t0_ns) as f64
+    }
+}
+
 /// The queueing delay of a packet that finds `packets` packets of `bytes` each ahead of it
 /// at each of `hops` links of `rate_bps`: `hops · packets · 8 · bytes / rate`, ns. Seed 004
 /// §3.3: three full 100-packet FIFOs of 1174-byte frames at 100 Mbit/s, 28.2 ms.

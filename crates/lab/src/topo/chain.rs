@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use super::link::{add_addr, link_veth, set_up, wait_link_up};
 use super::netns::Netns;
+use super::place::{DutPlace, KernelBridge};
 use crate::{Error, Result};
 
 /// Seed 004's chain of routers with a background host per router.
@@ -38,6 +39,9 @@ pub struct ChainTopo {
     pub routers: Vec<Netns>,
     /// The background host of each router.
     pub background: Vec<Netns>,
+    /// Each router's kernel bridge `br1` over `lan0` and `wan0` (the kernel peer's
+    /// forwarding, whose queue is the qdisc on `wan0`), when made.
+    kernel: Vec<KernelBridge>,
 }
 
 impl ChainTopo {
@@ -75,11 +79,13 @@ impl ChainTopo {
         let background = (0..routers.len())
             .map(|i| Netns::new(&format!("{label}-c{i}")))
             .collect::<Result<Vec<_>>>()?;
+        let kernel = routers.iter().map(|_| KernelBridge::new("br1")).collect();
         let t = ChainTopo {
             a,
             b,
             routers,
             background,
+            kernel,
         };
         t.build()?;
         Ok(t)
@@ -144,29 +150,9 @@ impl ChainTopo {
             .collect()
     }
 
-    /// Makes every router a kernel bridge (`br1` over `lan0` and `wan0`): the kernel peer's
-    /// forwarding, whose queue is the qdisc on `wan0`. Undo with
-    /// [`ChainTopo::without_kernel_routers`].
-    pub fn with_kernel_routers(&self) -> Result<()> {
-        for r in &self.routers {
-            r.ip_batch(&[
-                "link add br1 type bridge stp_state 0 forward_delay 0".to_string(),
-                format!("link set dev {} master br1", Self::LAN),
-                format!("link set dev {} master br1", Self::WAN),
-                "link set dev br1 up".into(),
-            ])?;
-            wait_link_up(r, "br1", Self::LINK_UP_TIMEOUT)?;
-        }
-        Ok(())
-    }
-
-    /// Removes the kernel routers' bridges and any root qdisc on `wan0`.
-    pub fn without_kernel_routers(&self) -> Result<()> {
-        for r in &self.routers {
-            // a missing qdisc or bridge is not an error here
-            let _ = r.exec(&["tc", "qdisc", "del", "dev", Self::WAN, "root"]);
-            let _ = r.ip(&["link", "del", "dev", "br1"]);
-        }
-        Ok(())
+    /// Where router `i` runs: its namespace, `lan0` and `wan0`, and its kernel bridge
+    /// `br1` for the kernel peer.
+    pub fn router_place(&self, i: usize) -> DutPlace<'_> {
+        DutPlace::new(&self.routers[i], Self::LAN, Self::WAN, &self.kernel[i])
     }
 }

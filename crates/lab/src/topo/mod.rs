@@ -29,4 +29,4 @@ pub use netns::{
     require_root, skip_unless_root, Netns, NETNS_PREFIX, NETNS_RUN_DIR,
 };
 pub use pair::VethPair;
-pub use place::{DutPlace, KernelBridge, LocalDut, LocalWan, WanPlace};
+pub use place::{DutPlace, KernelBridge, LocalChain, LocalDut, LocalWan, WanPlace};

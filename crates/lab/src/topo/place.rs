@@ -197,3 +197,134 @@ impl Drop for LocalDut {
         let _ = self.place().without_kernel_bridge();
     }
 }
+
+/// A chain of routers on the machine the lab runs on (`weir lab diffserv` on real hosts:
+/// a topology's `[[router]]` tables, ingress first). A router with a background
+/// interface gets what the namespace chain has: a kernel bridge `weirmrgN` (no queue)
+/// joining its `lan` and `background` with one end of a veth pair `weirinN` ↔
+/// `weirlanN`, and forwards from `weirlanN` to its `wan`; without one it forwards from
+/// `lan`. Dropping it removes what it made (the merge bridges, the veth pairs, a kernel
+/// router's bridge `weirrtrN`).
+#[derive(Debug)]
+pub struct LocalChain {
+    ns: Netns,
+    /// Per router: the port it forwards from, and its `wan`.
+    ports: Vec<(String, String)>,
+    /// How many routers have a merge bridge (router `i` for each `i` in this list).
+    merged: Vec<usize>,
+    bridges: Vec<KernelBridge>,
+}
+
+/// Most routers a chain on this machine has.
+const CHAIN_MAX: usize = 8;
+/// Kernel router bridges' names (a [`KernelBridge`]'s name is static).
+const ROUTER_BRIDGES: [&str; CHAIN_MAX] = [
+    "weirrtr0", "weirrtr1", "weirrtr2", "weirrtr3", "weirrtr4", "weirrtr5", "weirrtr6", "weirrtr7",
+];
+
+impl LocalChain {
+    /// The chain of `routers` (`(lan, wan, background)`, ingress first): every interface
+    /// must exist, and none of the names the chain makes may.
+    pub fn new(routers: &[(String, String, Option<String>)]) -> Result<LocalChain> {
+        if routers.is_empty() || routers.len() > CHAIN_MAX {
+            return Err(Error::Invalid(format!(
+                "a chain of {} routers: expected 1 to {CHAIN_MAX}",
+                routers.len()
+            )));
+        }
+        for (i, (lan, wan, bg)) in routers.iter().enumerate() {
+            for name in [Some(lan), Some(wan), bg.as_ref()].into_iter().flatten() {
+                if !weir_io::ethtool::exists(name) {
+                    return Err(Error::Invalid(format!(
+                        "router {i}'s interface {name} does not exist on this machine"
+                    )));
+                }
+            }
+            for made in [
+                format!("weirmrg{i}"),
+                format!("weirin{i}"),
+                format!("weirlan{i}"),
+                ROUTER_BRIDGES[i].to_string(),
+            ] {
+                if weir_io::ethtool::exists(&made) {
+                    return Err(Error::Invalid(format!(
+                        "an interface {made} already exists on this machine (left by a lab \
+                         that died? remove it: ip link del {made})"
+                    )));
+                }
+            }
+        }
+        let mut chain = LocalChain {
+            ns: Netns::host()?,
+            ports: Vec::new(),
+            merged: Vec::new(),
+            bridges: (0..routers.len())
+                .map(|i| KernelBridge::new(ROUTER_BRIDGES[i]))
+                .collect(),
+        };
+        for (i, (lan, wan, bg)) in routers.iter().enumerate() {
+            let Some(bg) = bg else {
+                chain.ports.push((lan.clone(), wan.clone()));
+                continue;
+            };
+            // recorded first: Drop removes whatever of it was made if a step fails
+            chain.merged.push(i);
+            let (mrg, inner, rlan) = (
+                format!("weirmrg{i}"),
+                format!("weirin{i}"),
+                format!("weirlan{i}"),
+            );
+            chain.ns.ip_batch(&[
+                format!("link add {inner} type veth peer name {rlan}"),
+                format!("link add {mrg} type bridge stp_state 0 forward_delay 0"),
+            ])?;
+            // what the chain made sends nothing of its own
+            for made in [&inner, &rlan, &mrg] {
+                let _ = chain
+                    .ns
+                    .set_sysctl(&format!("net.ipv6.conf.{made}.disable_ipv6"), "1");
+            }
+            chain.ns.ip_batch(&[
+                format!("link set dev {lan} master {mrg}"),
+                format!("link set dev {bg} master {mrg}"),
+                format!("link set dev {inner} master {mrg}"),
+            ])?;
+            for dev in [lan, bg, &inner, &rlan, &mrg, wan] {
+                chain.ns.ip(&["link", "set", "dev", dev, "up"])?;
+            }
+            for dev in [&inner, &rlan, &mrg] {
+                wait_link_up(&chain.ns, dev, BRIDGE_UP_TIMEOUT)?;
+            }
+            chain.ports.push((rlan, wan.clone()));
+        }
+        Ok(chain)
+    }
+
+    /// Where router `i` runs.
+    pub fn place(&self, i: usize) -> DutPlace<'_> {
+        let (lan, wan) = &self.ports[i];
+        DutPlace::new(&self.ns, lan, wan, &self.bridges[i])
+    }
+
+    /// Routers in the chain.
+    pub fn len(&self) -> usize {
+        self.ports.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ports.is_empty()
+    }
+}
+
+impl Drop for LocalChain {
+    fn drop(&mut self) {
+        for i in 0..self.ports.len() {
+            let _ = self.place(i).without_kernel_bridge();
+        }
+        for &i in &self.merged {
+            // deleting the bridge releases its ports; deleting one veth end, the pair
+            let _ = self.ns.ip(&["link", "del", "dev", &format!("weirmrg{i}")]);
+            let _ = self.ns.ip(&["link", "del", "dev", &format!("weirin{i}")]);
+        }
+    }
+}

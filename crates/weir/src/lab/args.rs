@@ -557,6 +557,13 @@ pub(super) struct DiffservArgs {
     /// Injected drift of the receiver's clock, ppm.
     #[arg(long, allow_hyphen_values = true)]
     drift_ppm: Option<f64>,
+    /// Run on real hosts: a topology file naming the hosts `a` (the measured sender), `b`
+    /// (the receiver) and `c0`-`c2` (the background), reached over SSH with `weir agent`
+    /// there, and three `[[router]]` tables (lan, background, wan: interfaces of this
+    /// machine, ingress first) where the routers run (docs/lab.md, "Real hosts"). B's
+    /// clock is its own: no --offset-ns or --drift-ppm.
+    #[arg(long, value_name = "FILE")]
+    topology: Option<PathBuf>,
 }
 
 impl LabArgs for DiffservArgs {
@@ -589,6 +596,19 @@ impl LabArgs for DiffservArgs {
         c.cc = self.cc;
         set(&mut c.offset_ns, self.offset_ns);
         set(&mut c.drift_ppm, self.drift_ppm);
+        if let Some(t) = &self.topology {
+            if self.offset_ns.is_some() || self.drift_ppm.is_some() {
+                anyhow::bail!(
+                    "--offset-ns and --drift-ppm inject a skew into the receiver's clock in \
+                     namespaces; with --topology the hosts' clocks are their own"
+                );
+            }
+            c.topology = Some(weir_lab::remote::Topology::read_chain(
+                &t.display().to_string(),
+                &diffserv::HOSTS,
+                diffserv::ROUTERS,
+            )?);
+        }
         Ok(Diffserv)
     }
 }

@@ -34,22 +34,25 @@ struct SshNs {
     _sshd: KillOnDrop,
 }
 
-/// Two SSH-reached hosts and the DUT's two interfaces here.
+/// SSH-reached hosts (two unless the test asks for more) and their test interfaces here:
+/// the DUT's two (`lan` towards host 0, `wan` towards host 1), then one per further host.
 struct Hosts {
     // dropped in this order: the hosts (sshd killed, namespaces and their veths removed),
     // then /run/sshd if the test made it, then the keys
     hosts: Vec<SshNs>,
     lan: String,
     wan: String,
-    /// One end of the veth pair between the DUT and a WAN stage here, if made.
-    wan_pair: Option<String>,
+    /// Host 2's, 3's… test interfaces here.
+    more: Vec<String>,
+    /// One end of each veth pair the test made here (a WAN stage's, a chain's links).
+    pairs: Vec<String>,
     made_run_sshd: bool,
     dir: TempDir,
 }
 
 impl Drop for Hosts {
     fn drop(&mut self) {
-        if let Some(p) = &self.wan_pair {
+        for p in &self.pairs {
             let _ = Command::new("ip").args(["link", "del", p]).output();
         }
         self.hosts.clear();
@@ -69,8 +72,13 @@ fn sh(cmd: &mut Command) {
 }
 
 impl Hosts {
-    /// `None` (and a visible reason) unless root with sshd, ssh and ssh-keygen.
+    /// Two hosts; `None` (and a visible reason) unless root with sshd, ssh and ssh-keygen.
     fn new(test: &str) -> Option<Hosts> {
+        Self::with(test, 2)
+    }
+
+    /// `n` hosts (at least two), as [`Hosts::new`].
+    fn with(test: &str, n: usize) -> Option<Hosts> {
         if skip_unless_root(test)
             || !have(test, "/usr/sbin/sshd")
             || !have(test, "ssh")
@@ -94,15 +102,17 @@ impl Hosts {
         }
         let here = Netns::host().unwrap();
         let (lan, wan) = unique_veth_names();
+        let more: Vec<String> = (2..n).map(|_| unique_veth_names().0).collect();
         let mut hosts = Hosts {
             hosts: Vec::new(),
             lan: lan.clone(),
             wan: wan.clone(),
-            wan_pair: None,
+            more: more.clone(),
+            pairs: Vec::new(),
             made_run_sshd,
             dir,
         };
-        for (i, test_if) in [lan, wan].into_iter().enumerate() {
+        for (i, test_if) in [lan, wan].into_iter().chain(more).enumerate() {
             let ns = Netns::new(&format!("ssh{i}")).unwrap();
             let (mgmt_here, _) = unique_veth_names();
             // a /30 per host, per fixture and per process
@@ -202,14 +212,7 @@ impl Hosts {
     /// A seed 000 topology with the lab's WAN stage here: a new veth pair joins the DUT's
     /// wan side to the stage's lan side, the stage's wan side is the receiver's veth.
     fn topology_with_wan(&mut self) -> String {
-        let (dut_wan, stage_lan) = unique_veth_names();
-        sh(Command::new("ip").args([
-            "link", "add", &dut_wan, "type", "veth", "peer", "name", &stage_lan,
-        ]));
-        self.wan_pair = Some(dut_wan.clone());
-        for i in [&dut_wan, &stage_lan] {
-            sh(Command::new("ip").args(["link", "set", i, "up"]));
-        }
+        let (dut_wan, stage_lan) = self.veth_pair();
         format!(
             "{}{}[dut]\nlan = \"{}\"\nwan = \"{dut_wan}\"\n\n[wan]\nlan = \"{stage_lan}\"\n\
              wan = \"{}\"\n",
@@ -218,6 +221,17 @@ impl Hosts {
             self.lan,
             self.wan
         )
+    }
+
+    /// A new veth pair here, both ends up (removed when the hosts are dropped).
+    fn veth_pair(&mut self) -> (String, String) {
+        let (a, b) = unique_veth_names();
+        sh(Command::new("ip").args(["link", "add", &a, "type", "veth", "peer", "name", &b]));
+        self.pairs.push(a.clone());
+        for i in [&a, &b] {
+            sh(Command::new("ip").args(["link", "set", i, "up"]));
+        }
+        (a, b)
     }
 
     /// `text` written to `TAG.toml` in the test's directory; its path.
@@ -708,6 +722,81 @@ fn fidelity_on_ssh_hosts() {
     assert_eq!([h.state(0), h.state(1)], before, "a host was left changed");
 }
 
+/// Seed 004's chain on SSH-reached hosts: A, B and three background hosts over SSH, the
+/// three routers here between their interfaces (each router's input bridged with its
+/// background host's by the lab). The calibration's echo probes and every stream run on
+/// the hosts; B's clock is its own, and the echo estimate agrees with the SSH exchange's.
+/// EF below the reservation loses nothing and 10 Mbit/s of EF is held to it, every check
+/// passes, the hosts are left as they were and the lab's bridges are gone.
+#[test]
+fn diffserv_on_ssh_hosts() {
+    let _group = crate::common::group(module_path!());
+    let Some(mut h) = Hosts::with("diffserv_on_ssh_hosts", 5) else {
+        return;
+    };
+    let before: Vec<String> = (0..5).map(|i| h.state(i)).collect();
+    let (r0_wan, r1_lan) = h.veth_pair();
+    let (r1_wan, r2_lan) = h.veth_pair();
+    let mut text: String = ["a", "b", "c0", "c1", "c2"]
+        .iter()
+        .enumerate()
+        .map(|(i, n)| h.host(n, i))
+        .collect();
+    for (lan, bg, wan) in [
+        (&h.lan, &h.more[0], &r0_wan),
+        (&r1_lan, &h.more[1], &r1_wan),
+        (&r2_lan, &h.more[2], &h.wan),
+    ] {
+        text += &format!("[[router]]\nlan = \"{lan}\"\nbackground = \"{bg}\"\nwan = \"{wan}\"\n\n");
+    }
+    let topo = h.write("diffserv", &text);
+    let out = h.dir.0.join("out-diffserv");
+    let (code, stdout, err) = weir(&[
+        "lab",
+        "diffserv",
+        "--quick",
+        "--groups",
+        "ef-udp",
+        "--device",
+        "weir",
+        "--duration",
+        "1s",
+        "--calibration",
+        "2s",
+        "--topology",
+        &topo,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    eprintln!("{stdout}\n{err}");
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("real clocks"), "{stdout}");
+    let v = lab_result(&out, "diffserv", &["result.json"]);
+    assert_eq!(v["hosts"].as_array().unwrap().len(), 5, "{}", v["hosts"]);
+    assert!(v["calibration"]["reference_bound_ns"].as_f64().is_some());
+    assert_eq!(
+        v["runs"].as_array().unwrap().len(),
+        4,
+        "ef-udp's four rates"
+    );
+    for c in v["checks"].as_array().unwrap() {
+        assert_eq!(c["passed"], true, "{c}");
+    }
+    assert!(
+        stdout.contains("PASS weir: EF loses nothing below the reservation"),
+        "{stdout}"
+    );
+    for made in ["weirmrg0", "weirin2", "weirrtr1"] {
+        let o = Command::new("ip")
+            .args(["link", "show", made])
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{made} was left behind");
+    }
+    let after: Vec<String> = (0..5).map(|i| h.state(i)).collect();
+    assert_eq!(after, before, "a host was left changed");
+}
+
 /// What runs only in namespaces is refused with `--topology` before anything connects
 /// (no root or sshd needed).
 #[test]
@@ -730,6 +819,14 @@ fn topology_refusals_before_anything_connects() {
     };
     let seed000 = write("seed000.toml", ["sender", "receiver"]);
     let rrul = write("rrul.toml", ["client", "server"]);
+    let chain = dir.0.join("chain.toml");
+    std::fs::write(
+        &chain,
+        "[hosts.sender]\nssh = \"h1\"\ninterface = \"eth1\"\n[hosts.receiver]\nssh = \"h2\"\n\
+         interface = \"eth1\"\n[[router]]\nlan = \"l0\"\nwan = \"w0\"\n",
+    )
+    .unwrap();
+    let chain = chain.display().to_string();
     for (args, want) in [
         (
             vec!["lab", "robustness", "--topology", &seed000],
@@ -801,6 +898,26 @@ fn topology_refusals_before_anything_connects() {
         (
             vec!["lab", "y1564", "--topology", &rrul],
             "unknown host `client`",
+        ),
+        // diffserv's chain: its own host names and [[router]] tables, no injected skew
+        (
+            vec!["lab", "diffserv", "--topology", &seed000],
+            "unknown host `receiver`",
+        ),
+        (
+            vec![
+                "lab",
+                "diffserv",
+                "--topology",
+                &seed000,
+                "--drift-ppm",
+                "3",
+            ],
+            "the hosts' clocks are their own",
+        ),
+        (
+            vec!["lab", "basic", "--topology", &chain],
+            "a chain of routers is for weir lab diffserv",
         ),
         // postgate's ATU-C is a WAN stage; fidelity's veth path is two namespaces here
         (

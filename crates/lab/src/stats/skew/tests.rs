@@ -328,3 +328,17 @@ fn lad_recovers_an_injected_skew_where_least_squares_is_biased() {
     let total: u64 = o.bins.iter().map(|b| b.packets).sum();
     assert_eq!((total, o.loss.lost), (1000, 0));
 }
+
+#[test]
+fn the_receiver_clock_runs_ahead_and_drifts() {
+    let c = ReceiverClock {
+        offset_ns: 1_000_000,
+        drift_ppm: 40.0,
+        t0_ns: 1_000_000_000,
+    };
+    // 10 s after t0 at 40 ppm: 400 µs more
+    assert_eq!(c.read(11_000_000_000), 11_000_000_000 + 1_000_000 + 400_000);
+    assert_eq!(c.skew_at(11_000_000_000), 1_400_000.0);
+    assert_eq!(c.read(1_000_000_000), 1_001_000_000);
+    assert_eq!(ReceiverClock::TRUE.read(5), 5);
+}

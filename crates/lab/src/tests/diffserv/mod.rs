@@ -20,9 +20,10 @@
 //! | EF, TCP | 20-22 | TCP limited by the application to 2/4/5/10 Mbit/s, EF queue 100 ms |
 //! | AF, TCP | 23-25 | the same in AF1 |
 //!
-//! **Measurement** (§3.2): the clock calibration ([`echo_probes`] without load, half before
-//! the runs and half after, through plain kernel bridges; B's clock runs off A's by an
-//! injected offset and drift; [`fit`]); then per run the sender
+//! **Measurement** (§3.2): the clock calibration (echo probes without load,
+//! [`crate::agents::EchoProber`], half before the runs and half after, through plain
+//! kernel bridges; in namespaces B's clock runs off A's by an injected offset and drift;
+//! [`fit`]); then per run the sender
 //! stamps `t`, B stamps `T` with its (skewed) clock, and [`one_way`] gives
 //! `d = T − t − c(t)`, `j = |ΔT − Δt|` and bandwidth per 100 ms.
 //!
@@ -38,10 +39,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use calibrate::{echo_probes, fit, Calibration, Estimate, Probes, ReceiverClock};
+pub use calibrate::{fit, Calibration, Estimate, Probes, ReceiverClock};
 pub use policy::{router_policy, Position};
 pub use report::{charts, checks, recordings, text, write_outputs};
-pub use run::{run, RunResult};
+pub use run::{run, RunResult, HOSTS};
 
 use crate::lab::{Lab, Outline};
 use crate::report::Check;
@@ -330,9 +331,14 @@ pub struct DiffservConfig {
     /// Groups weir runs, and groups the kernel peer runs.
     pub groups: Vec<Group>,
     pub peer_groups: Vec<Group>,
-    /// B's clock: injected offset (ns) and drift (ppm).
+    /// B's clock: injected offset (ns) and drift (ppm) (namespaces only: a real host's
+    /// clock is its own).
     pub offset_ns: i64,
     pub drift_ppm: f64,
+    /// Real hosts instead of namespaces (`--topology FILE`): hosts `a`, `b`, `c0`-`c2`
+    /// over SSH and the three routers at its `[[router]]` tables on this machine.
+    #[serde(default)]
+    pub topology: Option<crate::remote::Topology>,
 }
 
 impl DiffservConfig {
@@ -352,6 +358,7 @@ impl DiffservConfig {
             peer_groups: Group::ALL.to_vec(),
             offset_ns: 2_718_281_828,
             drift_ppm: 37.5,
+            topology: None,
         }
     }
 
@@ -452,6 +459,9 @@ pub struct DiffservResult {
     pub policies: BTreeMap<String, Vec<String>>,
     #[serde(default)]
     pub checks: Vec<Check>,
+    /// The real hosts' names, versions and clock offsets (empty in namespaces).
+    #[serde(default)]
+    pub hosts: Vec<crate::remote::HostInfo>,
 }
 
 /// The lab (`weir lab diffserv`).

@@ -63,22 +63,30 @@ pub fn text(res: &DiffservResult) -> String {
         c.cc,
     );
     let cal = &res.calibration;
+    let truth = match cal.reference_bound_ns {
+        None => format!(
+            "injected offset {} ns, drift {} ppm",
+            cal.injected.offset_ns, cal.injected.drift_ppm
+        ),
+        Some(b) => format!(
+            "real clocks: the SSH exchange put B {:+.1} us from A, +- {:.1} us",
+            cal.injected.offset_ns as f64 / 1e3,
+            b / 1e3
+        ),
+    };
     s += &format!(
-        "Clock calibration: {} s, {} probes, {} answered, median RTT {:.1} us; injected offset \
-         {} ns, drift {} ppm\n",
+        "Clock calibration: {} s, {} probes, {} answered, median RTT {:.1} us; {truth}\n",
         c.calibration_s,
         cal.probes,
         cal.answered,
         cal.rtt_median_ns as f64 / 1e3,
-        cal.injected.offset_ns,
-        cal.injected.drift_ppm
     );
     for (name, e) in [
         ("least squares", &cal.least_squares),
         ("least absolute deviation (used)", &cal.least_absolute),
     ] {
-        s += &match e {
-            Some(e) => format!(
+        s += &match (e, cal.reference_bound_ns) {
+            (Some(e), None) => format!(
                 "  {name:<32} offset {:.0} ns (error {:+.1} us), drift {:.3} ppm (error {:+.3} \
                  ppm)\n",
                 e.skew.offset_ns(),
@@ -86,8 +94,18 @@ pub fn text(res: &DiffservResult) -> String {
                 e.skew.drift_ppm(),
                 e.drift_error_ppm
             ),
-            None => format!("  {name:<32} no fit (fewer than two answered probes)\n"),
+            (Some(e), Some(_)) => format!(
+                "  {name:<32} offset {:.0} ns ({:+.1} us from the SSH exchange's), drift {:.3} \
+                 ppm\n",
+                e.skew.offset_ns(),
+                e.offset_error_ns / 1e3,
+                e.skew.drift_ppm(),
+            ),
+            (None, _) => format!("  {name:<32} no fit (fewer than two answered probes)\n"),
         };
+    }
+    for h in &res.hosts {
+        s += &format!("  {}\n", h.line());
     }
     s += &format!(
         "Three full FIFOs of 100 x {BACKGROUND_FRAME}-byte frames at 100 Mbit/s: {:.1} ms (seed \
@@ -233,8 +251,24 @@ pub fn checks(res: &DiffservResult) -> Vec<Check> {
     } else {
         (50.0, 0.5)
     };
-    v.push(match &cal.least_absolute {
-        Some(e) => Check::new(
+    v.push(match (&cal.least_absolute, cal.reference_bound_ns) {
+        // real clocks: only the offset has a reference, good to the exchange's bound
+        (Some(e), Some(bound)) => Check::new(
+            format!(
+                "clock offset (least absolute deviation) within the SSH exchange's bound + \
+                 {off_us} us of its estimate"
+            ),
+            e.offset_error_ns.abs() <= bound + off_us * 1e3,
+            1,
+            "calibration",
+            format!(
+                "{:+.1} us from it (bound {:.1} us); drift {:.3} ppm",
+                e.offset_error_ns / 1e3,
+                bound / 1e3,
+                e.skew.drift_ppm()
+            ),
+        ),
+        (Some(e), None) => Check::new(
             format!(
                 "clock skew (least absolute deviation) within {off_us} us and {drift_ppm} ppm of \
                  the injected"
@@ -248,7 +282,7 @@ pub fn checks(res: &DiffservResult) -> Vec<Check> {
                 e.drift_error_ppm
             ),
         ),
-        None => Check::new("clock skew estimated", false, 1, "calibration", "no fit"),
+        (None, _) => Check::new("clock skew estimated", false, 1, "calibration", "no fit"),
     });
     let target = res.config.background_bps as f64 / (8.0 * BACKGROUND_FRAME as f64);
     let short: Vec<String> = res

@@ -11,7 +11,7 @@
 //! threads on CPU 1, the background senders where the scheduler puts them. On a one-CPU
 //! machine nothing is pinned.
 
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -21,16 +21,17 @@ use weir_io::clock::realtime_ns;
 
 use super::policy::{router_policy, Position};
 use super::{
-    echo_probes, fit, Device, DiffservConfig, DiffservResult, Probes, ReceiverClock, Scenario,
-    Transport, BACKGROUND_FRAME, BACKGROUND_PORT, CALIBRATION_PORT, MEASURE_PORT, TCP_RECORD,
+    fit, Device, DiffservConfig, DiffservResult, Probes, ReceiverClock, Scenario, Transport,
+    BACKGROUND_FRAME, BACKGROUND_PORT, CALIBRATION_PORT, MEASURE_PORT, TCP_RECORD,
 };
-use crate::agents::cbr::{CbrSender, CbrSenderOpts, CbrSink, CbrSinkOpts, Pacing};
-use crate::agents::{StampedSender, StampedSenderOpts, StampedSink};
+use crate::agents::cbr::{CbrSender, CbrSenderOpts, CbrSinkOpts, Pacing};
+use crate::agents::{Discard, StampedSenderOpts};
 use crate::dut::{bridge_config, htb_commands, tc_batch, tc_counters, BridgeThread};
+use crate::remote::{Agent, Host, RemoteBed, Topology};
 use crate::report;
 use crate::stats::dist::DistUs;
 use crate::stats::skew::{OneWay, Record};
-use crate::topo::{require_root, ChainTopo};
+use crate::topo::{require_root, ChainTopo, DutPlace};
 use crate::{Error, Result};
 
 /// Flow id of host A's UDP stream.
@@ -117,16 +118,142 @@ impl RunResult {
     }
 }
 
+/// The hosts `a`, `b`, `c0`… a topology file gives the chain: A sends the measured
+/// stream to B, `cI` floods router I's outgoing link.
+pub const HOSTS: [&str; 2 + super::ROUTERS] = ["a", "b", "c0", "c1", "c2"];
+
+/// What the chain is made of, owned for the lab.
+enum Owned {
+    Namespaces(ChainTopo),
+    Remote(Box<RemoteBed>),
+}
+
+/// The lab's view of its chain.
+struct Chain<'a> {
+    a: Host<'a>,
+    b: Host<'a>,
+    background: Vec<Host<'a>>,
+    routers: Vec<DutPlace<'a>>,
+    /// B's clock: simulated in namespaces, its own on real hosts.
+    clock: ReceiverClock,
+}
+
+impl Owned {
+    fn new(c: &DiffservConfig) -> Result<Owned> {
+        Ok(match &c.topology {
+            None => Owned::Namespaces(super::topology()?),
+            Some(t) => Owned::Remote(Box::new(RemoteBed::connect(t)?)),
+        })
+    }
+
+    fn chain(&self, injected: ReceiverClock) -> Result<Chain<'_>> {
+        Ok(match self {
+            Owned::Namespaces(t) => Chain {
+                a: Host::Local(&t.a),
+                b: Host::Local(&t.b),
+                background: t.background.iter().map(Host::Local).collect(),
+                routers: (0..t.routers.len()).map(|i| t.router_place(i)).collect(),
+                clock: injected,
+            },
+            Owned::Remote(r) => Chain {
+                a: r.host(HOSTS[0])?,
+                b: r.host(HOSTS[1])?,
+                background: HOSTS[2..]
+                    .iter()
+                    .map(|h| r.host(h))
+                    .collect::<Result<_>>()?,
+                routers: (0..super::ROUTERS)
+                    .map(|i| {
+                        r.router_place(i).ok_or_else(|| {
+                            Error::Invalid(format!("the topology has no router {i}"))
+                        })
+                    })
+                    .collect::<Result<_>>()?,
+                clock: ReceiverClock::TRUE,
+            },
+        })
+    }
+
+    /// On real hosts: each host's test interface gets the chain's address (A 10.78.0.1,
+    /// B .2, `cI` .(10 + I), /24; removed when its session ends).
+    fn address(&self, t: Option<&Topology>) -> Result<()> {
+        let (Owned::Remote(r), Some(t)) = (self, t) else {
+            return Ok(());
+        };
+        for (i, name) in HOSTS.iter().enumerate() {
+            let addr = match i {
+                0 => ChainTopo::A_ADDR,
+                1 => ChainTopo::B_ADDR,
+                k => ChainTopo::background_addr(k - 2),
+            };
+            let Host::Remote(h) = r.host(name)? else {
+                unreachable!("a remote bed's hosts are remote")
+            };
+            crate::tests::testbed::addr_add(h, &t.hosts[*name].interface, format!("{addr}/24"))?;
+        }
+        Ok(())
+    }
+
+    /// On real hosts: B's clock ahead of A's as the SSH exchange found it (a clock
+    /// without drift) and the bound of that offset, ns; `None` in namespaces.
+    fn reference(&self) -> Option<(ReceiverClock, f64)> {
+        let Owned::Remote(r) = self else {
+            return None;
+        };
+        let clock = |n: &str| r.info().iter().find(|h| h.name == n).map(|h| h.clock);
+        let (a, b) = (clock(HOSTS[0])?, clock(HOSTS[1])?);
+        Some((
+            ReceiverClock {
+                offset_ns: ((b.offset_ms - a.offset_ms) * 1e6) as i64,
+                drift_ppm: 0.0,
+                t0_ns: 0,
+            },
+            (a.uncertainty_ms + b.uncertainty_ms) * 1e6,
+        ))
+    }
+
+    /// A real host whose agent ended, as the error that says why.
+    fn dead_host(&self) -> Option<Error> {
+        match self {
+            Owned::Namespaces(_) => None,
+            Owned::Remote(r) => r.dead_host(),
+        }
+    }
+
+    fn host_info(&self) -> Vec<crate::remote::HostInfo> {
+        match self {
+            Owned::Namespaces(_) => Vec::new(),
+            Owned::Remote(r) => r.info().to_vec(),
+        }
+    }
+}
+
+impl Chain<'_> {
+    /// Every router a plain kernel bridge (the calibration's path), or none.
+    fn kernel_bridges(&self, on: bool) -> Result<()> {
+        for p in &self.routers {
+            if on {
+                p.with_kernel_bridge()?;
+            } else {
+                p.without_kernel_bridge()?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Runs the lab: the calibration, then every device's scenarios.
 pub fn run(c: &DiffservConfig, progress: &mut dyn FnMut(&str)) -> Result<DiffservResult> {
     c.validate()?;
     require_root()?;
-    let topo = super::topology()?;
-    let clock = ReceiverClock {
+    let owned = Owned::new(c)?;
+    owned.address(c.topology.as_ref())?;
+    let injected = ReceiverClock {
         offset_ns: c.offset_ns,
         drift_ppm: c.drift_ppm,
         t0_ns: realtime_ns() as i64,
     };
+    let chain = owned.chain(injected)?;
     let b_echo = SocketAddr::new(IpAddr::V4(ChainTopo::B_ADDR), CALIBRATION_PORT);
     let half = Duration::from_secs_f64(c.calibration_s / 2.0);
     let calibrate = |when: &str, progress: &mut dyn FnMut(&str)| -> Result<Probes> {
@@ -135,9 +262,22 @@ pub fn run(c: &DiffservConfig, progress: &mut dyn FnMut(&str)) -> Result<Diffser
             half.as_secs_f64()
         ));
         // plain kernel bridges: the quietest, most symmetric path there is
-        topo.with_kernel_routers()?;
-        let p = echo_probes(&topo.a, &topo.b, b_echo, clock, half, c.calibration_rate);
-        topo.without_kernel_routers()?;
+        chain.kernel_bridges(true)?;
+        let p = (|| {
+            let responder = chain.b.echo_responder(b_echo, chain.clock)?;
+            let p = chain
+                .a
+                .echo_prober(b_echo, half, c.calibration_rate)
+                .and_then(|p| p.join());
+            // stopped whatever the prober did (a remote agent lives until stopped)
+            responder.stop()?;
+            let p = p?;
+            match p.error {
+                Some(e) => Err(Error::Invalid(format!("calibration: {e}"))),
+                None => Ok(p),
+            }
+        })();
+        chain.kernel_bridges(false)?;
         p
     };
     let before = calibrate("before", progress)?;
@@ -148,22 +288,34 @@ pub fn run(c: &DiffservConfig, progress: &mut dyn FnMut(&str)) -> Result<Diffser
             crate::check_interrupted()?;
             progress(&format!("{} {}", d.name(), s.name()));
             let texts = policies_of(&s, d == Device::KernelHtb);
-            runs.push(run_one(&topo, c, d, &s, &texts, &clock)?);
+            let r = run_one(&chain, c, d, &s, &texts);
+            if let Some(e) = owned.dead_host() {
+                return Err(e);
+            }
+            runs.push(r?);
             if d == Device::Weir {
                 policies.insert(s.name(), texts);
             }
         }
     }
     let after = calibrate("after", progress)?;
+    // judged against the clock injected into B, or on real hosts the SSH exchange's offset
+    let (truth, bound) = match owned.reference() {
+        Some((clock, bound)) => (clock, Some(bound)),
+        None => (chain.clock, None),
+    };
     let mut res = DiffservResult {
         kind: "diffserv".into(),
         meta: report::meta(),
         config: c.clone(),
-        calibration: fit(&[before, after], clock),
+        calibration: fit(&[before, after], truth, bound),
         runs,
         policies,
         checks: Vec::new(),
+        hosts: owned.host_info(),
     };
+    drop(chain);
+    drop(owned);
     super::finish(&mut res);
     Ok(res)
 }
@@ -184,7 +336,7 @@ enum Routers {
 
 impl Routers {
     /// Starts `d` on every router with `texts`, the routers' policies (ingress first).
-    fn start(topo: &ChainTopo, d: Device, s: &Scenario, texts: &[String]) -> Result<Routers> {
+    fn start(chain: &Chain<'_>, d: Device, s: &Scenario, texts: &[String]) -> Result<Routers> {
         let parse = |i: usize, t: &str| {
             Policy::parse(&format!("{}-r{i}.toml", s.name()), t)
                 .map_err(|e| Error::Invalid(format!("router {i} policy: {e}")))
@@ -193,31 +345,37 @@ impl Routers {
             Device::Weir => {
                 let cpu = (num_cpus() > 1).then_some(1);
                 let mut threads = Vec::new();
-                for (i, (ns, t)) in topo.routers.iter().zip(texts).enumerate() {
+                for (i, (place, t)) in chain.routers.iter().zip(texts).enumerate() {
                     let p = parse(i, t)?;
-                    let mut cfg = bridge_config(&p, ChainTopo::LAN, ChainTopo::WAN)
+                    let mut cfg = bridge_config(&p, place.lan, place.wan)
                         .map_err(|e| Error::Invalid(format!("router {i}: {e}")))?;
                     cfg.busy_poll = false;
                     cfg.stats_socket = None;
-                    let b = BridgeThread::start(ns, cfg, cpu, ROUTER_START)
-                        .map_err(|e| Error::Invalid(format!("router {i} ({}): {e}", ns.name())))?;
+                    let b = BridgeThread::start(place.ns, cfg, cpu, ROUTER_START).map_err(|e| {
+                        Error::Invalid(format!(
+                            "router {i} ({} {} -> {}): {e}",
+                            place.ns.name(),
+                            place.lan,
+                            place.wan
+                        ))
+                    })?;
                     threads.push(b);
                 }
                 Ok(Routers::Weir(threads))
             }
             Device::KernelHtb => {
-                topo.with_kernel_routers()?;
                 let r = (|| {
-                    for (i, (ns, t)) in topo.routers.iter().zip(texts).enumerate() {
+                    for (i, (place, t)) in chain.routers.iter().zip(texts).enumerate() {
+                        place.with_kernel_bridge()?;
                         let p = parse(i, t)?;
-                        let cmds = htb_commands(&p, ChainTopo::LAN, ChainTopo::WAN, None)
+                        let cmds = htb_commands(&p, place.lan, place.wan, None)
                             .map_err(|e| Error::Invalid(format!("router {i}: {e}")))?;
-                        tc_batch(ns, &cmds)?;
+                        tc_batch(place.ns, &cmds)?;
                     }
                     Ok(())
                 })();
                 if let Err(e) = r {
-                    let _ = topo.without_kernel_routers();
+                    let _ = Routers::Kernel.stop(chain);
                     return Err(e);
                 }
                 Ok(Routers::Kernel)
@@ -226,7 +384,7 @@ impl Routers {
     }
 
     /// Stops the routers: their reports.
-    fn stop(self, topo: &ChainTopo) -> (Vec<Value>, Vec<String>) {
+    fn stop(self, chain: &Chain<'_>) -> (Vec<Value>, Vec<String>) {
         let mut errors = Vec::new();
         let reports = match self {
             Routers::Weir(threads) => threads
@@ -241,18 +399,21 @@ impl Routers {
                     None => Value::Null,
                 })
                 .collect(),
-            Routers::Kernel => {
-                let wan = [ChainTopo::WAN.to_string()];
-                let reports = topo
-                    .routers
-                    .iter()
-                    .map(|ns| tc_counters(ns, &wan, &mut errors))
-                    .collect();
-                if let Err(e) = topo.without_kernel_routers() {
-                    errors.push(format!("removing the kernel routers: {e}"));
-                }
-                reports
-            }
+            Routers::Kernel => chain
+                .routers
+                .iter()
+                .map(|place| {
+                    let counters = tc_counters(place.ns, &[place.wan.to_string()], &mut errors);
+                    // a missing qdisc is not an error here
+                    let _ = place
+                        .ns
+                        .exec(&["tc", "qdisc", "del", "dev", place.wan, "root"]);
+                    if let Err(e) = place.without_kernel_bridge() {
+                        errors.push(format!("removing {}: {e}", place.bridge_name()));
+                    }
+                    counters
+                })
+                .collect(),
         };
         (reports, errors)
     }
@@ -262,60 +423,67 @@ fn num_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// The background: B's discard socket and one flood per background host.
-struct Background {
-    _discard: UdpSocket,
-    senders: Vec<CbrSender>,
+/// The background: B's discard port and one flood per background host.
+struct Background<'a> {
+    discard: Agent<'a, Discard>,
+    senders: Vec<Agent<'a, CbrSender>>,
 }
 
-impl Background {
-    fn start(topo: &ChainTopo, bps: u64, duration: Duration) -> Result<Background> {
+impl<'a> Background<'a> {
+    fn start(chain: &Chain<'a>, bps: u64, duration: Duration) -> Result<Background<'a>> {
         let dst = SocketAddr::new(IpAddr::V4(ChainTopo::B_ADDR), BACKGROUND_PORT);
         // bound but never read: the kernel drops what overflows its buffer, cheaply
-        let discard = topo
-            .b
-            .try_run(|| UdpSocket::bind(dst))?
-            .map_err(|e| Error::io(format!("background: binding {dst} in host B"), e))?;
+        let mut bg = Background {
+            discard: chain.b.discard(dst)?,
+            senders: Vec::new(),
+        };
         let pps = bps as f64 / (8.0 * BACKGROUND_FRAME as f64);
-        let mut senders = Vec::new();
-        for ns in &topo.background {
+        for h in &chain.background {
             let mut o = CbrSenderOpts::new(dst, pps, BACKGROUND_FRAME);
             o.flow = BG_FLOW;
             o.duration = Some(duration);
             o.pacing = Pacing::Sleep;
             o.max_batch = 32;
-            senders.push(CbrSender::start(ns, o)?);
+            match h.cbr_sender(o) {
+                Ok(s) => bg.senders.push(s),
+                Err(e) => {
+                    // what started stops (a remote agent lives until stopped)
+                    bg.stop();
+                    return Err(e);
+                }
+            }
         }
-        Ok(Background {
-            _discard: discard,
-            senders,
-        })
+        Ok(bg)
     }
 
+    /// Each host's packets per second (0 for one whose report was lost); B's port closed
+    /// (a remote agent lives until stopped).
     fn stop(self) -> Vec<f64> {
-        self.senders
+        let pps = self
+            .senders
             .into_iter()
-            .map(|s| s.stop().achieved_pps)
-            .collect()
+            .map(|s| s.stop().map_or(0.0, |r| r.achieved_pps))
+            .collect();
+        let _ = self.discard.stop();
+        pps
     }
 }
 
 fn run_one(
-    topo: &ChainTopo,
+    chain: &Chain<'_>,
     c: &DiffservConfig,
     d: Device,
     s: &Scenario,
     texts: &[String],
-    clock: &ReceiverClock,
 ) -> Result<RunResult> {
-    let routers = Routers::start(topo, d, s, texts)?;
+    let routers = Routers::start(chain, d, s, texts)?;
     let dur = Duration::from_secs_f64(c.duration_s);
     let warm = Duration::from_secs_f64(c.warmup_s);
     let bg = if s.background && c.background_bps > 0 {
-        match Background::start(topo, c.background_bps, warm + dur + DRAIN) {
+        match Background::start(chain, c.background_bps, warm + dur + DRAIN) {
             Ok(b) => Some(b),
             Err(e) => {
-                routers.stop(topo);
+                routers.stop(chain);
                 return Err(e);
             }
         }
@@ -328,17 +496,17 @@ fn run_one(
         Device::KernelHtb => s.service.host_dscp().map(|x| x << 2),
     };
     let measured = match s.transport {
-        Transport::Udp { payload } => measure_udp(topo, s, payload, dur, tos),
-        Transport::Tcp => measure_tcp(topo, c, s, dur, tos),
+        Transport::Udp { payload } => measure_udp(chain, s, payload, dur, tos),
+        Transport::Tcp => measure_tcp(chain, c, s, dur, tos),
     };
     let background_pps = bg.map(Background::stop).unwrap_or_default();
-    let (reports, mut errors) = routers.stop(topo);
+    let (reports, mut errors) = routers.stop(chain);
     let (sent, recs, retransmits, errs) = measured?;
     errors.extend(errs);
     let records = recs
         .into_iter()
         .map(|r| Record {
-            rx_ns: clock.read(r.rx_ns),
+            rx_ns: chain.clock.read(r.rx_ns),
             ..r
         })
         .collect();
@@ -365,7 +533,7 @@ fn run_one(
 type Measured = (u64, Vec<Record>, Option<u64>, Vec<String>);
 
 fn measure_udp(
-    topo: &ChainTopo,
+    chain: &Chain<'_>,
     s: &Scenario,
     payload: usize,
     dur: Duration,
@@ -377,21 +545,21 @@ fn measure_udp(
     let mut so = CbrSinkOpts::new(dst, Some(FLOW));
     so.expected = (pps * dur.as_secs_f64()) as usize + 16;
     so.wake_every = Some(Duration::from_millis(20));
-    let sink = CbrSink::start_with(&topo.b, so)?;
+    let sink = chain.b.cbr_sink(so)?;
     let mut o = CbrSenderOpts::new(dst, pps, payload + 42);
     o.flow = FLOW;
     o.duration = Some(dur);
     o.cpu = cpu;
     o.tos = tos;
-    let sender = match CbrSender::start(&topo.a, o) {
+    let sender = match chain.a.cbr_sender(o) {
         Ok(x) => x,
         Err(e) => {
-            sink.stop();
+            let _ = sink.stop();
             return Err(e);
         }
     };
-    let rep = sender.join();
-    let recs = sink.finish(rep.attempted, DRAIN);
+    let rep = sender.join()?;
+    let recs = sink.finish(rep.attempted, DRAIN)?;
     let mut errors = Vec::new();
     if let Some(e) = &recs.error {
         errors.push(format!("sink: {e}"));
@@ -416,26 +584,26 @@ fn measure_udp(
 }
 
 fn measure_tcp(
-    topo: &ChainTopo,
+    chain: &Chain<'_>,
     c: &DiffservConfig,
     s: &Scenario,
     dur: Duration,
     tos: Option<u8>,
 ) -> Result<Measured> {
     let bind = SocketAddr::new(IpAddr::V4(ChainTopo::B_ADDR), MEASURE_PORT);
-    let sink = StampedSink::start(&topo.b, bind, TCP_RECORD)?;
-    let mut o = StampedSenderOpts::new(sink.local_addr(), s.rate_bps, dur, &c.cc);
+    let sink = chain.b.stamped_sink(bind, TCP_RECORD)?;
+    let mut o = StampedSenderOpts::new(bind, s.rate_bps, dur, &c.cc);
     o.record_len = TCP_RECORD;
     o.tos = tos;
-    let sender = match StampedSender::start(&topo.a, o) {
+    let sender = match chain.a.stamped_sender(o) {
         Ok(x) => x,
         Err(e) => {
-            sink.stop();
+            let _ = sink.stop();
             return Err(e);
         }
     };
-    let rep = sender.join();
-    let got = sink.stop();
+    let rep = sender.join()?;
+    let got = sink.stop()?;
     let mut errors: Vec<String> = rep.errors.iter().map(|e| format!("sender: {e}")).collect();
     errors.extend(got.errors.iter().map(|e| format!("sink: {e}")));
     let retrans = rep.tcp_info.as_ref().map(|i| u64::from(i.total_retrans));

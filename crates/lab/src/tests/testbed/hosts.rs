@@ -196,7 +196,7 @@ fn mixed() -> Error {
 }
 
 /// `ip addr add CIDR dev IFNAME` on a remote host (removed when its session ends).
-fn addr_add(h: &crate::remote::SshHost, ifname: &str, cidr: String) -> Result<()> {
+pub(crate) fn addr_add(h: &crate::remote::SshHost, ifname: &str, cidr: String) -> Result<()> {
     h.call(crate::remote::wire::Op::AddrAdd {
         ifname: ifname.into(),
         cidr: cidr.clone(),

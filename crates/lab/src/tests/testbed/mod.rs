@@ -971,8 +971,8 @@ pub fn run_each(
 }
 
 mod hosts;
+pub(crate) use hosts::{addr_add, Bed, Owned};
 pub use hosts::{check_duts, HOSTS};
-pub(crate) use hosts::{Bed, Owned};
 mod output;
 pub use output::{recordings, voice_delay_series, Outputs};
 mod udp;
