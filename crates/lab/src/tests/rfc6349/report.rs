@@ -170,6 +170,11 @@ pub fn text(r: &Rfc6349Result) -> String {
     let c = &r.config;
     let path = match &c.topology {
         None => format!("the line behind the DUT at {} % of its rate", c.line_pct),
+        Some(t) if t.wan.is_some() => format!(
+            "real hosts ({}: client, server over SSH), the line at [wan] behind the DUT at {} % \
+             of its rate",
+            t.file, c.line_pct
+        ),
         Some(t) => format!(
             "real hosts ({}: client, server over SSH), the network's own path",
             t.file

@@ -84,12 +84,13 @@ fn run_path(
         h.set_tcp_options(true, true, true)?;
     }
     bed.address(&[])?;
-    // the emulated line in namespaces; on real hosts the network's own path
+    // the emulated line: in namespaces, or on real hosts at the topology's `[wan]`;
+    // without one the path is the network's own
     let mut line = bed
-        .topo
-        .map(|t| {
+        .wan
+        .map(|w| {
             let line = line_policy(link, 1 + u64::from(run));
-            start_wan_stage(t.wan_place(), &line, c.busy_poll)
+            start_wan_stage(Some(w), &line, c.busy_poll)
         })
         .transpose()?;
     let sessions = [

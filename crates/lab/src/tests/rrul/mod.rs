@@ -187,17 +187,6 @@ impl RrulConfig {
         crate::agents::check_cc(&self.cc)?;
         if let Some(t) = &self.topology {
             policy::check_real_hosts("rrul", t, &self.rtts_ms, &self.duts)?;
-            if let Some(c) = self
-                .cases
-                .iter()
-                .find(|c| matches!(c, Case::Voice | Case::AckFilter))
-            {
-                return bad(format!(
-                    "--topology {}: the {} case runs only in namespaces so far",
-                    t.file,
-                    c.name()
-                ));
-            }
         }
         Ok(())
     }

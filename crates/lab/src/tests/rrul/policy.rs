@@ -131,17 +131,19 @@ pub fn external_dut(topology: Option<&crate::remote::Topology>) -> bool {
 }
 
 /// What a lab on rrul's testbed needs on real hosts (`lab` prefixes the message): the
-/// network's own path, so `--rtt 0` only, and DUTs that fit the topology's `[dut]`.
+/// line (its rates and base RTT) runs at the topology's `[wan]`; without one the path is
+/// the network's own, so `--rtt 0` only; and DUTs that fit the topology's `[dut]`.
 pub fn check_real_hosts(
     lab: &str,
     t: &crate::remote::Topology,
     rtts_ms: &[u64],
     duts: &[String],
 ) -> Result<()> {
-    if rtts_ms != [0] {
+    if t.wan.is_none() && rtts_ms != [0] {
         return Err(Error::Invalid(format!(
-            "{lab}: --topology {}: on real hosts the path is the network's own (no emulated \
-             line): run with --rtt 0",
+            "{lab}: --topology {}: without a [wan] the path is the network's own (no \
+             emulated line): run with --rtt 0, or name two interfaces of this machine \
+             between the DUT and the server as [wan] for the lab's line",
             t.file
         )));
     }

@@ -282,17 +282,26 @@ pub fn text(res: &RrulResult) -> String {
                 c.line_pct
             ),
             Some(t) => format!(
-                "real hosts ({}: client, server over SSH): the DUT shapes to the rate; the path \
-                 is the network's own, no emulated line; one-way delays on this machine's clock \
-                 (each host's offset taken out), kept when the two offsets' bounds sum to at most \
-                 {ONE_WAY_BOUND_MS} ms",
-                t.file
+                "real hosts ({}: client, server over SSH): the DUT shapes to the rate; {}; \
+                 one-way delays on this machine's clock (each host's offset taken out), kept \
+                 when the two offsets' bounds sum to at most {ONE_WAY_BOUND_MS} ms",
+                t.file,
+                if t.wan.is_some() {
+                    format!(
+                        "the line at [wan] runs at {} % of it with a FIFO of {LINE_BUFFER_MS} ms \
+                         and half the base RTT each way",
+                        c.line_pct
+                    )
+                } else {
+                    "the path is the network's own, no emulated line".to_string()
+                }
             ),
         },
     );
     for p in &res.parts {
         let link = match &c.topology {
             None => rates_text(&p.spec.link),
+            Some(t) if t.wan.is_some() => rates_text(&p.spec.link),
             Some(_) => format!(
                 "the DUT shapes {} each way, real hosts",
                 crate::tests::robustness::rate_text(p.spec.link.up_bps)

@@ -1,7 +1,8 @@
 //! One run of `weir lab rrul`: a fresh topology (client, DUT, line, server), the line and
 //! the DUT, the sinks and the reflector, the probes from the start, the flows after the
 //! idle phase, the calls; then every report. Everything it made is removed when it
-//! returns, also on error (the topology and every agent are dropped).
+//! returns, also on error (the topology and every agent are dropped). On real hosts the
+//! line runs at the topology's `[wan]`, and without one the path is the network's own.
 //!
 //! Threads: the line's and (weir) the DUT's bridges, one per TCP sender, the two sinks,
 //! the reflector and two probers, the calls' senders and sinks; nothing is pinned.
@@ -16,11 +17,9 @@ use weir_core::policy::Policy;
 use super::case::{Case, Dir, FlowPlan, Host};
 use super::policy::{line_policy, DutKind};
 use super::{DutPolicy, FlowOutcome, PartSpec, ProbeSeries, RrulConfig, RrulRun, BIN_MS, INFO_MS};
-use crate::agents::cbr::{CbrSenderReport, CbrSink};
+use crate::agents::cbr::CbrSenderReport;
 use crate::agents::voip::{voice_sender, voice_sink};
-use crate::agents::{
-    DscpCounter, ProbeKind, ProbeOpts, ProbeReport, SenderOpts, SenderReport, SinkOpts,
-};
+use crate::agents::{ProbeKind, ProbeOpts, ProbeReport, SenderOpts, SenderReport, SinkOpts};
 use crate::dut;
 use crate::tests::testbed::Owned;
 use crate::tests::testbed::{join_each, send_cbr, start_wan_stage, VoiceOutcome};
@@ -106,6 +105,8 @@ pub(super) fn run_one(
     let (policy, temp) = dut_policy_file(&kind, &pol.dut, &tag, &pol.policy)?;
     let owned = Owned::new(c.topology.as_ref(), HOSTS, "rr", true)?;
     let bed = owned.bed()?;
+    // the calls' one-way delays need the hosts' clocks (one clock in namespaces)
+    let server_ahead = owned.calls_clock(spec.case.has_calls(), "the voice case")?;
     // the hosts keep their default offloads (TSO/GSO super-packets reach the DUT as they
     // would from a real host: weir segments them, the kernel's qdiscs take them whole)
     for h in [bed.snd, bed.rcv] {
@@ -117,11 +118,12 @@ pub(super) fn run_one(
     if two_hosts {
         bed.receiver_addr(&format!("{SERVER_B}/24"))?;
     }
-    // the emulated line in namespaces; on real hosts the network's own path
+    // the emulated line: in namespaces, or on real hosts at the topology's `[wan]`;
+    // without one the path is the network's own
     let line_text = line_policy(&spec.link, 1 + u64::from(run));
     let mut line = bed
-        .topo
-        .map(|t| start_wan_stage(t.wan_place(), &line_text, c.busy_poll))
+        .wan
+        .map(|w| start_wan_stage(Some(w), &line_text, c.busy_poll))
         .transpose()?;
     let up_sink = SocketAddr::new(IpAddr::V4(SERVER), UP_PORT);
     // where a host's uploads go: host B's to the server's second address (`hosts`)
@@ -158,30 +160,22 @@ pub(super) fn run_one(
     let reflector = bed
         .rcv
         .udp_reflector(SocketAddr::new(IpAddr::V4(SERVER), PROBE_PORT), None)?;
+    // the upstream's ACKs as they reach the server
     let acks = if spec.case == Case::AckFilter {
-        let topo = bed.namespaces("ackfilter")?;
-        Some(DscpCounter::start(&topo.rcv, &topo.rcv_if)?)
+        Some(bed.rcv.dscp_counter(bed.rcv_if)?)
     } else {
         None
     };
     let calls = spec.case.has_calls();
-    let call_topo = if calls {
-        Some(bed.namespaces("voice")?)
+    let call_sinks = if calls {
+        vec![
+            bed.rcv
+                .cbr_sink(voice_sink(SocketAddr::new(IpAddr::V4(SERVER), CALL_PORT)))?,
+            bed.snd
+                .cbr_sink(voice_sink(SocketAddr::new(IpAddr::V4(CLIENT), CALL_PORT)))?,
+        ]
     } else {
-        None
-    };
-    let call_sinks = match call_topo {
-        Some(topo) => vec![
-            CbrSink::start_with(
-                &topo.rcv,
-                voice_sink(SocketAddr::new(IpAddr::V4(SERVER), CALL_PORT)),
-            )?,
-            CbrSink::start_with(
-                &topo.snd,
-                voice_sink(SocketAddr::new(IpAddr::V4(CLIENT), CALL_PORT)),
-            )?,
-        ],
-        None => Vec::new(),
+        Vec::new()
     };
     let interval = Duration::from_secs_f64(spec.probe_ms / 1000.0);
     let probe = |k: ProbeKind, port: u16| {
@@ -200,16 +194,16 @@ pub(super) fn run_one(
 
     let mut dead = None;
     let (reports, call_reports, probe_reports) = std::thread::scope(|sc| {
-        let call_handles: Vec<_> = if let Some(topo) = call_topo {
-            [(&topo.snd, CLIENT, SERVER), (&topo.rcv, SERVER, CLIENT)]
+        let call_handles: Vec<_> = if calls {
+            [(bed.snd, CLIENT, SERVER), (bed.rcv, SERVER, CLIENT)]
                 .into_iter()
-                .map(|(ns, from, to)| {
+                .map(|(h, from, to)| {
                     let o = voice_sender(
                         SocketAddr::new(IpAddr::V4(from), 0),
                         SocketAddr::new(IpAddr::V4(to), CALL_PORT),
                         end,
                     );
-                    sc.spawn(move || send_cbr(crate::remote::Host::Local(ns), 0.0, o, t0))
+                    sc.spawn(move || send_cbr(h, 0.0, o, t0))
                 })
                 .collect()
         } else {
@@ -277,24 +271,21 @@ pub(super) fn run_one(
     let clocks = Clocks::of(&owned.host_info());
     let up_report = sink_up.stop()?;
     let down_report = sink_down.stop()?;
+    // each call's receive times on its sender's clock: the server is `server_ahead`
+    // ahead of the client (0 in namespaces)
     let calls: Vec<VoiceOutcome> = call_sinks
         .into_iter()
         .zip(call_reports)
-        .zip([("call up", CLIENT), ("call down", SERVER)])
-        .map(|((sink, rep), (name, src))| {
-            // the calls run only in namespaces: one clock
-            VoiceOutcome::collect(
-                name,
-                super::policy::CLASS,
-                src,
-                crate::remote::Agent::Local(sink),
-                rep,
-                0,
-            )
+        .zip([
+            ("call up", CLIENT, server_ahead),
+            ("call down", SERVER, -server_ahead),
+        ])
+        .map(|((sink, rep), (name, src, ahead))| {
+            VoiceOutcome::collect(name, super::policy::CLASS, src, sink, rep, ahead)
         })
         .collect();
     let refl = reflector.stop()?;
-    let (ack_frames, ack_bytes) = match acks.map(DscpCounter::stop) {
+    let (ack_frames, ack_bytes) = match acks.map(|a| a.stop()).transpose()? {
         Some(d) => {
             let c = d.sum_where(|f| f.proto == 6 && f.src.port() == DOWN_PORT);
             let frames: u64 = c.frames.iter().sum();
@@ -341,9 +332,9 @@ pub(super) fn run_one(
         ack_frames,
         ack_bytes,
         dut_report: serde_json::to_value(&dut_report).unwrap_or_default(),
-        line_report: match bed.topo {
+        line_report: match bed.wan {
             Some(_) => json!({ "policy": line_text, "report": line_report }),
-            None => json!({ "none": "real hosts: the network's own path" }),
+            None => json!({ "none": "real hosts without [wan]: the network's own path" }),
         },
         seconds,
         hosts: owned.host_info(),

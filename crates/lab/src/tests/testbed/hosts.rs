@@ -113,6 +113,27 @@ impl Owned {
         }
     }
 
+    /// How far the receiving host's clock is ahead of the sending host's, ns, when `calls`
+    /// (voice calls, judged by one-way delays) are none or the hosts' clocks allow them;
+    /// otherwise the error that says `who` needs synchronised clocks.
+    pub fn calls_clock(&self, calls: bool, who: &str) -> Result<i64> {
+        let (ahead, one_way) = self.receiver_ahead();
+        if calls && !one_way {
+            return Err(Error::Invalid(format!(
+                "{who}: voice calls are judged by one-way delays, and the hosts' clock \
+                 offsets are not known within {} ms together ({}); synchronise their clocks \
+                 (chrony, PTP)",
+                crate::remote::ONE_WAY_BOUND_MS,
+                self.host_info()
+                    .iter()
+                    .map(crate::remote::HostInfo::line)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )));
+        }
+        Ok(ahead)
+    }
+
     /// How far the receiving host's clock is ahead of the sending host's, ns, and whether
     /// their offsets are known well enough for one-way delays (the two bounds summing to
     /// at most [`ONE_WAY_BOUND_MS`](crate::remote::ONE_WAY_BOUND_MS)); `(0, true)` in namespaces (one clock).
@@ -132,15 +153,6 @@ impl Owned {
 }
 
 impl<'a> Bed<'a> {
-    /// The namespaces, for what runs only there (`what` names it in the error).
-    pub fn namespaces(&self, what: &str) -> Result<&'a BridgeTopo> {
-        self.topo.ok_or_else(|| {
-            Error::Invalid(format!(
-                "{what}: only in the namespace testbed (not with --topology)"
-            ))
-        })
-    }
-
     /// The hosts as a seed 000 plan wants them: no segmentation offload (wire-size frames
     /// through the DUT), the plan's TCP options, its minimum RTO, every session's source
     /// address.

@@ -526,22 +526,7 @@ pub fn run_plan(
     let owned = hosts::Owned::new(plan.topology.as_ref(), HOSTS, "tb", wan.is_some())?;
     let bed = owned.bed()?;
     // a call's figures are one-way delays: on real hosts, their clocks must allow them
-    let (rcv_ahead, one_way) = owned.receiver_ahead();
-    if !plan.voice.is_empty() && !one_way {
-        return Err(Error::Invalid(format!(
-            "plan '{}': voice calls are judged by one-way delays, and the hosts' clock \
-             offsets are not known within {} ms together ({}); synchronise their clocks \
-             (chrony, PTP)",
-            plan.name,
-            crate::remote::ONE_WAY_BOUND_MS,
-            owned
-                .host_info()
-                .iter()
-                .map(crate::remote::HostInfo::line)
-                .collect::<Vec<_>>()
-                .join("; ")
-        )));
-    }
+    let rcv_ahead = owned.calls_clock(!plan.voice.is_empty(), &format!("plan '{}'", plan.name))?;
     let srcs: Vec<Ipv4Addr> = plan
         .sessions
         .iter()

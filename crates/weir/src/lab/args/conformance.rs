@@ -223,8 +223,8 @@ pub(in crate::lab) struct Rfc6349Args {
     busy_poll: bool,
     /// Run on real hosts: a topology file naming the hosts `client` and `server` (reached
     /// over SSH, `weir agent` there) and the DUT's interfaces on this machine, or an
-    /// external DUT; with --rtt 0 (the network's own path, no emulated line) (docs/lab.md,
-    /// "Real hosts").
+    /// external DUT; the line runs at the file's `[wan]`, or without one use --rtt 0 (the
+    /// network's own path) (docs/lab.md, "Real hosts").
     #[arg(long, value_name = "FILE")]
     topology: Option<PathBuf>,
 }
