@@ -15,7 +15,7 @@ use crate::{Error, Result};
 
 pub(super) fn start<'a>(
     spec: &DutSpec,
-    setup: &DutSetup<'a>,
+    setup: &DutSetup<'a, '_>,
     sessions: Option<&[Session]>,
 ) -> Result<RunningDut<'a>> {
     let place = setup.place;
@@ -68,7 +68,7 @@ pub(super) fn start<'a>(
 }
 
 /// `kernel:bridge`: the bridge alone, the qdiscs left as they are; the policy is not used.
-pub(super) fn start_bridge<'a>(setup: &DutSetup<'a>) -> Result<RunningDut<'a>> {
+pub(super) fn start_bridge<'a>(setup: &DutSetup<'a, '_>) -> Result<RunningDut<'a>> {
     let place = setup.place;
     let description = format!(
         "kernel:bridge: Linux bridge {br} over {lan} + {wan} in netns {ns}, qdiscs unchanged \

@@ -53,7 +53,6 @@ mod weir;
 pub use htb::{htb_commands, port_blocks, MAX_FILTERS_PER_RULE};
 pub use script::SCRIPT_TIMEOUT;
 pub use tc::parse_tc_classes;
-pub(crate) use tc::{tc_batch, tc_counters};
 pub use weir::bridge_config;
 pub(crate) use weir::stop as stop_bridge;
 pub use weir::BridgeThread;
@@ -217,17 +216,18 @@ impl Session {
     }
 }
 
-/// What a DUT is started with.
+/// What a DUT is started with. The running DUT ([`RunningDut`]) borrows only the place
+/// (`'a`); the policy and sessions (`'p`) are read while it starts.
 #[derive(Clone, Copy, Debug)]
-pub struct DutSetup<'a> {
+pub struct DutSetup<'a, 'p> {
     /// Where the DUT runs: a namespace and its two ports (a namespace testbed's
     /// [`BridgeTopo::dut_place`](crate::topo::BridgeTopo::dut_place), or a
     /// [`LocalDut`](crate::topo::LocalDut)).
     pub place: DutPlace<'a>,
     /// The policy to enforce.
-    pub policy: &'a Policy,
+    pub policy: &'p Policy,
     /// The sessions of the test (used by `kernel:htb-perflow`; others ignore them).
-    pub sessions: &'a [Session],
+    pub sessions: &'p [Session],
     /// weir: spin instead of sleeping in `ppoll` (precision for a core).
     pub busy_poll: bool,
 }
@@ -261,7 +261,7 @@ pub fn start_at<'a>(
     external: bool,
     place: Option<DutPlace<'a>>,
     (policy, sessions, busy_poll): (&'a Policy, &'a [Session], bool),
-    start: impl FnOnce(&DutSetup<'a>) -> Result<RunningDut<'a>>,
+    start: impl FnOnce(&DutSetup<'a, '_>) -> Result<RunningDut<'a>>,
 ) -> Result<Option<RunningDut<'a>>> {
     match (external, place) {
         (true, _) => Ok(None),
@@ -343,7 +343,7 @@ impl fmt::Debug for RunningDut<'_> {
 }
 
 /// Starts `spec` at `setup.place`. On error nothing is left behind.
-pub fn start<'a>(spec: &DutSpec, setup: &DutSetup<'a>) -> Result<RunningDut<'a>> {
+pub fn start<'a>(spec: &DutSpec, setup: &DutSetup<'a, '_>) -> Result<RunningDut<'a>> {
     match spec {
         DutSpec::Weir(t, mss) => weir::start(*t, *mss, setup),
         DutSpec::KernelBridge => kernel::start_bridge(setup),
@@ -361,7 +361,7 @@ pub fn start<'a>(spec: &DutSpec, setup: &DutSetup<'a>) -> Result<RunningDut<'a>>
 /// weir's bridge at `setup.place` enforcing `setup.policy` exactly as
 /// written — its own `technique` and class keys, no preset forced (as `weir run` would) —
 /// reported under the name `spec`. On error nothing is left behind.
-pub fn start_weir_as_written<'a>(spec: &str, setup: &DutSetup<'a>) -> Result<RunningDut<'a>> {
+pub fn start_weir_as_written<'a>(spec: &str, setup: &DutSetup<'a, '_>) -> Result<RunningDut<'a>> {
     weir::start_policy(spec.to_string(), setup.policy.clone(), None, setup)
 }
 
@@ -422,7 +422,7 @@ fn has_master(ns: &Netns, dev: &str) -> Result<bool> {
     Ok(text.split_whitespace().any(|w| w == "master"))
 }
 
-fn refuse_if_bridged(setup: &DutSetup<'_>, what: &str) -> Result<()> {
+fn refuse_if_bridged(setup: &DutSetup<'_, '_>, what: &str) -> Result<()> {
     let place = setup.place;
     for dev in [place.lan, place.wan] {
         if has_master(place.ns, dev)? {

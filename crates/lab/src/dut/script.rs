@@ -123,7 +123,7 @@ pub(super) struct Started {
     setup: ScriptRun,
 }
 
-pub(super) fn start<'a>(path: &Path, setup: &DutSetup<'a>) -> Result<RunningDut<'a>> {
+pub(super) fn start<'a>(path: &Path, setup: &DutSetup<'a, '_>) -> Result<RunningDut<'a>> {
     let place = setup.place;
     let script = if path.is_absolute() {
         path.to_path_buf()

@@ -95,7 +95,7 @@ impl Drop for BridgeThread {
 pub(super) fn start<'a>(
     t: Technique,
     mss: Option<u16>,
-    setup: &DutSetup<'a>,
+    setup: &DutSetup<'a, '_>,
 ) -> Result<RunningDut<'a>> {
     let p = setup.policy.with_technique(t);
     let p = match mss {
@@ -111,7 +111,7 @@ pub(super) fn start_policy<'a>(
     spec: String,
     p: Policy,
     mss: Option<u16>,
-    setup: &DutSetup<'a>,
+    setup: &DutSetup<'a, '_>,
 ) -> Result<RunningDut<'a>> {
     let place = setup.place;
     refuse_if_bridged(setup, &spec)?;

@@ -223,6 +223,11 @@ impl RemoteBed {
             .map(SshHost::gone)
     }
 
+    /// Host `name`'s clock offset from this machine's, as estimated when it connected.
+    pub fn clock(&self, name: &str) -> Option<ClockOffset> {
+        self.info.iter().find(|h| h.name == name).map(|h| h.clock)
+    }
+
     /// What each host said and its clock offset, by name.
     pub fn info(&self) -> &[HostInfo] {
         &self.info

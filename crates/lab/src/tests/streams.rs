@@ -62,7 +62,7 @@ impl DutChoice {
     }
 
     /// Start it at `setup.place`, reported under `name`.
-    pub fn start<'a>(&self, name: &str, setup: &DutSetup<'a>) -> Result<RunningDut<'a>> {
+    pub fn start<'a>(&self, name: &str, setup: &DutSetup<'a, '_>) -> Result<RunningDut<'a>> {
         match self {
             DutChoice::WeirAsWritten => dut::start_weir_as_written(name, setup),
             DutChoice::Spec(s) => dut::start(s, setup),

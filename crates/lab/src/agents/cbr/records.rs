@@ -102,6 +102,14 @@ impl CbrRecords {
         }
     }
 
+    /// Puts the receive stamps on the sender's clock: the receiving host's clock was
+    /// `rcv_ahead_ns` ahead of the sender's (0 on one machine; negative when behind).
+    pub fn rx_on_sender_clock(&mut self, rcv_ahead_ns: i64) {
+        for r in &mut self.records {
+            r.rx_ns = r.rx_ns.wrapping_sub(rcv_ahead_ns as u64);
+        }
+    }
+
     /// One-way delay per packet, `rx_ns − tx_ns`, in arrival order.
     pub fn delays_ns(&self) -> Vec<i64> {
         self.records

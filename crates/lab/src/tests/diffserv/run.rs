@@ -26,7 +26,7 @@ use super::{
 };
 use crate::agents::cbr::{CbrSender, CbrSenderOpts, CbrSinkOpts, Pacing};
 use crate::agents::{Discard, StampedSenderOpts};
-use crate::dut::{bridge_config, htb_commands, tc_batch, tc_counters, BridgeThread};
+use crate::dut::{bridge_config, BridgeThread, DutSetup, DutSpec, RunningDut};
 use crate::remote::{Agent, Host, RemoteBed, Topology};
 use crate::report;
 use crate::stats::dist::DistUs;
@@ -200,8 +200,7 @@ impl Owned {
         let Owned::Remote(r) = self else {
             return None;
         };
-        let clock = |n: &str| r.info().iter().find(|h| h.name == n).map(|h| h.clock);
-        let (a, b) = (clock(HOSTS[0])?, clock(HOSTS[1])?);
+        let (a, b) = (r.clock(HOSTS[0])?, r.clock(HOSTS[1])?);
         Some((
             ReceiverClock {
                 offset_ns: ((b.offset_ms - a.offset_ms) * 1e6) as i64,
@@ -328,15 +327,16 @@ fn policies_of(s: &Scenario, host_marks: bool) -> Vec<String> {
         .collect()
 }
 
-/// The routers of one run.
-enum Routers {
+/// The routers of one run: weir's bridges, or the kernel's bridges with the policies'
+/// HTB trees (`kernel:htb`, removed when stopped or dropped).
+enum Routers<'a> {
     Weir(Vec<BridgeThread>),
-    Kernel,
+    Kernel(Vec<RunningDut<'a>>),
 }
 
-impl Routers {
+impl<'a> Routers<'a> {
     /// Starts `d` on every router with `texts`, the routers' policies (ingress first).
-    fn start(chain: &Chain<'_>, d: Device, s: &Scenario, texts: &[String]) -> Result<Routers> {
+    fn start(chain: &Chain<'a>, d: Device, s: &Scenario, texts: &[String]) -> Result<Routers<'a>> {
         let parse = |i: usize, t: &str| {
             Policy::parse(&format!("{}-r{i}.toml", s.name()), t)
                 .map_err(|e| Error::Invalid(format!("router {i} policy: {e}")))
@@ -364,27 +364,27 @@ impl Routers {
                 Ok(Routers::Weir(threads))
             }
             Device::KernelHtb => {
-                let r = (|| {
-                    for (i, (place, t)) in chain.routers.iter().zip(texts).enumerate() {
-                        place.with_kernel_bridge()?;
-                        let p = parse(i, t)?;
-                        let cmds = htb_commands(&p, place.lan, place.wan, None)
-                            .map_err(|e| Error::Invalid(format!("router {i}: {e}")))?;
-                        tc_batch(place.ns, &cmds)?;
-                    }
-                    Ok(())
-                })();
-                if let Err(e) = r {
-                    let _ = Routers::Kernel.stop(chain);
-                    return Err(e);
+                // on an error the routers started so far are dropped: removed again
+                let mut routers = Vec::new();
+                for (i, (&place, t)) in chain.routers.iter().zip(texts).enumerate() {
+                    let setup = DutSetup {
+                        place,
+                        policy: &parse(i, t)?,
+                        sessions: &[],
+                        busy_poll: false,
+                    };
+                    routers.push(
+                        crate::dut::start(&DutSpec::KernelHtb, &setup)
+                            .map_err(|e| Error::Invalid(format!("router {i}: {e}")))?,
+                    );
                 }
-                Ok(Routers::Kernel)
+                Ok(Routers::Kernel(routers))
             }
         }
     }
 
     /// Stops the routers: their reports.
-    fn stop(self, chain: &Chain<'_>) -> (Vec<Value>, Vec<String>) {
+    fn stop(self) -> (Vec<Value>, Vec<String>) {
         let mut errors = Vec::new();
         let reports = match self {
             Routers::Weir(threads) => threads
@@ -399,19 +399,12 @@ impl Routers {
                     None => Value::Null,
                 })
                 .collect(),
-            Routers::Kernel => chain
-                .routers
-                .iter()
-                .map(|place| {
-                    let counters = tc_counters(place.ns, &[place.wan.to_string()], &mut errors);
-                    // a missing qdisc is not an error here
-                    let _ = place
-                        .ns
-                        .exec(&["tc", "qdisc", "del", "dev", place.wan, "root"]);
-                    if let Err(e) = place.without_kernel_bridge() {
-                        errors.push(format!("removing {}: {e}", place.bridge_name()));
-                    }
-                    counters
+            Routers::Kernel(routers) => routers
+                .into_iter()
+                .map(|r| {
+                    let report = r.stop();
+                    errors.extend(report.errors);
+                    report.counters
                 })
                 .collect(),
         };
@@ -483,7 +476,7 @@ fn run_one(
         match Background::start(chain, c.background_bps, warm + dur + DRAIN) {
             Ok(b) => Some(b),
             Err(e) => {
-                routers.stop(chain);
+                routers.stop();
                 return Err(e);
             }
         }
@@ -500,7 +493,7 @@ fn run_one(
         Transport::Tcp => measure_tcp(chain, c, s, dur, tos),
     };
     let background_pps = bg.map(Background::stop).unwrap_or_default();
-    let (reports, mut errors) = routers.stop(chain);
+    let (reports, mut errors) = routers.stop();
     let (sent, recs, retransmits, errs) = measured?;
     errors.extend(errs);
     let records = recs

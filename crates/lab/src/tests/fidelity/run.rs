@@ -208,9 +208,7 @@ fn measure(
         _ => Duration::ZERO,
     };
     let mut recs = sink.finish(rep.attempted, Duration::from_millis(300) + extra)?;
-    for r in &mut recs.records {
-        r.rx_ns = r.rx_ns.wrapping_sub(ends.rcv_ahead_ns as u64);
-    }
+    recs.rx_on_sender_clock(ends.rcv_ahead_ns);
     let sum = recs.summary(rep.attempted);
     cell.sent = rep.sent;
     cell.send_errors = rep.send_errors.total;

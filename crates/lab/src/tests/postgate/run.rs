@@ -258,7 +258,6 @@ enum Running<'a> {
 
 struct RunningDevice<'a> {
     running: Running<'a>,
-    policy: Option<String>,
     description: String,
 }
 
@@ -302,11 +301,7 @@ fn parsed_policy(c: &LabConfig, d: Device) -> Result<(Option<String>, Policy)> {
     Ok((text, p))
 }
 
-fn start_device<'a>(
-    place: DutPlace<'a>,
-    d: Device,
-    (text, p): &'a (Option<String>, Policy),
-) -> Result<RunningDevice<'a>> {
+fn start_device<'a>(place: DutPlace<'a>, d: Device, p: &Policy) -> Result<RunningDevice<'a>> {
     let kernel = |spec: DutSpec| -> Result<Running<'a>> {
         let setup = DutSetup {
             place,
@@ -340,7 +335,6 @@ fn start_device<'a>(
     };
     Ok(RunningDevice {
         running,
-        policy: text.clone(),
         description,
     })
 }
@@ -380,7 +374,7 @@ fn run_device(
         Error::Invalid("the postgate lab configures its device: the DUT cannot be external".into())
     })?;
     let dev_policy = parsed_policy(c, d)?;
-    let dev = start_device(place, d, &dev_policy)?;
+    let dev = start_device(place, d, &dev_policy.1)?;
 
     // sinks at the client
     let bin = Duration::from_millis(c.sample_ms);
@@ -494,8 +488,7 @@ fn run_device(
         .into_iter()
         .map(|s| s.stop())
         .collect::<Result<Vec<_>>>()?;
-    let policy = dev.policy.clone();
-    let description = dev.description.clone();
+    let (policy, description) = (dev_policy.0.clone(), dev.description.clone());
     let dut_report = dev.stop(&mut errors);
     if let Some(Err(e)) = atu.stop() {
         errors.push(format!("ATU-C: {e}"));
@@ -509,10 +502,9 @@ fn run_device(
             errors.push(format!("flow {}: {e}", r.peer));
         }
     }
-    // the client's receive stamps onto the server's clock (its sends' clock)
-    for r in &mut records.records {
-        r.rx_ns = r.rx_ns.wrapping_add(server_ahead_ns as u64);
-    }
+    // the client's receive stamps onto the server's clock (its sends' clock): the
+    // client is `-server_ahead_ns` ahead of the server
+    records.rx_on_sender_clock(-server_ahead_ns);
     let flows_ok = reports
         .iter()
         .filter(|r| r.error.is_none() && r.bytes_written > 0)

@@ -250,7 +250,7 @@ impl DutKind {
 
     /// Start it at `setup.place`, reported under `name` (weir's DUTs with
     /// the policy as written: [`shaper_policy`] writes their technique).
-    pub fn start<'a>(&self, name: &str, setup: &DutSetup<'a>) -> Result<RunningDut<'a>> {
+    pub fn start<'a>(&self, name: &str, setup: &DutSetup<'a, '_>) -> Result<RunningDut<'a>> {
         match self {
             DutKind::Bridge => dut::start(&DutSpec::KernelBridge, setup),
             DutKind::Router | DutKind::Weir { .. } => dut::start_weir_as_written(name, setup),

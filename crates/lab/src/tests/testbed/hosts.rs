@@ -141,8 +141,7 @@ impl Owned {
         let Owned::Remote(r, [snd, rcv]) = self else {
             return (0, true);
         };
-        let clock = |n: &str| r.info().iter().find(|h| h.name == n).map(|h| h.clock);
-        match (clock(snd), clock(rcv)) {
+        match (r.clock(snd), r.clock(rcv)) {
             (Some(s), Some(c)) => (
                 ((c.offset_ms - s.offset_ms) * 1e6) as i64,
                 s.one_way_with(&c),

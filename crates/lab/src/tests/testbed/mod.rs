@@ -408,9 +408,7 @@ impl VoiceOutcome {
     ) -> VoiceOutcome {
         let sent = rep.as_ref().map_or(0, |r| r.attempted);
         let mut rec = finish_records(sink, sent);
-        for r in &mut rec.records {
-            r.rx_ns = r.rx_ns.wrapping_sub(rcv_ahead_ns as u64);
-        }
+        rec.rx_on_sender_clock(rcv_ahead_ns);
         VoiceOutcome {
             name: name.into(),
             class: class.into(),
