@@ -4,8 +4,8 @@
 //! reports need wall time: `to_unix_ns` converts using the offset between CLOCK_REALTIME
 //! and CLOCK_MONOTONIC taken at start. `set_timer_slack_1ns` makes the kernel wake sleepers
 //! on time (the default slack of 50 µs would otherwise be added to every sleep).
-//! [`monotonic_ns`], [`realtime_ns`] and [`sleep_until_monotonic_ns`] are the raw clocks and
-//! an absolute sleep, for code that paces on its own (the testbed's traffic agents).
+//! [`monotonic_ns`], [`realtime_ns`], [`thread_cpu_ns`] and [`sleep_until_monotonic_ns`] are
+//! the raw clocks and an absolute sleep, for code that paces on its own (the testbed's traffic agents).
 
 use weir_core::Instant;
 
@@ -36,6 +36,13 @@ pub fn monotonic_ns() -> u64 {
 #[inline]
 pub fn realtime_ns() -> u64 {
     read(libc::CLOCK_REALTIME)
+}
+
+/// The calling thread's CPU time, ns (CLOCK_THREAD_CPUTIME_ID): what a piece of work cost
+/// the thread, not counting the time it waited for a CPU.
+#[inline]
+pub fn thread_cpu_ns() -> u64 {
+    read(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// Sleeps until `t` on CLOCK_MONOTONIC (ns) with one absolute `clock_nanosleep`; a signal

@@ -41,6 +41,7 @@ pub const MAX_KEYS: &[&str] = &[
     "last_ms",
     "max_ms",
     "mean_ms",
+    "last_cpu_ms",
     "applied_ms",
     "rate_bps",
     "ceil_bps",

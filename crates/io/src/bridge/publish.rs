@@ -26,19 +26,26 @@ pub(super) const PUBLISH_EVERY: Duration = Duration::from_millis(250);
 /// How long the loop spent publishing the statistics (snapshotting every class; the JSON
 /// is written by the client's thread): forwarding waits meanwhile. It grows with the
 /// classes (a subscriber table's thousands of circuits).
+/// The pace is set by the thread's CPU time for the last one (`last_cpu_ms`), not its
+/// wall time: a publication the scheduler interrupted (a busy machine) cost forwarding
+/// nothing extra, and once put the next one seconds away.
 #[derive(Serialize, Default, Clone, Copy, Debug)]
 pub struct PublishCost {
     pub publications: u64,
-    /// The last one, and the longest, ms.
+    /// The last one, and the longest, ms (wall time).
     pub last_ms: f64,
     pub max_ms: f64,
     /// Their mean, ms.
     pub mean_ms: f64,
+    /// The thread's CPU time for the last one, ms.
+    pub last_cpu_ms: f64,
 }
 
 impl PublishCost {
-    pub fn record(&mut self, ms: f64) {
+    /// One publication that took `ms` of wall time and `cpu_ms` of the thread's CPU.
+    pub fn record(&mut self, ms: f64, cpu_ms: f64) {
         self.publications += 1;
+        self.last_cpu_ms = cpu_ms;
         self.last_ms = ms;
         self.max_ms = self.max_ms.max(ms);
         self.mean_ms += (ms - self.mean_ms) / self.publications as f64;
@@ -48,7 +55,7 @@ impl PublishCost {
     /// often where a snapshot is costly (thousands of classes): publishing holds
     /// forwarding at most 1 % of the time.
     pub(super) fn next(&self, now: Instant) -> Instant {
-        let cost_ns = (self.last_ms * 1e6) as u64;
+        let cost_ns = (self.last_cpu_ms * 1e6) as u64;
         now + PUBLISH_EVERY.max(Duration::from_nanos(cost_ns * 100))
     }
 }
@@ -156,6 +163,7 @@ impl Bridge {
         // forwarding and control work (a reload's compile counted here once put the next
         // publication seconds away)
         let began = self.drv.eng.clock.now();
+        let began_cpu = crate::clock::thread_cpu_ns();
         let adapt = self.drv.eng.device.adapt();
         if let Some(a) = &adapt {
             self.publisher.log_adapt(a);
@@ -252,7 +260,8 @@ impl Bridge {
             (None, None) => {}
         }
         let ms = (eng.clock.now() - began).as_nanos() as f64 / 1e6;
-        p.cost.record(ms);
+        let cpu_ms = crate::clock::thread_cpu_ns().saturating_sub(began_cpu) as f64 / 1e6;
+        p.cost.record(ms, cpu_ms);
     }
 
     /// Every capture file's state.

@@ -321,7 +321,16 @@ fn a_flood_of_reloads_is_refused_not_a_stall() {
         .count();
     assert_eq!(ok + throttled, 40, "every request answered: {answers:?}");
     assert!((10..=20).contains(&ok), "{ok} applied: {answers:?}");
-    let v = stats(&sock);
+    // the document published after the last reload (one every 250 ms at most; a second
+    // after the flood, none has come: the publisher stalled)
+    let deadline = std::time::Instant::now() + Duration::from_secs(1);
+    let v = loop {
+        let v = stats(&sock);
+        if v["policy"]["generation"] == ok as u64 + 1 || std::time::Instant::now() > deadline {
+            break v;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     assert_eq!(v["policy"]["reloads_throttled"], throttled as u64, "{v}");
     assert_eq!(v["policy"]["generation"], ok as u64 + 1, "{v}");
     let answered = pings.iter().filter(|p| p.is_some()).count();
