@@ -1,16 +1,16 @@
 //! The benchmark's trials: `Bench` (one trial, the DUT set-up, the zero-loss search), the
 //! trial and cell records, and the JSON document.
 
-use crate::frame::build_frame;
+use crate::frame::build_frames;
 use crate::generator::{Gen, GenCmd, GenOut};
 use crate::opts::Opts;
 use crate::receiver::{Recv, RecvOut};
 use crate::sys::{
     counters_delta, if_counters, pid_schedstat, sh, softirq_ticks, softnet_dropped, system_ticks,
-    task_cpu, user_hz, IfCounters,
+    user_hz, IfCounters,
 };
 use crate::tso::TsoCell;
-use crate::weir::{weir_lane, WeirLane, WeirRun};
+use crate::weir::{n, tasks_cpu, weir_lane, WeirLane, WeirRun};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -35,6 +35,8 @@ pub(crate) struct CpuRec {
     /// involuntary context switches.
     weir_run_delay_ns: Option<u64>,
     weir_nonvoluntary_switches: Option<u64>,
+    /// Times weir's threads were put on a CPU (each wake-up from a sleep is one).
+    pub(crate) weir_runs: Option<u64>,
     /// ksoftirqd on the DUT core: runtime and time waiting for the CPU (ns).
     ksoftirqd_dut_ns: Option<u64>,
     ksoftirqd_dut_run_delay_ns: Option<u64>,
@@ -94,25 +96,44 @@ pub(crate) struct Bench {
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Dut {
+    /// weir with one worker.
     Weir,
+    /// weir with `--workers N`.
+    WeirWorkers,
     Kernel,
     KernelRps,
+    /// The bridge with RPS shaping the policy's link rate with HTB on `wan0` (the kernel
+    /// doing weir's job on the same link: `--weir-policy`).
+    KernelHtb,
 }
 
 impl Dut {
+    /// Every DUT, in the order the benchmark runs them (the kernel first, so weir's
+    /// OffloadGuard finds the offloads already off).
+    pub(crate) const ALL: [Dut; 5] = [
+        Dut::Kernel,
+        Dut::KernelRps,
+        Dut::KernelHtb,
+        Dut::Weir,
+        Dut::WeirWorkers,
+    ];
+
     pub(crate) fn name(self) -> &'static str {
         match self {
             Dut::Weir => "weir",
+            Dut::WeirWorkers => "weir-workers",
             Dut::Kernel => "kernel",
             Dut::KernelRps => "kernel-rps",
+            Dut::KernelHtb => "kernel-htb",
         }
     }
-    pub(crate) fn parse(s: &str) -> Dut {
-        match s {
-            "weir" => Dut::Weir,
-            "kernel" => Dut::Kernel,
-            _ => Dut::KernelRps,
-        }
+
+    pub(crate) fn parse(s: &str) -> Option<Dut> {
+        Dut::ALL.into_iter().find(|d| d.name() == s)
+    }
+
+    pub(crate) fn is_weir(self) -> bool {
+        matches!(self, Dut::Weir | Dut::WeirWorkers)
     }
 }
 
@@ -145,17 +166,13 @@ impl Bench {
     ) -> Result<Trial, String> {
         self.check_interrupt()?;
         self.trial_no += 1;
-        let frame = Arc::new(build_frame(size, self.src_mac, self.dst_mac));
-        let weir = if dut == Dut::Weir {
-            Some(WeirRun::start(
-                &self.topo,
-                self.dut_cpu,
-                self.opts.busy_poll,
-                self.opts.weir_policy.as_deref(),
-            )?)
-        } else {
-            None
-        };
+        let frames = Arc::new(build_frames(
+            size,
+            self.src_mac,
+            self.dst_mac,
+            self.opts.sources(),
+        ));
+        let weir = self.start_weir(dut)?;
         let cap = match rate {
             Some(r) => (r * dur.as_secs_f64()).round() as u64 + 64,
             None => (dur.as_secs_f64() * 10e6) as u64,
@@ -164,13 +181,14 @@ impl Bench {
         let ifs0 = ifs_snapshot(&self.topo);
         let sn0 = softnet_dropped();
         let cpu_phase = phase == "cpu";
-        let weir_tid = weir.as_ref().map(|w| w.tid);
+        let weir_tids = weir.as_ref().map(|w| w.tids.clone());
         let perf = if cpu_phase && self.opts.perf {
-            weir_tid.and_then(|tid| start_perf(tid, &self.opts.json, size))
+            weir.as_ref()
+                .and_then(|w| start_perf(&w.tids, &self.opts.json, size))
         } else {
             None
         };
-        let t0 = weir_tid.map(task_cpu);
+        let t0 = weir_tids.as_deref().map(tasks_cpu);
         let k0 = self.ksoftirqd.map(pid_schedstat);
         let s0 = system_ticks();
         let q0 = softirq_ticks();
@@ -178,11 +196,11 @@ impl Bench {
             trial: self.trial_no,
             rate,
             dur,
-            frame,
+            frames,
         });
         let s1 = system_ticks();
         let q1 = softirq_ticks();
-        let t1 = weir_tid.map(task_cpu);
+        let t1 = weir_tids.as_deref().map(tasks_cpu);
         let k1 = self.ksoftirqd.map(pid_schedstat);
         if let Some(p) = perf {
             stop_perf(p);
@@ -201,7 +219,7 @@ impl Bench {
         let left_in_generator = g.sent as i64 - ifs["snd.eth0"].tx_packets as i64;
         let weir_tx_not_on_wire = report
             .as_ref()
-            .map(|x| x.outbound.tx.packets as i64 - ifs["dut.wan0"].tx_packets as i64);
+            .map(|x| n(&x["outbound"]["tx"]["packets"]) as i64 - ifs["dut.wan0"].tx_packets as i64);
         let achieved = g.sent as f64 * 1e9 / g.elapsed_ns as f64;
         let lost = g.sent as i64 - r.unique as i64;
         let loss_fraction = if g.sent > 0 {
@@ -218,6 +236,7 @@ impl Bench {
             weir_stime_ticks: t0.zip(t1).map(|(a, b)| b.stime - a.stime),
             weir_run_delay_ns: t0.zip(t1).map(|(a, b)| b.run_delay_ns - a.run_delay_ns),
             weir_nonvoluntary_switches: t0.zip(t1).map(|(a, b)| b.nonvoluntary - a.nonvoluntary),
+            weir_runs: t0.zip(t1).map(|(a, b)| b.runs - a.runs),
             ksoftirqd_dut_ns: k0.zip(k1).map(|(a, b)| b.0 - a.0),
             ksoftirqd_dut_run_delay_ns: k0.zip(k1).map(|(a, b)| b.1 - a.1),
             system_busy_ns: (s1[0].0 - s0[0].0) * tick_ns,
@@ -247,8 +266,8 @@ impl Bench {
             left_in_generator,
             weir_tx_not_on_wire,
             ifs,
-            weir_outbound: report.as_ref().map(|x| weir_lane(&x.outbound)),
-            weir_inbound: report.as_ref().map(|x| weir_lane(&x.inbound)),
+            weir_outbound: report.as_ref().map(|x| weir_lane(&x["outbound"])),
+            weir_inbound: report.as_ref().map(|x| weir_lane(&x["inbound"])),
             cpu,
         };
         let busy = t
@@ -268,7 +287,11 @@ impl Bench {
         if let Some(d) = t.cpu.as_ref().and_then(|c| c.weir_run_delay_ns) {
             wait += &format!(" weir {:.0}", d as f64 / el * 100.0);
         }
-        if let Some(c) = t.cpu.as_ref().filter(|_| dut == Dut::KernelRps) {
+        if let Some(c) = t
+            .cpu
+            .as_ref()
+            .filter(|_| matches!(dut, Dut::KernelRps | Dut::KernelHtb))
+        {
             if let (Some(r), Some(d)) = (c.ksoftirqd_dut_ns, c.ksoftirqd_dut_run_delay_ns) {
                 wait += &format!(
                     " (ksoftirqd ran {:.0}, waited {:.0})",
@@ -319,6 +342,24 @@ impl Bench {
         Ok(t)
     }
 
+    /// weir for one trial, when `dut` is weir: one worker pinned to the DUT core, or
+    /// `--workers N` pinned by weir (one per CPU).
+    pub(crate) fn start_weir(&self, dut: Dut) -> Result<Option<WeirRun>, String> {
+        let workers = match dut {
+            Dut::Weir => (1, false),
+            Dut::WeirWorkers => (self.opts.workers, self.opts.workers_on_dut_core),
+            _ => return Ok(None),
+        };
+        WeirRun::start(
+            &self.topo,
+            self.dut_cpu,
+            self.opts.busy_poll,
+            self.opts.weir_policy.as_deref(),
+            workers,
+        )
+        .map(Some)
+    }
+
     pub(crate) fn set_dut(&self, dut: Dut) -> Result<(), String> {
         let t = &self.topo;
         if self.move_receiver {
@@ -329,12 +370,17 @@ impl Bench {
                 self.gen_cpu
             });
         }
+        // HTB only for kernel-htb (the bridge's other rows and weir find the default qdisc)
+        let _ = sh(
+            &t.dut,
+            &format!("tc qdisc del dev {} root 2>/dev/null", t.dut_wan),
+        );
         match dut {
-            Dut::Weir => {
+            Dut::Weir | Dut::WeirWorkers => {
                 t.without_kernel_bridge().map_err(|e| e.to_string())?;
                 set_rps(t, None)?;
             }
-            Dut::Kernel | Dut::KernelRps => {
+            Dut::Kernel | Dut::KernelRps | Dut::KernelHtb => {
                 t.with_kernel_bridge().map_err(|e| e.to_string())?;
                 if !self.opts.bridge_nf {
                     for k in [
@@ -347,12 +393,23 @@ impl Bench {
                 }
                 set_rps(
                     t,
-                    if dut == Dut::KernelRps {
-                        Some(self.dut_cpu.unwrap_or(1))
-                    } else {
+                    if dut == Dut::Kernel {
                         None
+                    } else {
+                        Some(self.dut_cpu.unwrap_or(1))
                     },
                 )?;
+                if dut == Dut::KernelHtb {
+                    let rate = self.opts.link_rate()?;
+                    sh(
+                        &t.dut,
+                        &format!(
+                            "tc qdisc add dev {w} root handle 1: htb default 1 && \
+                             tc class add dev {w} parent 1: classid 1:1 htb rate {rate}bit",
+                            w = t.dut_wan
+                        ),
+                    )?;
+                }
                 // let the bridge learn both MACs (the sink only drops the benchmark's port)
                 let mut ok = false;
                 for _ in 0..5 {
@@ -429,15 +486,17 @@ fn set_rps(t: &BridgeTopo, cpu: Option<usize>) -> Result<(), String> {
     )
 }
 
+/// `perf record` of weir's threads (`tids`) into a file beside the JSON.
 fn start_perf(
-    tid: i32,
+    tids: &[i32],
     json: &std::path::Path,
     size: usize,
 ) -> Option<(std::process::Child, PathBuf)> {
+    let tids: Vec<String> = tids.iter().map(i32::to_string).collect();
     let out = json.with_file_name(format!("bench-forward-weir-{size}.perf.data"));
     let child = std::process::Command::new("perf")
         .args(["record", "-q", "-g", "-F", "2999", "-t"])
-        .arg(tid.to_string())
+        .arg(tids.join(","))
         .arg("-o")
         .arg(&out)
         .stdout(std::process::Stdio::null())
@@ -466,7 +525,7 @@ fn stop_perf((mut child, out): (std::process::Child, PathBuf)) {
         .arg(&out)
         .output();
     if let Ok(rep) = rep {
-        eprintln!("  perf profile of weir's thread ({}):", out.display());
+        eprintln!("  perf profile of weir's threads ({}):", out.display());
         for l in String::from_utf8_lossy(&rep.stdout)
             .lines()
             .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
@@ -492,12 +551,16 @@ pub(crate) struct Cell {
 #[derive(Clone, Debug, Serialize)]
 pub(crate) struct CpuCell {
     pub(crate) dut: String,
+    /// Which of the `--repeat` rounds.
+    pub(crate) round: u32,
     pub(crate) frame: usize,
     pub(crate) rate_pps: f64,
     pub(crate) forwarded: u64,
     pub(crate) lost: i64,
     pub(crate) weir_thread_ns_per_pkt: Option<f64>,
     pub(crate) weir_user_share: Option<f64>,
+    /// Times weir's threads ran (woke) per 1,000 forwarded packets.
+    pub(crate) weir_runs_per_kpkt: Option<f64>,
     pub(crate) system_busy_ns_per_pkt: f64,
     pub(crate) generator_cpu_ns_per_pkt: f64,
     /// Busy share of each CPU over the trial.

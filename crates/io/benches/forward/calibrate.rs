@@ -1,7 +1,7 @@
 //! Generator reach: unlimited trials on a direct veth pair (two extra namespaces, no DUT).
 
 use crate::bench::Trial;
-use crate::frame::build_frame;
+use crate::frame::build_frames;
 use crate::generator::{Gen, GenCmd};
 use crate::opts::Opts;
 use crate::receiver::Recv;
@@ -44,7 +44,7 @@ pub(crate) fn calibrate(
             trial,
             rate: None,
             dur,
-            frame: Arc::new(build_frame(size, src, dst)),
+            frames: Arc::new(build_frames(size, src, dst, 1)),
         });
         let r = recv.end(Duration::from_millis(100));
         let achieved = g.sent as f64 * 1e9 / g.elapsed_ns as f64;

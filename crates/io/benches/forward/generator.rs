@@ -22,7 +22,9 @@ pub(crate) struct GenCmd {
     /// Frames per second; `None` = as fast as possible.
     pub(crate) rate: Option<f64>,
     pub(crate) dur: Duration,
-    pub(crate) frame: Arc<Vec<u8>>,
+    /// Sent in turn: frame `k` of the trial is `frames[k % len]` (a power of two divides
+    /// the ring, so each slot keeps its headers).
+    pub(crate) frames: Arc<Vec<Vec<u8>>>,
 }
 
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -151,7 +153,7 @@ fn if_tx_taken(ifname: &str) -> u64 {
 }
 
 fn gen_trial(tx: &mut TxRing, ifname: &str, clock: &Clock, c: &GenCmd) -> GenOut {
-    let frame = &c.frame[..];
+    let frames = &c.frames[..];
     let trial = c.trial.to_be_bytes();
     let dur_ns = c.dur.as_nanos() as u64;
     let total = match c.rate {
@@ -197,7 +199,9 @@ fn gen_trial(tx: &mut TxRing, ifname: &str, clock: &Clock, c: &GenCmd) -> GenOut
         }
         let mut n = 0;
         while n < want {
-            let seq = (o.sent + n).to_be_bytes();
+            let k = o.sent + n;
+            let seq = k.to_be_bytes();
+            let frame = &frames[(k % frames.len() as u64) as usize][..];
             let ok = tx.push_with(|buf| {
                 // the slot keeps what it held last time: copy the whole frame only when the
                 // headers differ (first use, or another frame size)

@@ -40,7 +40,10 @@
 //!   `bridge-nf-call-{iptables,ip6tables,arptables}` = 0 (this kernel has br_netfilter built
 //!   in, which would otherwise send every bridged frame through the netfilter hooks; pass
 //!   `--bridge-nf` to keep the kernel's defaults); `kernel-rps` = the same bridge with RPS on
-//!   `lan0` steering its receive processing to the DUT core.
+//!   `lan0` steering its receive processing to the DUT core; `kernel-htb` = that bridge with
+//!   HTB shaping `wan0` to `--weir-policy`'s link rate (the kernel doing weir's job on the
+//!   same link); `weir-workers` = weir with `--workers N`, beside `weir` with one (both
+//!   shaping by a generated table of 64 circuits, one per generator address).
 //!
 //! Why two kernel rows: on veth, a frame is received by the peer inside the sender's own
 //! `send()` (veth_xmit → netif_rx → softirq on the same CPU), so the plain kernel bridge does
@@ -138,6 +141,85 @@ fn main() {
     if let Err(e) = run(opts) {
         eprintln!("bench-forward: {e}");
         std::process::exit(1);
+    }
+}
+
+/// `--workers N` beside one worker: each frame size's zero-loss rates and the CPU per
+/// forwarded packet of all of weir's threads at the common rate, with their ratios (the
+/// issue's goals: no lower zero-loss rate, CPU per packet within 10 %).
+fn workers_summary(opts: &Opts, cells: &[Cell], cpu: &[CpuCell]) {
+    let n = opts.workers;
+    println!();
+    println!(
+        "weir with {n} workers beside one, the same policy and traffic ({} source addresses){}:",
+        opts.sources(),
+        if opts.per_worker_rate {
+            format!("; CPU trials at {n} × the rate for the {n} workers")
+        } else {
+            String::new()
+        }
+    );
+    for &size in &opts.sizes {
+        let zl = |d: Dut| {
+            cells
+                .iter()
+                .find(|c| c.dut == d.name() && c.frame == size)
+                .and_then(|c| c.zero_loss_pps.map(|p| (p, c.generator_limited)))
+        };
+        // each round's pair (weir, weir-workers): the median of the ratios, and their range
+        let ns = |d: Dut, round: u32| {
+            cpu.iter()
+                .find(|c| c.dut == d.name() && c.frame == size && c.round == round)
+                .and_then(|c| c.weir_thread_ns_per_pkt)
+        };
+        let mut ratios: Vec<f64> = (0..opts.repeat)
+            .filter_map(|r| ns(Dut::Weir, r).zip(ns(Dut::WeirWorkers, r)))
+            .map(|(a, b)| b / a)
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        let show = |z: Option<(f64, bool)>| match z {
+            Some((p, g)) => format!("{}{:.1} kpps", if g { "≥" } else { "" }, p / 1e3),
+            None => "-".into(),
+        };
+        let (one, many) = (zl(Dut::Weir), zl(Dut::WeirWorkers));
+        let rate = match (one, many) {
+            (Some((a, _)), Some((b, _))) => format!(" ({:.0} %)", 100.0 * b / a),
+            _ => String::new(),
+        };
+        let median = |v: &[f64]| match v.len() {
+            0 => None,
+            n if n % 2 == 1 => Some(v[n / 2]),
+            n => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+        };
+        let per = match (median(&ratios), ratios.first(), ratios.last()) {
+            (Some(m), Some(lo), Some(hi)) => format!(
+                "CPU per packet {:+.1} % (median of {} rounds; {:+.1} to {:+.1} %)",
+                100.0 * (m - 1.0),
+                ratios.len(),
+                100.0 * (lo - 1.0),
+                100.0 * (hi - 1.0)
+            ),
+            _ => "CPU -".into(),
+        };
+        let runs = |d: Dut| {
+            let mut v: Vec<f64> = cpu
+                .iter()
+                .filter(|c| c.dut == d.name() && c.frame == size)
+                .filter_map(|c| c.weir_runs_per_kpkt)
+                .collect();
+            v.sort_by(f64::total_cmp);
+            median(&v).map_or("-".into(), |r| format!("{r:.0}"))
+        };
+        let per = format!(
+            "{per}; wake-ups per 1,000 packets {} vs {}",
+            runs(Dut::WeirWorkers),
+            runs(Dut::Weir)
+        );
+        println!(
+            "  {size:>4} B: zero loss {} vs {}{rate}; {per}",
+            show(many),
+            show(one)
+        );
     }
 }
 
@@ -243,10 +325,9 @@ fn run(opts: Opts) -> Result<(), String> {
     };
 
     // searches, kernel first (so weir's OffloadGuard finds the offloads already off)
-    let duts: Vec<Dut> = ["kernel", "kernel-rps", "weir"]
-        .iter()
-        .filter(|d| opts.duts.iter().any(|x| x == *d))
-        .map(|d| Dut::parse(d))
+    let duts: Vec<Dut> = Dut::ALL
+        .into_iter()
+        .filter(|d| opts.duts.iter().any(|x| x == d.name()))
         .collect();
     let mut cells: Vec<Cell> = Vec::new();
     for &dut in duts.iter().filter(|_| opts.rate.is_none()) {
@@ -259,8 +340,10 @@ fn run(opts: Opts) -> Result<(), String> {
     }
 
     // CPU per packet at a common rate per frame size
+    // (`--repeat K`: K rounds, the DUTs in turn within each, so that a pair of trials
+    // compared round by round ran close together in time)
     let mut cpu_cells = Vec::new();
-    for &dut in &duts {
+    for (round, &dut) in (0..opts.repeat).flat_map(|r| duts.iter().map(move |d| (r, d))) {
         b.set_dut(dut)?;
         for &size in &opts.sizes {
             let zl: Vec<f64> = cells
@@ -272,6 +355,10 @@ fn run(opts: Opts) -> Result<(), String> {
                 (Some(r), _) => r,
                 (None, Some(min)) => 0.9 * min,
                 (None, None) => continue,
+            };
+            let rate = match dut {
+                Dut::WeirWorkers if opts.per_worker_rate => rate * opts.workers as f64,
+                _ => rate,
             };
             eprintln!("cpu: {} {size} B at {rate:.0} pps", dut.name());
             let t = b.trial(
@@ -285,11 +372,13 @@ fn run(opts: Opts) -> Result<(), String> {
             let fwd = t.recv.unique.max(1) as f64;
             cpu_cells.push(CpuCell {
                 dut: dut.name().into(),
+                round,
                 frame: size,
                 rate_pps: t.achieved_pps,
                 forwarded: t.recv.unique,
                 lost: t.lost,
                 weir_thread_ns_per_pkt: cpu.weir_thread_ns.map(|x| x as f64 / fwd),
+                weir_runs_per_kpkt: cpu.weir_runs.map(|r| r as f64 * 1e3 / fwd),
                 weir_user_share: cpu
                     .weir_utime_ticks
                     .zip(cpu.weir_stime_ticks)
@@ -428,6 +517,24 @@ fn run(opts: Opts) -> Result<(), String> {
             goal,
         ));
     }
+    let htb: Vec<String> = opts
+        .sizes
+        .iter()
+        .filter_map(|&size| cell(Dut::KernelHtb.name(), size))
+        .map(|c| {
+            let (p, m) = fmt_cell(Some(c));
+            format!("{} B {p} kpps {m} Mbit/s", c.frame)
+        })
+        .collect();
+    if !htb.is_empty() {
+        println!(
+            "kernel-bridge+RPS+HTB at the policy's link rate: {}",
+            htb.join(", ")
+        );
+    }
+    if opts.workers > 1 {
+        workers_summary(&opts, &cells, &cpu_cells);
+    }
     println!();
     match opts.rate {
         Some(r) => println!("CPU at {r:.0} frames/s (--rate):"),
@@ -487,14 +594,21 @@ fn run(opts: Opts) -> Result<(), String> {
             "TSO sender: one TCP flow (cubic) from a host with its default offloads (TSO/GSO on), {} ms:",
             opts.tso_ms
         );
-        let base = tso_cells
-            .iter()
-            .find(|c| c.dut == "kernel-rps")
-            .map(|c| c.goodput_bps);
+        let base = |d: Dut| {
+            tso_cells
+                .iter()
+                .find(|c| c.dut == d.name())
+                .map(|c| c.goodput_bps)
+        };
         for c in &tso_cells {
-            let ratio = match (c.dut.as_str(), base) {
-                ("weir", Some(b)) => format!("  weir/k+RPS {:.0} %", 100.0 * c.goodput_bps / b),
-                _ => String::new(),
+            let ratio = match Dut::parse(&c.dut).filter(|d| d.is_weir()) {
+                Some(_) => [(Dut::KernelRps, "k+RPS"), (Dut::KernelHtb, "k+HTB")]
+                    .into_iter()
+                    .filter_map(|(d, name)| {
+                        base(d).map(|b| format!("  weir/{name} {:.0} %", 100.0 * c.goodput_bps / b))
+                    })
+                    .collect(),
+                None => String::new(),
             };
             let weir = match (c.weir_super_packets, c.weir_segments, c.weir_thread_ns_per_frame) {
                 (Some(sp), Some(seg), Some(ns)) => format!(

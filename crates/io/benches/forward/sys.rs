@@ -42,7 +42,8 @@ pub(crate) fn thread_cpu_ns() -> u64 {
 }
 
 /// A thread's CPU time: schedstat's sum_exec_runtime (ns) and stat's utime/stime (ticks).
-/// Plus schedstat's run_delay (ns spent runnable but waiting for a CPU) and the involuntary
+/// Plus schedstat's run_delay (ns spent runnable but waiting for a CPU) and its count of
+/// times the thread ran (`runs`: a wake-up from a sleep is one), and the involuntary
 /// context switches.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct TaskCpu {
@@ -51,6 +52,7 @@ pub(crate) struct TaskCpu {
     pub(crate) utime: u64,
     pub(crate) stime: u64,
     pub(crate) nonvoluntary: u64,
+    pub(crate) runs: u64,
 }
 
 pub(crate) fn task_cpu(tid: i32) -> TaskCpu {
@@ -76,6 +78,7 @@ pub(crate) fn task_cpu(tid: i32) -> TaskCpu {
     TaskCpu {
         exec_ns: sched.first().copied().unwrap_or(0),
         run_delay_ns: sched.get(1).copied().unwrap_or(0),
+        runs: sched.get(2).copied().unwrap_or(0),
         utime,
         stime,
         nonvoluntary,

@@ -2,8 +2,8 @@
 //! on, through each DUT (`TsoCell`, `tcp_bulk`, `Bench::tso_trial`).
 
 use crate::bench::{Bench, Dut};
-use crate::sys::{pin_to, task_cpu};
-use crate::weir::WeirRun;
+use crate::sys::pin_to;
+use crate::weir::{n, tasks_cpu};
 use serde::Serialize;
 use std::time::Duration;
 use weir_lab::topo::BridgeTopo;
@@ -104,40 +104,35 @@ impl Bench {
     /// The TSO-sender trial through `dut` (already in place; weir is started here).
     pub(crate) fn tso_trial(&mut self, dut: Dut, dur: Duration) -> Result<TsoCell, String> {
         self.check_interrupt()?;
-        let weir = match dut {
-            Dut::Weir => Some(WeirRun::start(
-                &self.topo,
-                self.dut_cpu,
-                self.opts.busy_poll,
-                self.opts.weir_policy.as_deref(),
-            )?),
-            _ => None,
-        };
-        let c0 = weir.as_ref().map(|w| task_cpu(w.tid));
+        let weir = self.start_weir(dut)?;
+        let c0 = weir.as_ref().map(|w| tasks_cpu(&w.tids));
         let flow = tcp_bulk(&self.topo, dur, self.gen_cpu);
-        let c1 = weir.as_ref().map(|w| task_cpu(w.tid));
+        let c1 = weir.as_ref().map(|w| tasks_cpu(&w.tids));
         let report = match weir {
             Some(w) => Some(w.stop()?),
             None => None,
         };
         let (goodput_bps, seconds) = flow?;
-        let out = report.as_ref().map(|r| &r.outbound);
+        let out = report.as_ref().map(|r| &r["outbound"]);
+        let gso = |k: &str| out.map(|l| n(&l["gso"][k]));
         // wire frames: a super-packet sent whole counts once in `tx`, as its segments here
-        let tx = out.map(|l| l.tx.packets - l.gso.kept_whole + l.gso.whole_segments);
+        let tx = out.map(|l| {
+            n(&l["tx"]["packets"]) - n(&l["gso"]["kept_whole"]) + n(&l["gso"]["whole_segments"])
+        });
         Ok(TsoCell {
             dut: dut.name().into(),
             goodput_bps,
             seconds,
-            weir_super_packets: out.map(|l| l.gso.super_packets),
-            weir_segments: out.map(|l| l.gso.segments),
-            weir_kept_whole: out.map(|l| l.gso.kept_whole),
-            weir_whole_segments: out.map(|l| l.gso.whole_segments),
+            weir_super_packets: gso("super_packets"),
+            weir_segments: gso("segments"),
+            weir_kept_whole: gso("kept_whole"),
+            weir_whole_segments: gso("whole_segments"),
             weir_tx: tx,
             weir_thread_ns_per_frame: c0
                 .zip(c1)
                 .zip(tx)
                 .map(|((a, b), n)| (b.exec_ns - a.exec_ns) as f64 / n.max(1) as f64),
-            weir_truncated: out.map(|l| l.truncated.packets),
+            weir_truncated: out.map(|l| n(&l["truncated"]["packets"])),
         })
     }
 }
