@@ -181,14 +181,14 @@ impl Bench {
         let ifs0 = ifs_snapshot(&self.topo);
         let sn0 = softnet_dropped();
         let cpu_phase = phase == "cpu";
-        let weir_tids = weir.as_ref().map(|w| w.tids.clone());
+        let weir_tids = weir.as_ref().map(|w| &w.tids[..]);
         let perf = if cpu_phase && self.opts.perf {
             weir.as_ref()
                 .and_then(|w| start_perf(&w.tids, &self.opts.json, size))
         } else {
             None
         };
-        let t0 = weir_tids.as_deref().map(tasks_cpu);
+        let t0 = weir_tids.map(tasks_cpu);
         let k0 = self.ksoftirqd.map(pid_schedstat);
         let s0 = system_ticks();
         let q0 = softirq_ticks();
@@ -200,7 +200,7 @@ impl Bench {
         });
         let s1 = system_ticks();
         let q1 = softirq_ticks();
-        let t1 = weir_tids.as_deref().map(tasks_cpu);
+        let t1 = weir_tids.map(tasks_cpu);
         let k1 = self.ksoftirqd.map(pid_schedstat);
         if let Some(p) = perf {
             stop_perf(p);

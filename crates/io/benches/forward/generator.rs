@@ -2,14 +2,14 @@
 //! (`Gen`, `gen_trial`).
 
 use crate::frame::{OFF_SEQ, OFF_TRIAL};
-use crate::sys::{gettid, pin_to, task_cpu, thread_cpu_ns};
+use crate::sys::{gettid, pin_to, task_cpu};
 use serde::Serialize;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 use weir_io::afpacket::{RingConfig, TxRing};
-use weir_io::clock::{set_timer_slack_1ns, Clock};
+use weir_io::clock::{set_timer_slack_1ns, thread_cpu_ns, Clock};
 use weir_lab::topo::Netns;
 
 /// Frames per `send()` at most.

@@ -31,16 +31,6 @@ pub(crate) fn gettid() -> i32 {
     unsafe { libc::gettid() }
 }
 
-pub(crate) fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes a timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// A thread's CPU time: schedstat's sum_exec_runtime (ns) and stat's utime/stime (ticks).
 /// Plus schedstat's run_delay (ns spent runnable but waiting for a CPU) and its count of
 /// times the thread ran (`runs`: a wake-up from a sleep is one), and the involuntary
