@@ -312,14 +312,17 @@ pub fn class_bytes(v: &serde_json::Value, dirs: &[&str], name: &str, what: Count
         .sum()
 }
 
-/// ms from `at` (CLOCK_REALTIME ns) to the first reply to a probe sent at or after it: how
-/// long forwarding was out after an event (a kill of weir).
+/// ms from `at` (CLOCK_REALTIME ns) to the first reply that arrived to a probe sent at or
+/// after it: how long forwarding was out after an event (a kill or a stop of weir). The
+/// earliest arrival, not the first-sent probe's: a probe weir had read just before a
+/// `SIGSTOP` comes back only after `SIGCONT`, while later ones crossed the kernel already.
 pub fn outage_ms(p: &weir_lab::agents::ProbeReport, at: u64) -> f64 {
     let first = p
         .records
         .iter()
         .filter(|r| r.tx_ns >= at)
-        .find_map(|r| r.rx_ns)
+        .filter_map(|r| r.rx_ns)
+        .min()
         .expect("no probe came back after the event");
     (first - at) as f64 / 1e6
 }

@@ -1,5 +1,5 @@
 //! Hot policy reload under load, in network namespaces (root; skips otherwise): one TCP
-//! flow (cubic, the hosts' default offloads) through `weir run`, 50 reloads with `weir
+//! flow (cubic, the hosts' default offloads) through `weir run`, 30 reloads with `weir
 //! reload`, one every 1.5 s — the link alternating 10 ↔ 5 Mbit/s, one reload removing the
 //! flow's class and the next adding it back — then a broken policy by `weir reload` and
 //! by SIGHUP. Checks: no packet lost to a reload, the flow's rate follows each policy
@@ -18,9 +18,9 @@ use weir_lab::topo::{skip_unless_root, BridgeTopo};
 /// Seconds between reloads; the rate is checked over the last `PHASE - SETTLE` of each.
 const PHASE: f64 = 1.5;
 const SETTLE: f64 = 0.5;
-const RELOADS: usize = 50;
+const RELOADS: usize = 30;
 /// The reload that removes the flow's class (the next one adds it back).
-const REMOVE_AT: usize = 25;
+const REMOVE_AT: usize = 15;
 /// Seconds before the first reload: slow start's overshoot and its recovery are over.
 const WARMUP: f64 = 3.0;
 

@@ -61,8 +61,8 @@
 //! process from its 10th minute to the end.
 //!
 //! Forms:
-//! * quick (no `WEIR_SOAK`; in CI): 60 s, a check and a reload every 10 s, one kill at
-//!   43 s; the same checks but the memory limits (a minute says nothing about a leak:
+//! * quick (no `WEIR_SOAK`; in CI): 30 s, a check and a reload every 5 s, one kill at
+//!   22 s; the same checks but the memory limits (half a minute says nothing about a leak:
 //!   the figures are printed, not asserted) and the connection count.
 //! * long: `WEIR_SOAK=1h` (`s`, `m`, `h`, combined: `1h30m`): checks every minute, a
 //!   reload every minute, a kill every 10 minutes; memory asserted as above, at least
@@ -148,7 +148,7 @@ impl Config {
         let long = soak.is_some();
         let (total, check, reload, kill) = match &soak {
             Some(d) => (parse_span(d), 60.0, 60.0, 600.0),
-            None => (Duration::from_secs(60), 10.0, 10.0, 40.0),
+            None => (Duration::from_secs(30), 5.0, 5.0, 20.0),
         };
         let kill = env_span("WEIR_SOAK_KILL", Duration::from_secs_f64(kill));
         Config {
