@@ -139,14 +139,15 @@ fn ping_and_arp_cross_the_bridge() {
 }
 
 /// One TCP flow shaped to 128 kbit/s, 1.544, 10 and 100 Mbit/s: goodput after slow start is
-/// within ±3 % of what the rate carries (rate × 1460/1514: payload per Ethernet frame).
+/// within ±3 % of what the rate carries (rate × 1460/1514: payload per Ethernet frame), and
+/// two segments over the window (1.7 % at 128 kbit/s, under 0.3 % at the others).
 ///
 /// This VM's virtual CPUs lose time to the hypervisor (`steal` in /proc/stat), from 0.5 %
 /// to 30 % of the CPU time (measured in this test's runs). A shaper cannot send in time it
 /// does not get, and its bucket holds only `burst` (mtu + 1 ms of rate) to make up for it:
 /// with 12 % stolen, 100 Mbit/s came 6.6 % short, with 30 % stolen 10 Mbit/s came 31 %
 /// short (the commit before the device too). So every attempt is printed with the steal it
-/// saw; an attempt outside ±3 % fails the test if the machine was quiet (steal ≤
+/// saw; an attempt outside the allowance fails the test if the machine was quiet (steal ≤
 /// `StealMeter::QUIET`), and is retried (up to four attempts) if it was not. If every
 /// attempt was on a machine losing more, the rate's result is reported as inconclusive.
 #[test]
@@ -164,6 +165,10 @@ fn single_tcp_flow_gets_the_shaped_rate() {
         ("100Mbit", 100e6, 6, 2),
     ] {
         let want = bps * 1460.0 / 1514.0;
+        // ±3 %, and two segments over the window: a hole filled just after the window
+        // opens releases what queued behind it at once (CI, 128 kbit/s: +3.23 %, one
+        // 100 ms bin at 2.1 Mbit/s; a segment is 0.85 % of 11 s at that rate)
+        let tol = 0.03 + 2.0 * 1448.0 * 8.0 / (want * (secs - from) as f64);
         let mut attempts = Vec::new();
         let mut passed = false;
         for attempt in 1..=4 {
@@ -178,13 +183,14 @@ fn single_tcp_flow_gets_the_shaped_rate() {
             );
             eprintln!("{line}");
             attempts.push(line);
-            if err.abs() <= 0.03 {
+            if err.abs() <= tol {
                 passed = true;
                 break;
             }
             assert!(
                 !steal.is_some_and(|s| s.quiet()),
-                "goodput off by more than 3 % on a quiet machine:\n{}",
+                "goodput off by more than {:.1} % on a quiet machine:\n{}",
+                tol * 100.0,
                 attempts.join("\n")
             );
         }
