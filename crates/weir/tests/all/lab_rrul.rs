@@ -106,13 +106,16 @@ fn quick_rrul_at_10mbit_50ms() {
     ] {
         assert!(dir.0.join(f).exists(), "{f} missing");
     }
-    assert!(ecn_dir
-        .join("ecn_ecn=1_10Mbit_50ms-weir_fq_cobalt-run1.flent.gz")
-        .exists());
-    // the testbed's checks pass for every DUT (idle round trip at the base RTT; ECN
-    // negotiated exactly under ecn=1), and the ECN checks of the modern queue; its
-    // acceptance checks (2 ms, 95 %) are judged on a quiet machine, the quick run here
-    // with the margins below (a quiet machine: +2.2 ms, 94.9 % / 95.6 %)
+    assert!(
+        ecn_dir
+            .join("ecn_ecn=1_10Mbit_50ms-weir_fq_cobalt-run1.flent.gz")
+            .exists(),
+        "the ecn run's flent file missing"
+    );
+    // the testbed's checks pass for every DUT (idle round trip at the base RTT) and, in
+    // the ecn run, ECN negotiated exactly under ecn=1, with the modern queue's ECN
+    // checks; its rrul_be acceptance checks (2 ms, 95 %) are judged on a quiet machine,
+    // the quick run here with the margins below (a quiet machine: +2.2 ms, 94.9 % / 95.6 %)
     for line in stdout.lines().filter(|l| l.starts_with("FAIL ")) {
         assert!(
             line.starts_with("FAIL rrul_be 10Mbit 50ms weir:fq_cobalt: "),
