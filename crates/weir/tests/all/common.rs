@@ -231,6 +231,22 @@ pub fn stats(sock: &Path) -> serde_json::Value {
     }
 }
 
+/// What weir's fail-open did so far (statistics `v`), for a rate check's message: a loop
+/// that stalled past its timeout let the kernel forward meanwhile, unshaped.
+pub fn fail_open_note(v: &serde_json::Value) -> String {
+    let fwd = |d: &str| {
+        v[d]["lane"]["kernel_forwarded"]["packets"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    format!(
+        "fail-open: {} hand-overs, the kernel forwarded {} + {} frames",
+        v["fail_open"]["handovers"].as_u64().unwrap_or(0),
+        fwd("outbound"),
+        fwd("inbound")
+    )
+}
+
 /// Debian's vsftpd on `t`'s receiver, anonymous and read-only, serving `file.bin` (`body`)
 /// from `dir/root`; passive ports 50000-50100, active mode from port 20. Given 500 ms to
 /// listen.

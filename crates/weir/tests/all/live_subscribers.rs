@@ -132,8 +132,10 @@ fn circuits_get_their_plans_both_ways_and_a_reload_changes_one() {
 
     let circuits: Vec<(usize, IpAddr)> = aliases.iter().copied().enumerate().collect();
     let up = iperf3_all(&t, &circuits, false);
+    eprintln!("upload: {}", crate::common::fail_open_note(&stats(&sock)));
     check("upload", &up, &PLANS.map(|p| p.1));
     let down = iperf3_all(&t, &circuits, true);
+    eprintln!("download: {}", crate::common::fail_open_note(&stats(&sock)));
     check("download", &down, &PLANS.map(|p| p.0));
 
     // the circuits' traffic never reached `other` (ARP and the like may)

@@ -208,8 +208,10 @@ fn two_workers_give_200_circuits_their_rates_both_ways() {
     let total = |(_, user, system): (String, u64, u64)| user + system;
     let cpu0 = total(cpu_ticks(&process));
     let up = transfer(&t, &aliases, false);
+    eprintln!("upload: {}", crate::common::fail_open_note(&stats(&sock)));
     check("upload", &up, &rates);
     let down = transfer(&t, &aliases, true);
+    eprintln!("download: {}", crate::common::fail_open_note(&stats(&sock)));
     check("download", &down, &rates);
 
     let v = stats(&sock);
