@@ -6,7 +6,14 @@ use std::path::Path;
 use std::process::Command;
 
 fn git(args: &[&str]) -> Option<String> {
-    let out = Command::new("git").args(args).output().ok()?;
+    // GIT_OPTIONAL_LOCKS=0: `git status` must not refresh and rewrite the index, which
+    // this script watches: on a fresh clone it did, and the next cargo command built weir
+    // again (~3 minutes)
+    let out = Command::new("git")
+        .args(args)
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .output()
+        .ok()?;
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
