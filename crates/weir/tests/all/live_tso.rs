@@ -487,8 +487,9 @@ fn iperf3_beyond_max_sessions_is_postponed_until_a_session_leaves() {
 /// trTCM meter on its class (CIR 2 Mbit/s, PIR 4 Mbit/s, green AF11, yellow AF12, red
 /// AF13, nothing dropped) on a 20 Mbit/s link. At the receiver a per-flow DSCP counter sees
 /// the marks weir wrote: per colour, the IP bytes carrying AF11/AF12/AF13 are what weir's
-/// meter counted as green/yellow/red (less the queue's drops), and green stays within the meter's bound
-/// CBS + CIR × T while the connection sends far more.
+/// meter counted as green/yellow/red (less the queue's drops), green stays within the meter's
+/// bound CBS + CIR × T and green and yellow within PBS + PIR × T, while the connection
+/// sends far more (most of it red).
 #[test]
 fn iperf3_through_a_trtcm_marker_arrives_marked_as_metered() {
     let _group = crate::common::group(module_path!());
@@ -584,6 +585,15 @@ meter = "cust"
         "green {green} B in {weir_secs:.2} s"
     );
     assert!((green as f64) >= 0.7 * 2e6 / 8.0 * 4.0, "green {green} B");
-    assert!(red > 3 * (green + yellow), "red {red} B");
+    // RFC 2698: only what the peak bucket passes is green or yellow (PBS + PIR·T), and
+    // the connection sends far more (over 10 Mbit/s, 2.5 × the PIR): most of it red. (It
+    // was red > 3 × (green + yellow), which needs 16 Mbit/s of the 20: a .ci/run here once
+    // gave iperf3 14.9, and the meter was right)
+    let pbs = 15.0 * 1500.0;
+    assert!(
+        ((green + yellow) as f64) <= pbs + 4e6 / 8.0 * weir_secs,
+        "green {green} + yellow {yellow} B in {weir_secs:.2} s"
+    );
+    assert!(red > green + yellow, "red {red} B");
     check_report(&r);
 }
