@@ -135,11 +135,11 @@ fn circuits_get_their_plans_both_ways_and_a_reload_changes_one() {
     eprintln!("upload: {}", crate::common::fail_open_note(&stats(&sock)));
     check("upload", &up, &PLANS.map(|p| p.1));
     let down = iperf3_all(&t, &circuits, true);
-    eprintln!("download: {}", crate::common::fail_open_note(&stats(&sock)));
+    let v = stats(&sock);
+    eprintln!("download: {}", crate::common::fail_open_note(&v));
     check("download", &down, &PLANS.map(|p| p.0));
 
     // the circuits' traffic never reached `other` (ARP and the like may)
-    let v = stats(&sock);
     let other = crate::common::class_bytes(&v, &["outbound", "inbound"], "other", Counted::Sent);
     assert!(other < 100_000, "'other' sent {other} bytes: {v}");
     for i in 0..PLANS.len() {

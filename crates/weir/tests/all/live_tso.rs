@@ -578,10 +578,11 @@ meter = "cust"
         got[10] + got[12] + got[14],
         "unmarked bytes"
     );
-    // green ≤ CBS + CIR·T (T = weir's whole run), and the rest yellow/red
-    let cbs = 15.0 * 1500.0;
+    // green ≤ CBS + CIR·T (T = weir's whole run), and the rest yellow/red; the policy's
+    // CBS and PBS are both 15 packets
+    let burst = 15.0 * 1500.0;
     assert!(
-        (green as f64) <= cbs + 2e6 / 8.0 * weir_secs,
+        (green as f64) <= burst + 2e6 / 8.0 * weir_secs,
         "green {green} B in {weir_secs:.2} s"
     );
     assert!((green as f64) >= 0.7 * 2e6 / 8.0 * 4.0, "green {green} B");
@@ -589,9 +590,8 @@ meter = "cust"
     // the connection sends far more (over 10 Mbit/s, 2.5 × the PIR): most of it red. (It
     // was red > 3 × (green + yellow), which needs 16 Mbit/s of the 20: a .ci/run here once
     // gave iperf3 14.9, and the meter was right)
-    let pbs = 15.0 * 1500.0;
     assert!(
-        ((green + yellow) as f64) <= pbs + 4e6 / 8.0 * weir_secs,
+        ((green + yellow) as f64) <= burst + 4e6 / 8.0 * weir_secs,
         "green {green} + yellow {yellow} B in {weir_secs:.2} s"
     );
     assert!(red > green + yellow, "red {red} B");

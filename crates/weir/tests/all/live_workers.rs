@@ -211,10 +211,10 @@ fn two_workers_give_200_circuits_their_rates_both_ways() {
     eprintln!("upload: {}", crate::common::fail_open_note(&stats(&sock)));
     check("upload", &up, &rates);
     let down = transfer(&t, &aliases, true);
-    eprintln!("download: {}", crate::common::fail_open_note(&stats(&sock)));
+    let v = stats(&sock);
+    eprintln!("download: {}", crate::common::fail_open_note(&v));
     check("download", &down, &rates);
 
-    let v = stats(&sock);
     let cpu = (total(cpu_ticks(&process)) - cpu0) as f64 / 100.0;
     let frames: u64 = ["outbound", "inbound"]
         .iter()
