@@ -12,10 +12,6 @@ use weir_lab::agents::cbr::{
 };
 use weir_lab::topo::{list_testbed_namespaces, skip_unless_root, Netns, VethPair};
 
-/// A sender's lateness past which the machine, not the pacing, held it up (50 intervals
-/// at 10,000 packets/s).
-const STALL_NS: u64 = 5_000_000;
-
 /// Pacing spins a core; tests share a 2-core machine, so they run one at a time.
 fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
@@ -120,21 +116,12 @@ fn cbr_800b_10kpps_plain_veth() {
     {
         let pair = pair("cbr800");
         names = pair.namespace_names();
-        let attempt = || {
-            let (sent, recs) = run_flow(&pair, 10_000.0, 800, 20_000);
-            print_sender(&sent);
-            let s = recs.summary(sent.attempted);
-            eprintln!("sink:   {s}");
-            (sent, recs, s)
-        };
-        let (mut sent, mut recs, mut s) = attempt();
-        if sent.max_lateness_ns > STALL_NS {
-            // the sender lost the core for longer than any pacing error of its own (CI:
-            // one 35 ms stall, 9,893 pps over the 2 s): the rate is judged on a run the
-            // machine left alone; a sender that cannot pace fails both
-            eprintln!("the sender stalled; running once more");
-            (sent, recs, s) = attempt();
-        }
+        // (a run in which the machine took the sender's core — CI: one 35 ms stall, 9,893
+        // pps over the 2 s — is run once more by scripts/test, as every failed test is)
+        let (sent, recs) = run_flow(&pair, 10_000.0, 800, 20_000);
+        print_sender(&sent);
+        let s = recs.summary(sent.attempted);
+        eprintln!("sink:   {s}");
 
         assert_eq!(sent.attempted, 20_000);
         assert_eq!(sent.sent, 20_000, "{:?}", sent.send_errors);
